@@ -1,0 +1,50 @@
+--[[
+  _prelude: helpers prepended to every script by src/scripts.rs; not a script on its own.
+  Session scripts receive the session's keys as KEYS[1..9], in this order:
+    KEYS[1] meta hash          <prefix>:{p}:s:<sid>
+    KEYS[2] working state hash <prefix>:{p}:s:<sid>:work
+    KEYS[3] message list       <prefix>:{p}:s:<sid>:msgs
+    KEYS[4] checkpoint hash    <prefix>:{p}:s:<sid>:ckpt
+    KEYS[5] idempotency hash   <prefix>:{p}:s:<sid>:idem
+    KEYS[6] compaction list    <prefix>:{p}:s:<sid>:compactions
+    KEYS[7] usage hash         <prefix>:{p}:s:<sid>:usage
+    KEYS[8] children set       <prefix>:{p}:s:<sid>:children
+    KEYS[9] wal stream         <prefix>:{p}:wal
+  Errors are returned as `CODE detail` replies; src/error.rs maps the codes.
+]]
+
+-- Milliseconds since the epoch from the Redis clock, so skewed clients agree.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- An error reply `CODE detail` (return it from the script's top level).
+local function fail(code, detail)
+  return redis.error_reply(code .. ' ' .. (detail or ''))
+end
+
+-- Refreshes the idle TTL of every key of the session (KEYS[1..8]); missing keys are skipped.
+local function touch_session(ttl)
+  for i = 1, 8 do
+    redis.call('EXPIRE', KEYS[i], ttl)
+  end
+end
+
+-- A JSON string literal for s, or null when s is empty.
+local function json_str_or_null(s)
+  if s == nil or s == '' then return 'null' end
+  return cjson.encode(s)
+end
+
+-- A JSON number for s, or null when s is empty.
+local function json_num_or_null(s)
+  if s == nil or s == '' then return 'null' end
+  return tostring(tonumber(s))
+end
+
+-- Stored message element: seq, state and created_at first, then the caller's object body.
+local function message_element(seq, state, now, body)
+  return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. now .. ',' .. string.sub(body, 2)
+end
+

@@ -1,0 +1,26 @@
+--[[
+  close_session: physically delete one session's keys, its index entries and its open
+  decisions, and log the close so the spill daemon deletes it from SQLite too.
+  KEYS[1..9] session keys (see _prelude)
+  KEYS[10]   partition session index   <prefix>:{p}:sessions
+  KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (any key of the slot when no user)
+  KEYS[12]   open decisions hash       <prefix>:{p}:open_decisions
+  ARGV[1] session id
+  ARGV[2] '1' when linked descendants are closed with it (recorded for SQLite), else '0'
+  Returns: {1 if the session was live else 0, wal entry id}
+  Errors:  none (closing a session that is not live still reaches SQLite through the wal)
+]]
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('SREM', KEYS[10], ARGV[1])
+redis.call('SREM', KEYS[11], ARGV[1])
+local open = redis.call('HGETALL', KEYS[12])
+local needle = '"session_id":"' .. ARGV[1] .. '"'
+for i = 1, #open, 2 do
+  if string.find(open[i + 1], needle, 1, true) then
+    redis.call('HDEL', KEYS[12], open[i])
+  end
+end
+local id = redis.call('XADD', KEYS[9], '*', 'op', 'session_close', 'id', ARGV[1],
+  'd', '{"cascade":' .. (ARGV[2] == '1' and 'true' or 'false') .. '}')
+return {existed, id}

@@ -1,0 +1,69 @@
+--[[
+  compact: mark messages [from, to] compacted_out and append a system compact_note in one
+  step; record the compaction in the audit list; log both to the wal.
+  KEYS[1..9] session keys (see _prelude)
+  ARGV[1] session id
+  ARGV[2] from seq (>= 1)         ARGV[3] to seq (>= from, < next seq)
+  ARGV[4] note body: JSON object without seq/state/created_at
+  ARGV[5] before_tokens or ''     ARGV[6] after_tokens or ''   ARGV[7] round_index or ''
+  Returns: {compact_seq, note_seq, wal entry id}
+  Errors:  NO_SESSION, BAD_RANGE <from> <to> <why>
+  Invariant: meta `compacted` lists the merged compacted ranges ("a-b,c-d", ascending) and
+  agrees with the state of every element; load_messages relies on it.
+  Atomic: every check runs before the first write.
+]]
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'last_compact_seq', 'compacted')
+if not meta[1] then
+  return fail('NO_SESSION', ARGV[1])
+end
+local from, to, next_seq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(meta[1])
+if from < 1 or to < from or to >= next_seq then
+  return fail('BAD_RANGE', ARGV[2] .. ' ' .. ARGV[3] .. ' must satisfy 1 <= from <= to <= ' .. (next_seq - 1))
+end
+local now = now_ms()
+-- mark the range
+local elements = redis.call('LRANGE', KEYS[3], from - 1, to - 1)
+for i, element in ipairs(elements) do
+  local seq = from + i - 1
+  local active = '{"seq":' .. seq .. ',"state":"active"'
+  if string.sub(element, 1, #active) == active then
+    redis.call('LSET', KEYS[3], seq - 1,
+      '{"seq":' .. seq .. ',"state":"compacted_out"' .. string.sub(element, #active + 1))
+  end
+end
+-- merge [from, to] into the compacted ranges
+local ranges = {}
+for a, b in string.gmatch(meta[4] or '', '(%d+)-(%d+)') do
+  table.insert(ranges, {tonumber(a), tonumber(b)})
+end
+table.insert(ranges, {from, to})
+table.sort(ranges, function(x, y) return x[1] < y[1] end)
+local merged = {}
+for _, r in ipairs(ranges) do
+  local last = merged[#merged]
+  if last and r[1] <= last[2] + 1 then
+    if r[2] > last[2] then last[2] = r[2] end
+  else
+    table.insert(merged, {r[1], r[2]})
+  end
+end
+local parts = {}
+for _, r in ipairs(merged) do
+  table.insert(parts, r[1] .. '-' .. r[2])
+end
+-- the note and the audit record
+local note_seq = next_seq
+local compact_seq = tonumber(meta[3]) + 1
+local note = message_element(note_seq, 'active', now, ARGV[4])
+redis.call('RPUSH', KEYS[3], note)
+redis.call('HSET', KEYS[1], 'next_seq', note_seq + 1, 'last_compact_seq', compact_seq,
+  'compacted', table.concat(parts, ','), 'updated_at', now)
+local record = '{"compact_seq":' .. compact_seq .. ',"note_seq":' .. note_seq
+  .. ',"from_seq":' .. from .. ',"to_seq":' .. to
+  .. ',"before_tokens":' .. json_num_or_null(ARGV[5]) .. ',"after_tokens":' .. json_num_or_null(ARGV[6])
+  .. ',"round_index":' .. json_num_or_null(ARGV[7]) .. ',"created_at":' .. now .. '}'
+redis.call('RPUSH', KEYS[6], record)
+touch_session(tonumber(meta[2]))
+redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', note)
+local id = redis.call('XADD', KEYS[9], '*', 'op', 'compact', 'id', ARGV[1], 'd', record)
+return {compact_seq, note_seq, id}

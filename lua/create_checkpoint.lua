@@ -1,0 +1,41 @@
+--[[
+  create_checkpoint: promote a snapshot of working state (all keys, or the listed ones that
+  exist) to a durable checkpoint; keep it as the label's latest; log it to the wal.
+  KEYS[1..9] session keys (see _prelude)
+  ARGV[1] session id      ARGV[2] checkpoint id      ARGV[3] label
+  ARGV[4] size limit of the payload, bytes
+  ARGV[5..] working-state keys to include (none = all)
+  Returns: the wal entry id
+  Errors:  NO_SESSION, TOO_LARGE
+  Atomic: every check runs before the first write.
+]]
+local ttl = redis.call('HGET', KEYS[1], 'ttl')
+if not ttl then
+  return fail('NO_SESSION', ARGV[1])
+end
+local parts = {}
+if #ARGV >= 5 then
+  local names = {unpack(ARGV, 5)}
+  local values = redis.call('HMGET', KEYS[2], unpack(names))
+  for i, name in ipairs(names) do
+    if values[i] then
+      parts[#parts + 1] = cjson.encode(name) .. ':' .. values[i]
+    end
+  end
+else
+  local all = redis.call('HGETALL', KEYS[2])
+  for i = 1, #all, 2 do
+    parts[#parts + 1] = cjson.encode(all[i]) .. ':' .. all[i + 1]
+  end
+end
+local payload = '{' .. table.concat(parts, ',') .. '}'
+if #payload > tonumber(ARGV[4]) then
+  return fail('TOO_LARGE', #payload .. ' ' .. ARGV[4])
+end
+local now = now_ms()
+local record = '{"id":"' .. ARGV[2] .. '","session_id":"' .. ARGV[1] .. '","label":"' .. ARGV[3]
+  .. '","created_at":' .. now .. ',"payload":' .. payload .. '}'
+redis.call('HSET', KEYS[4], ARGV[3], record)
+redis.call('HSET', KEYS[1], 'updated_at', now)
+touch_session(tonumber(ttl))
+return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', ARGV[1], 'd', record)

@@ -1,0 +1,34 @@
+--[[
+  create_session: create a session's meta hash, index it, and log it to the wal.
+  KEYS[1..9] session keys (see _prelude)
+  KEYS[10]   partition session index   <prefix>:{p}:sessions
+  KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (ignored when ARGV[2] is empty)
+  ARGV[1] session id          ARGV[2] user id or ''        ARGV[3] parent id or ''
+  ARGV[4] spawn_depth         ARGV[5] kind (root|subagent)  ARGV[6] lifecycle
+  ARGV[7] model or ''         ARGV[8] system prompt or ''   ARGV[9] config JSON
+  ARGV[10] metadata JSON      ARGV[11] idle TTL, seconds
+  Returns: the wal entry id
+  Errors:  EXISTS when the session is live already
+  Atomic: the existence check runs before the first write.
+]]
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return fail('EXISTS', 'session ' .. ARGV[1])
+end
+local now = now_ms()
+redis.call('HSET', KEYS[1],
+  'user_id', ARGV[2], 'kind', ARGV[5], 'parent', ARGV[3], 'spawn_depth', ARGV[4],
+  'lifecycle', ARGV[6], 'status', 'active', 'model', ARGV[7], 'system_prompt', ARGV[8],
+  'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now, 'updated_at', now,
+  'next_seq', 1, 'round_index', 0, 'last_compact_seq', 0, 'pending', '', 'version', 0,
+  'ttl', ARGV[11], 'compacted', '')
+touch_session(tonumber(ARGV[11]))
+redis.call('SADD', KEYS[10], ARGV[1])
+if ARGV[2] ~= '' then
+  redis.call('SADD', KEYS[11], ARGV[1])
+end
+local record = '{"user_id":' .. json_str_or_null(ARGV[2]) .. ',"kind":"' .. ARGV[5]
+  .. '","parent":' .. json_str_or_null(ARGV[3]) .. ',"spawn_depth":' .. ARGV[4]
+  .. ',"lifecycle":"' .. ARGV[6] .. '","status":"active","model":' .. json_str_or_null(ARGV[7])
+  .. ',"system_prompt":' .. json_str_or_null(ARGV[8]) .. ',"config":' .. ARGV[9]
+  .. ',"metadata":' .. ARGV[10] .. ',"ttl":' .. ARGV[11] .. ',"created_at":' .. now .. '}'
+return redis.call('XADD', KEYS[9], '*', 'op', 'session_create', 'id', ARGV[1], 'd', record)

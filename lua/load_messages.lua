@@ -1,0 +1,64 @@
+--[[
+  load_messages: read messages in seq order in one round trip (read-only).
+  KEYS[1] meta hash      <prefix>:{p}:s:<sid>
+  KEYS[2] message list   <prefix>:{p}:s:<sid>:msgs
+  ARGV[1] mode: 'active' (skip compacted_out), 'all', or 'one'
+  ARGV[2] after seq (0 = from the start); for 'one', the seq to read
+  ARGV[3] last N (0 = no limit), applied after the filter
+  Returns: array of message JSON elements (empty when nothing matches)
+  Errors:  NO_SESSION
+  Never transfers compacted messages in 'active' mode: it reads only the active intervals,
+  the complement of the meta `compacted` ranges.
+]]
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'compacted')
+if not meta[1] then
+  return fail('NO_SESSION', 'session')
+end
+local hi = tonumber(meta[1]) - 1
+local mode, after, last = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if mode == 'one' then
+  if after < 1 or after > hi then return {} end
+  return {redis.call('LINDEX', KEYS[2], after - 1)}
+end
+local lo = after + 1
+if mode == 'all' or meta[2] == '' then
+  if last > 0 and hi - last + 1 > lo then lo = hi - last + 1 end
+  if lo > hi then return {} end
+  return redis.call('LRANGE', KEYS[2], lo - 1, hi - 1)
+end
+-- active intervals: [lo, hi] minus the compacted ranges
+local intervals = {}
+local cursor = lo
+for a, b in string.gmatch(meta[2], '(%d+)-(%d+)') do
+  a, b = tonumber(a), tonumber(b)
+  if a > cursor then
+    table.insert(intervals, {cursor, math.min(a - 1, hi)})
+  end
+  if b + 1 > cursor then cursor = b + 1 end
+  if cursor > hi then break end
+end
+if cursor <= hi then table.insert(intervals, {cursor, hi}) end
+if last > 0 then
+  local kept, count = {}, 0
+  for i = #intervals, 1, -1 do
+    local r = intervals[i]
+    local n = r[2] - r[1] + 1
+    if count + n >= last then
+      table.insert(kept, 1, {r[2] - (last - count) + 1, r[2]})
+      break
+    end
+    table.insert(kept, 1, r)
+    count = count + n
+  end
+  intervals = kept
+end
+local out = {}
+for _, r in ipairs(intervals) do
+  if r[1] <= r[2] then
+    local part = redis.call('LRANGE', KEYS[2], r[1] - 1, r[2] - 1)
+    for _, element in ipairs(part) do
+      out[#out + 1] = element
+    end
+  end
+end
+return out

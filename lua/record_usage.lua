@@ -1,0 +1,20 @@
+--[[
+  record_usage: upsert the token usage of one round; log it to the wal.
+  KEYS[1..9] session keys (see _prelude)
+  ARGV[1] session id
+  ARGV[2] round index
+  ARGV[3] usage JSON object (round_index, prompt_tokens, ...; built by the caller)
+  Returns: the wal entry id
+  Errors:  NO_SESSION
+  Atomic: the existence check runs before the first write.
+]]
+local ttl = redis.call('HGET', KEYS[1], 'ttl')
+if not ttl then
+  return fail('NO_SESSION', ARGV[1])
+end
+local now = now_ms()
+local record = '{"created_at":' .. now .. ',' .. string.sub(ARGV[3], 2)
+redis.call('HSET', KEYS[7], ARGV[2], record)
+redis.call('HSET', KEYS[1], 'updated_at', now)
+touch_session(tonumber(ttl))
+return redis.call('XADD', KEYS[9], '*', 'op', 'usage', 'id', ARGV[1], 'd', record)

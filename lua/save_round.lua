@@ -1,0 +1,29 @@
+--[[
+  save_round: the StateService save_state: store a state snapshot under a round id
+  (max + 1 when none is given, 1 when empty; an explicit id overwrites); log it to the wal.
+  KEYS[1] rounds hash   <prefix>:{p}:r:<uid>:<session>  (round id -> state JSON, plus max_round)
+  KEYS[2] wal stream    <prefix>:{p}:wal                (partition of the user id)
+  ARGV[1] user id       ARGV[2] session id (StateService's, default "default")
+  ARGV[3] round id or ''
+  ARGV[4] state JSON (validated by the caller)
+  ARGV[5] idle TTL, seconds
+  ARGV[6] size limit, bytes
+  Returns: {round id, wal entry id}
+  Errors:  TOO_LARGE
+  Atomic: every check runs before the first write.
+]]
+if #ARGV[4] > tonumber(ARGV[6]) then
+  return fail('TOO_LARGE', #ARGV[4] .. ' ' .. ARGV[6])
+end
+local max = tonumber(redis.call('HGET', KEYS[1], 'max_round') or '0')
+local round = max + 1
+if ARGV[3] ~= '' then round = tonumber(ARGV[3]) end
+redis.call('HSET', KEYS[1], round, ARGV[4])
+if round > max then
+  redis.call('HSET', KEYS[1], 'max_round', round)
+end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+local record = '{"user_id":"' .. ARGV[1] .. '","session_id":"' .. ARGV[2] .. '","round_id":' .. round
+  .. ',"created_at":' .. now_ms() .. ',"state":' .. ARGV[4] .. '}'
+local id = redis.call('XADD', KEYS[2], '*', 'op', 'round', 'id', ARGV[1], 'd', record)
+return {round, id}

@@ -1,0 +1,25 @@
+--[[
+  update_session: set meta fields (status, parent, pending, round_index, ttl), refresh
+  updated_at and the idle TTL; with no fields it is a heartbeat (touch).
+  KEYS[1..9] session keys (see _prelude)
+  ARGV[1] session id
+  ARGV[2] JSON object of the changed fields as they go to the wal ('' for a touch)
+  ARGV[3..] field, value pairs for the meta hash
+  Returns: the wal entry id, or '' for a touch
+  Errors:  NO_SESSION
+  Atomic: the existence check runs before the first write.
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return fail('NO_SESSION', ARGV[1])
+end
+local now = now_ms()
+if #ARGV > 2 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+end
+redis.call('HSET', KEYS[1], 'updated_at', now)
+touch_session(tonumber(redis.call('HGET', KEYS[1], 'ttl')))
+if ARGV[2] == '' then
+  return ''
+end
+local record = '{"updated_at":' .. now .. ',' .. string.sub(ARGV[2], 2)
+return redis.call('XADD', KEYS[9], '*', 'op', 'session_update', 'id', ARGV[1], 'd', record)

@@ -1,0 +1,90 @@
+//! Checkpoints: promote a snapshot of working state (all keys or some) to durable process
+//! state; the latest per label stays in Redis, the full history goes to SQLite.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::keys::validate_id;
+use crate::scripts;
+use crate::store::Store;
+
+/// A promoted snapshot of working state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// `ckpt_` + 24 hex.
+    pub id: String,
+    /// The session it belongs to.
+    pub session_id: String,
+    /// Its label (the latest per label is kept live).
+    pub label: String,
+    /// When, ms since the epoch (Redis clock).
+    pub created_at: i64,
+    /// Working-state key → JSON value.
+    pub payload: Value,
+}
+
+impl Store {
+    /// Checkpoints the working state (only `include_keys` when given; listed keys that do not
+    /// exist are left out) under `label`; returns the checkpoint id.
+    pub async fn checkpoint(
+        &self,
+        sid: &str,
+        label: &str,
+        include_keys: Option<&[&str]>,
+    ) -> Result<String> {
+        let keys = self.session_keys(sid)?;
+        validate_id("label", label)?;
+        if let Some(list) = include_keys {
+            if list.is_empty() {
+                return Err(Error::InvalidInput("include_keys is empty".into()));
+            }
+            for k in list {
+                validate_id("working-state key", k)?;
+            }
+        }
+        let id = format!("ckpt_{:024x}", rand::random::<u128>() >> 32);
+        let mut inv = scripts::CREATE_CHECKPOINT.prepare_invoke();
+        inv.key(&keys.as_array()[..])
+            .arg(sid)
+            .arg(&id)
+            .arg(label)
+            .arg(self.config().limits.state);
+        for k in include_keys.unwrap_or(&[]) {
+            inv.arg(*k);
+        }
+        let wal_id: String = self.invoke(&inv).await?;
+        self.settle(keys.partition, &wal_id).await?;
+        Ok(id)
+    }
+
+    /// The latest checkpoint under `label`, if any.
+    pub async fn checkpoint_latest(&self, sid: &str, label: &str) -> Result<Option<Checkpoint>> {
+        let keys = self.session_keys(sid)?;
+        validate_id("label", label)?;
+        let mut conn = self.conn().await?;
+        let text: Option<String> = redis::cmd("HGET")
+            .arg(&keys.ckpt)
+            .arg(label)
+            .query_async(&mut conn)
+            .await?;
+        text.map(|t| serde_json::from_str(&t).map_err(Error::from))
+            .transpose()
+    }
+
+    /// The latest checkpoint of every label, oldest first.
+    pub async fn checkpoints(&self, sid: &str) -> Result<Vec<Checkpoint>> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        let items: Vec<String> = redis::cmd("HVALS")
+            .arg(&keys.ckpt)
+            .query_async(&mut conn)
+            .await?;
+        let mut all = items
+            .iter()
+            .map(|t| serde_json::from_str(t).map_err(Error::from))
+            .collect::<Result<Vec<Checkpoint>>>()?;
+        all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(all)
+    }
+}

@@ -1,0 +1,130 @@
+//! Configuration: the namespace (prefix, partitions), TTLs, payload limits and waits.
+
+use std::time::Duration;
+
+/// Default Redis URL when neither `--redis` nor `AGENTSTATE_REDIS_URL` is given.
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// Where keys live: every key starts with `prefix`, ids are spread over `partitions`.
+///
+/// Both are fixed for the life of a namespace and recorded in `<prefix>:config`; connecting
+/// with a different partition count is a [`crate::Error::NamespaceMismatch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    /// Key prefix, default `as`.
+    pub prefix: String,
+    /// Number of partitions (hash-tag slots), default 16.
+    pub partitions: u32,
+}
+
+impl Default for Namespace {
+    fn default() -> Self {
+        Namespace {
+            prefix: "as".into(),
+            partitions: 16,
+        }
+    }
+}
+
+/// Size limits on payloads, checked in Rust before Redis is touched and again in Lua.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest message JSON, bytes (default 1 MiB).
+    pub message: usize,
+    /// Largest working-state value JSON, bytes (default 512 KiB).
+    pub working_value: usize,
+    /// Largest state snapshot (round state, checkpoint payload, user value), bytes (default 16 MiB).
+    pub state: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            message: 1 << 20,
+            working_value: 512 << 10,
+            state: 16 << 20,
+        }
+    }
+}
+
+/// Everything a [`crate::Store`] needs to know besides the Redis connection itself.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Redis URL (`redis://`, `rediss://`, with user and password if ACLs are used).
+    pub redis_url: String,
+    /// Prefix and partition count.
+    pub namespace: Namespace,
+    /// Idle TTL given to new sessions (refreshed by every write), default 3600 s.
+    pub session_ttl: Duration,
+    /// Payload limits.
+    pub limits: Limits,
+    /// Deepest sub-agent allowed (root is 0), default 3.
+    pub max_spawn_depth: u32,
+    /// Connections in the shared pool.
+    pub pool_size: usize,
+    /// How long a command may take before the connection reports a timeout. Blocking stream
+    /// reads add their own block time to this.
+    pub response_timeout: Duration,
+    /// How long a caller waits for a spill daemon to restore a session that is not live.
+    pub restore_wait: Duration,
+    /// How long a `Durable` write waits for SQLite to commit it.
+    pub durable_wait: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            redis_url: DEFAULT_REDIS_URL.into(),
+            namespace: Namespace::default(),
+            session_ttl: Duration::from_secs(3600),
+            limits: Limits::default(),
+            max_spawn_depth: 3,
+            pool_size: 16,
+            response_timeout: Duration::from_secs(10),
+            restore_wait: Duration::from_secs(5),
+            durable_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Config {
+    /// A default configuration pointing at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Config {
+            redis_url: url.into(),
+            ..Config::default()
+        }
+    }
+
+    /// Sets the namespace prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.namespace.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the partition count.
+    pub fn partitions(mut self, partitions: u32) -> Self {
+        self.namespace.partitions = partitions;
+        self
+    }
+
+    /// Sets the default idle TTL of new sessions.
+    pub fn session_ttl(mut self, ttl: Duration) -> Self {
+        self.session_ttl = ttl;
+        self
+    }
+
+    /// Sets the payload limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets how long callers wait for a daemon (restore and durable writes).
+    pub fn daemon_wait(mut self, wait: Duration) -> Self {
+        self.restore_wait = wait;
+        self.durable_wait = wait;
+        self
+    }
+}

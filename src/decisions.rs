@@ -1,0 +1,180 @@
+//! Decisions: the write-ahead decision log. A decision goes to its session's partition
+//! `decisions` stream (read by consumer groups and the flusher) and stays in the partition's
+//! open set until an outcome is recorded, so crash recovery can list incomplete decisions.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::durability::parse_stream_id;
+use crate::error::{Error, Result};
+use crate::scripts;
+use crate::store::Store;
+
+/// A decision to record.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct NewDecision {
+    /// What was decided.
+    pub decision: String,
+    /// Why.
+    pub rationale: String,
+    /// What the agent plans to do about it.
+    pub planned_action: Option<String>,
+    /// Free-form metadata (JSON object).
+    pub meta: Option<Value>,
+}
+
+impl NewDecision {
+    /// A decision with its rationale.
+    pub fn new(decision: impl Into<String>, rationale: impl Into<String>) -> Self {
+        NewDecision {
+            decision: decision.into(),
+            rationale: rationale.into(),
+            ..Default::default()
+        }
+    }
+    /// Sets the planned action.
+    pub fn action(mut self, action: impl Into<String>) -> Self {
+        self.planned_action = Some(action.into());
+        self
+    }
+    /// Sets the metadata.
+    pub fn meta(mut self, meta: Value) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+}
+
+/// A recorded decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// `<partition>:<stream entry id>`.
+    pub id: String,
+    /// The session that decided.
+    pub session_id: String,
+    /// What was decided.
+    pub decision: String,
+    /// Why.
+    pub rationale: String,
+    /// What the agent planned to do.
+    pub planned_action: Option<String>,
+    /// Metadata.
+    #[serde(default)]
+    pub meta: Value,
+    /// The outcome, once recorded.
+    pub outcome: Option<String>,
+    /// When, ms since the epoch (Redis clock).
+    pub created_at: i64,
+}
+
+/// A parsed decision id: partition and stream entry id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionId {
+    /// Partition of the session.
+    pub partition: u32,
+    /// Entry id in that partition's decisions stream.
+    pub entry: String,
+}
+
+impl DecisionId {
+    /// Parses `<partition>:<ms>-<seq>`.
+    pub fn parse(id: &str, partitions: u32) -> Result<DecisionId> {
+        let bad = || Error::InvalidInput(format!("decision id {id:?}: expected <partition>:<ms>-<seq>"));
+        let (p, entry) = id.split_once(':').ok_or_else(bad)?;
+        let partition: u32 = p.parse().map_err(|_| bad())?;
+        if partition >= partitions || parse_stream_id(entry).is_none() {
+            return Err(bad());
+        }
+        Ok(DecisionId {
+            partition,
+            entry: entry.to_string(),
+        })
+    }
+}
+
+impl Store {
+    /// Records a decision; returns its id (`<partition>:<stream entry id>`).
+    pub async fn record_decision(&self, sid: &str, d: &NewDecision) -> Result<String> {
+        let keys = self.session_keys(sid)?;
+        let meta = match &d.meta {
+            None => "{}".to_string(),
+            Some(v @ Value::Object(_)) => v.to_string(),
+            Some(_) => return Err(Error::InvalidInput("decision meta must be a JSON object".into())),
+        };
+        let size = d.decision.len() + d.rationale.len() + meta.len()
+            + d.planned_action.as_ref().map_or(0, String::len);
+        let limit = self.config().limits.message;
+        if size > limit {
+            return Err(Error::TooLarge {
+                what: "decision",
+                size,
+                limit,
+            });
+        }
+        let p = keys.partition;
+        let mut inv = scripts::RECORD_DECISION.prepare_invoke();
+        inv.key(&keys.as_array()[..])
+            .key(self.keys().decisions(p))
+            .key(self.keys().open_decisions(p))
+            .arg(sid)
+            .arg(p)
+            .arg(&d.decision)
+            .arg(&d.rationale)
+            .arg(d.planned_action.as_deref().unwrap_or(""))
+            .arg(&meta);
+        let id: String = self.invoke(&inv).await?;
+        let entry = id.split_once(':').map(|(_, e)| e).unwrap_or_default();
+        self.settle_stream(p, "decisions", entry).await?;
+        Ok(id)
+    }
+
+    /// Records the outcome of a decision. Returns `false` when it already had one.
+    pub async fn record_outcome(&self, decision_id: &str, outcome: &str) -> Result<bool> {
+        let id = DecisionId::parse(decision_id, self.keys().partitions())?;
+        if outcome.len() > self.config().limits.message {
+            return Err(Error::TooLarge {
+                what: "outcome",
+                size: outcome.len(),
+                limit: self.config().limits.message,
+            });
+        }
+        let mut inv = scripts::RECORD_OUTCOME.prepare_invoke();
+        inv.key(self.keys().decisions(id.partition))
+            .key(self.keys().open_decisions(id.partition))
+            .arg(decision_id)
+            .arg(&id.entry)
+            .arg(outcome);
+        let recorded: u8 = self.invoke(&inv).await.map_err(|e| match e {
+            Error::Redis(msg) if msg.contains("NO_DECISION") => {
+                Error::InvalidInput(format!("unknown decision {decision_id}"))
+            }
+            other => other,
+        })?;
+        Ok(recorded == 1)
+    }
+
+    /// Decisions without an outcome (all sessions, or one), oldest first — for crash recovery.
+    pub async fn incomplete_decisions(&self, sid: Option<&str>) -> Result<Vec<Decision>> {
+        let partitions: Vec<u32> = match sid {
+            Some(s) => vec![self.session_keys(s)?.partition],
+            None => (0..self.keys().partitions()).collect(),
+        };
+        let mut pipe = redis::pipe();
+        for p in &partitions {
+            pipe.hgetall(self.keys().open_decisions(*p));
+        }
+        let mut conn = self.conn().await?;
+        let maps: Vec<HashMap<String, String>> = pipe.query_async(&mut conn).await?;
+        let mut out = Vec::new();
+        for text in maps.into_iter().flat_map(|m| m.into_values()) {
+            let d: Decision = serde_json::from_str(&text)?;
+            if sid.is_none_or(|s| s == d.session_id) {
+                out.push(d);
+            }
+        }
+        out.sort_by_key(|d| (d.created_at, d.id.clone()));
+        Ok(out)
+    }
+}

@@ -1,0 +1,222 @@
+//! The only place Redis key names are formatted, and id validation.
+//!
+//! Every key of one partition carries the hash tag `{p}`, so each Lua script touches a
+//! single slot and runs unchanged on Redis Cluster. See ARCHITECTURE.md for the full table.
+
+use crate::error::{Error, Result};
+
+/// 32-bit FNV-1a of `bytes`: the partition function of the key protocol.
+pub fn fnv1a_32(bytes: &[u8]) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for b in bytes {
+        hash ^= u32::from(*b);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+/// Checks that `id` is 1–128 characters of `[A-Za-z0-9._@+-]`.
+pub fn validate_id(what: &'static str, id: &str) -> Result<()> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidId {
+            what,
+            id: id.chars().take(200).collect(),
+        })
+    }
+}
+
+/// Formats key names for one namespace.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+    partitions: u32,
+}
+
+/// The keys of one session, in the order every session script receives them as KEYS[1..9].
+#[derive(Debug, Clone)]
+pub struct SessionKeys {
+    /// Partition of the session id.
+    pub partition: u32,
+    /// `<prefix>:{p}:s:<sid>` — meta hash.
+    pub meta: String,
+    /// `<prefix>:{p}:s:<sid>:work` — working state hash.
+    pub work: String,
+    /// `<prefix>:{p}:s:<sid>:msgs` — message list in seq order.
+    pub msgs: String,
+    /// `<prefix>:{p}:s:<sid>:ckpt` — label → latest checkpoint.
+    pub ckpt: String,
+    /// `<prefix>:{p}:s:<sid>:idem` — idempotency key → seq.
+    pub idem: String,
+    /// `<prefix>:{p}:s:<sid>:compactions` — compaction audit list.
+    pub compactions: String,
+    /// `<prefix>:{p}:s:<sid>:usage` — round → usage.
+    pub usage: String,
+    /// `<prefix>:{p}:s:<sid>:children` — ids of sub-agent sessions.
+    pub children: String,
+    /// `<prefix>:{p}:wal` — the partition's write-ahead log stream.
+    pub wal: String,
+}
+
+impl SessionKeys {
+    /// The nine keys in script order (KEYS[1..9]).
+    pub fn as_array(&self) -> [&str; 9] {
+        [
+            &self.meta,
+            &self.work,
+            &self.msgs,
+            &self.ckpt,
+            &self.idem,
+            &self.compactions,
+            &self.usage,
+            &self.children,
+            &self.wal,
+        ]
+    }
+
+    /// The session's own keys (without the shared wal), e.g. for `agentstate keys`.
+    pub fn own(&self) -> [&str; 8] {
+        let a = self.as_array();
+        [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]]
+    }
+}
+
+impl Keys {
+    /// Key formatter for `prefix` with `partitions` partitions.
+    pub fn new(prefix: &str, partitions: u32) -> Self {
+        Keys {
+            prefix: prefix.to_string(),
+            partitions: partitions.max(1),
+        }
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    /// Key prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Partition of a session or user id: `fnv1a_32(id) % partitions`.
+    pub fn partition(&self, id: &str) -> u32 {
+        fnv1a_32(id.as_bytes()) % self.partitions
+    }
+
+    /// `<prefix>:config` — the namespace record (partitions).
+    pub fn config(&self) -> String {
+        format!("{}:config", self.prefix)
+    }
+
+    /// All keys of session `sid`.
+    pub fn session(&self, sid: &str) -> SessionKeys {
+        let p = self.partition(sid);
+        let base = format!("{}:{{{p}}}:s:{sid}", self.prefix);
+        SessionKeys {
+            partition: p,
+            work: format!("{base}:work"),
+            msgs: format!("{base}:msgs"),
+            ckpt: format!("{base}:ckpt"),
+            idem: format!("{base}:idem"),
+            compactions: format!("{base}:compactions"),
+            usage: format!("{base}:usage"),
+            children: format!("{base}:children"),
+            wal: self.wal(p),
+            meta: base,
+        }
+    }
+
+    /// `<prefix>:{p}:wal` — write-ahead log stream of partition `p`.
+    pub fn wal(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:wal", self.prefix)
+    }
+
+    /// `<prefix>:{p}:committed` — last stream ids the spill daemon committed to SQLite
+    /// (fields `wal`, `decisions`).
+    pub fn committed(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:committed", self.prefix)
+    }
+
+    /// `<prefix>:{p}:decisions` — decisions and outcomes of partition `p`.
+    pub fn decisions(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:decisions", self.prefix)
+    }
+
+    /// `<prefix>:{p}:decisions:dead` — dead-letter stream of partition `p`.
+    pub fn dead_letters(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:decisions:dead", self.prefix)
+    }
+
+    /// `<prefix>:{p}:open_decisions` — decision id → decision JSON, for decisions without outcome.
+    pub fn open_decisions(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:open_decisions", self.prefix)
+    }
+
+    /// `<prefix>:{p}:sessions` — set of the session ids that live in partition `p`.
+    pub fn sessions_index(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:sessions", self.prefix)
+    }
+
+    /// `<prefix>:{p}:by_user:<uid>` — the user's sessions that live in partition `p`
+    /// (the partition of the *session*, so creating a session touches one slot).
+    pub fn user_sessions(&self, p: u32, uid: &str) -> String {
+        format!("{}:{{{p}}}:by_user:{uid}", self.prefix)
+    }
+
+    /// `<prefix>:{p}:u:<uid>` — user-attributed data, in the partition of the user id.
+    pub fn user(&self, uid: &str) -> String {
+        format!("{}:{{{}}}:u:{uid}", self.prefix, self.partition(uid))
+    }
+
+    /// `<prefix>:{p}:r:<uid>:<session>` — StateService rounds of a user's session, in the
+    /// partition of the user id.
+    pub fn rounds(&self, uid: &str, session: &str) -> String {
+        format!(
+            "{}:{{{}}}:r:{uid}:{session}",
+            self.prefix,
+            self.partition(uid)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_matches_reference_vectors() {
+        assert_eq!(fnv1a_32(b""), 0x811c9dc5);
+        assert_eq!(fnv1a_32(b"a"), 0xe40c292c);
+        assert_eq!(fnv1a_32(b"foobar"), 0xbf9cf968);
+    }
+
+    #[test]
+    fn session_keys_share_one_hash_tag() {
+        let keys = Keys::new("as", 16);
+        let s = keys.session("sess_1");
+        let tag = format!("{{{}}}", s.partition);
+        for k in s.as_array() {
+            assert!(k.contains(&tag), "{k} lacks {tag}");
+        }
+        assert_eq!(s.meta, format!("as:{tag}:s:sess_1"));
+        assert_eq!(s.msgs, format!("as:{tag}:s:sess_1:msgs"));
+    }
+
+    #[test]
+    fn ids_are_validated() {
+        assert!(validate_id("session", "a.b_c@d+e-f9").is_ok());
+        assert!(validate_id("session", "").is_err());
+        assert!(validate_id("session", "has space").is_err());
+        assert!(validate_id("session", "a:b").is_err());
+        assert!(validate_id("session", &"x".repeat(129)).is_err());
+        assert!(validate_id("session", &"x".repeat(128)).is_ok());
+    }
+}

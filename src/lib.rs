@@ -1,0 +1,55 @@
+//! # agentstate
+//!
+//! A shared, live session store for AI-agent processes in Redis, with a durable spillover
+//! into SQLite. Agent processes need only Redis; every mutation is one Lua script that updates
+//! the live keys and appends a record to its partition's `wal` stream in the same atomic step.
+//!
+//! ```no_run
+//! # async fn demo() -> agentstate::Result<()> {
+//! use agentstate::{Config, NewMessage, NewSession, Store};
+//! let store = Store::connect(Config::new("redis://127.0.0.1:6379")).await?;
+//! let sid = store.create_session(&NewSession::new().user("alice")).await?;
+//! let seq = store.append(&sid, &NewMessage::new("user").content("hello")).await?;
+//! assert_eq!(seq, 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`config`]: namespace (prefix, partitions), TTLs, payload limits, waits.
+//! - [`error`]: the one error enum; Lua error codes mapped in one function.
+//! - [`keys`]: the only place key names are formatted; id validation; partition function.
+//! - `scripts`: the `lua/` registry; the only EVALSHA caller.
+//! - [`store`]: the shared handle (connection pool, namespace check).
+//! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
+//!   [`users`]: one capability each, as `impl Store` blocks.
+//! - [`durability`]: `Live` / `Durable` writes.
+//! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
+
+pub mod checkpoints;
+pub mod config;
+pub mod decisions;
+pub mod durability;
+pub mod error;
+pub mod keys;
+pub mod messages;
+pub mod redis_server;
+pub mod rounds;
+mod scripts;
+pub mod sessions;
+pub mod store;
+pub mod users;
+pub mod working;
+
+pub use checkpoints::Checkpoint;
+pub use config::{Config, Limits, Namespace};
+pub use decisions::{Decision, DecisionId, NewDecision};
+pub use durability::Durability;
+pub use error::{Error, Result};
+pub use messages::{
+    AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState,
+    NewMessage, Usage,
+};
+pub use sessions::{Lifecycle, NewSession, Session};
+pub use store::Store;
+pub use users::ForgetReceipt;
+pub use working::WorkingState;

@@ -1,0 +1,482 @@
+//! Messages: atomic gapless seq allocation, retry-safe and stale-writer-safe appends, loading
+//! (active, all, one, after a seq, last N — each one round trip), compaction and usage.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::keys::validate_id;
+use crate::scripts;
+use crate::store::Store;
+
+/// Whether a message is part of the active history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageState {
+    /// Loaded by `load active`.
+    Active,
+    /// Replaced by a compact note; kept for `load all` and the audit.
+    CompactedOut,
+}
+
+/// A message to append. Build with [`NewMessage::new`] and the setters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct NewMessage {
+    /// `system`, `user`, `assistant`, `tool`, ...
+    pub role: String,
+    /// Text content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Author name (for a compact note: `compact_note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Tool calls the assistant asked for (JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Value>,
+    /// The tool call this message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Round the message belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_index: Option<i64>,
+    /// Free-form metadata (JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+}
+
+impl NewMessage {
+    /// A message with `role` and nothing else.
+    pub fn new(role: impl Into<String>) -> Self {
+        NewMessage {
+            role: role.into(),
+            ..Default::default()
+        }
+    }
+    /// Sets the content.
+    pub fn content(mut self, content: impl Into<String>) -> Self {
+        self.content = Some(content.into());
+        self
+    }
+    /// Sets the name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    /// Sets the tool calls.
+    pub fn tool_calls(mut self, calls: Value) -> Self {
+        self.tool_calls = Some(calls);
+        self
+    }
+    /// Sets the tool call id.
+    pub fn tool_call_id(mut self, id: impl Into<String>) -> Self {
+        self.tool_call_id = Some(id.into());
+        self
+    }
+    /// Sets the round index.
+    pub fn round_index(mut self, round: i64) -> Self {
+        self.round_index = Some(round);
+        self
+    }
+    /// Sets the metadata.
+    pub fn meta(mut self, meta: Value) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+}
+
+/// A stored message: the appended fields plus `seq`, `state` and `created_at`, in the order
+/// they are stored (the JSON of a message is the Redis list element itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Position in the session, 1-based, gapless.
+    pub seq: u64,
+    /// Active or compacted out.
+    pub state: MessageState,
+    /// Append time, ms since the epoch (Redis clock).
+    pub created_at: i64,
+    /// `system`, `user`, `assistant`, `tool`, ...
+    pub role: String,
+    /// Text content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Author name (`compact_note` for a compact note).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Tool calls (JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Value>,
+    /// The tool call this message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Round the message belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_index: Option<i64>,
+    /// Free-form metadata (JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+}
+
+/// Retry and concurrency guards for [`Store::append`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct AppendOptions {
+    /// A repeated append with the same key returns the original seq and writes nothing.
+    pub idempotency_key: Option<String>,
+    /// The seq the caller believes comes next; otherwise [`Error::Conflict`].
+    pub expect_seq: Option<u64>,
+}
+
+impl AppendOptions {
+    /// No guards.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the idempotency key.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+    /// Sets the expected next seq.
+    pub fn expect_seq(mut self, seq: u64) -> Self {
+        self.expect_seq = Some(seq);
+        self
+    }
+}
+
+/// Which messages to load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageQuery {
+    /// Include compacted-out messages.
+    pub all: bool,
+    /// Only messages with a seq greater than this.
+    pub after: Option<u64>,
+    /// Only the last N (after the other filters).
+    pub last: Option<usize>,
+}
+
+impl MessageQuery {
+    /// Active messages in seq order.
+    pub fn active() -> Self {
+        Self::default()
+    }
+    /// All messages, compacted ones included.
+    pub fn all() -> Self {
+        MessageQuery {
+            all: true,
+            ..Self::default()
+        }
+    }
+    /// Only seqs after `seq`.
+    pub fn after(mut self, seq: u64) -> Self {
+        self.after = Some(seq);
+        self
+    }
+    /// Only the last `n`.
+    pub fn last(mut self, n: usize) -> Self {
+        self.last = Some(n);
+        self
+    }
+}
+
+/// A compaction request: compact `[from_seq, to_seq]` into a note.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Compaction {
+    /// First seq to compact.
+    pub from_seq: u64,
+    /// Last seq to compact (inclusive).
+    pub to_seq: u64,
+    /// The summary that replaces them.
+    pub note: String,
+    /// Tokens of the range before compaction.
+    pub before_tokens: Option<i64>,
+    /// Tokens of the note.
+    pub after_tokens: Option<i64>,
+    /// Round in which the compaction happened.
+    pub round_index: Option<i64>,
+}
+
+impl Compaction {
+    /// Compacts `[from_seq, to_seq]` into `note`.
+    pub fn new(from_seq: u64, to_seq: u64, note: impl Into<String>) -> Self {
+        Compaction {
+            from_seq,
+            to_seq,
+            note: note.into(),
+            ..Default::default()
+        }
+    }
+    /// Sets the token counts before and after.
+    pub fn tokens(mut self, before: i64, after: i64) -> Self {
+        self.before_tokens = Some(before);
+        self.after_tokens = Some(after);
+        self
+    }
+    /// Sets the round index.
+    pub fn round_index(mut self, round: i64) -> Self {
+        self.round_index = Some(round);
+        self
+    }
+}
+
+/// One entry of the compaction audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// 1, 2, 3... per session.
+    pub compact_seq: u64,
+    /// Seq of the compact note message.
+    pub note_seq: u64,
+    /// First compacted seq.
+    pub from_seq: u64,
+    /// Last compacted seq.
+    pub to_seq: u64,
+    /// Tokens before.
+    pub before_tokens: Option<i64>,
+    /// Tokens after.
+    pub after_tokens: Option<i64>,
+    /// Round of the compaction.
+    pub round_index: Option<i64>,
+    /// When, ms since the epoch.
+    pub created_at: i64,
+}
+
+/// Token usage of one round (upserted by round index).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Usage {
+    /// The round.
+    pub round_index: i64,
+    /// Prompt tokens.
+    pub prompt_tokens: Option<i64>,
+    /// Completion tokens.
+    pub completion_tokens: Option<i64>,
+    /// Total tokens (prompt + completion when not given).
+    pub total_tokens: Option<i64>,
+    /// Model used.
+    pub model: Option<String>,
+    /// When it was recorded, ms since the epoch (set by the store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+}
+
+impl Usage {
+    /// Usage of `round_index` with prompt and completion tokens; total is their sum.
+    pub fn new(round_index: i64, prompt_tokens: i64, completion_tokens: i64) -> Self {
+        Usage {
+            round_index,
+            prompt_tokens: Some(prompt_tokens),
+            completion_tokens: Some(completion_tokens),
+            total_tokens: Some(prompt_tokens + completion_tokens),
+            ..Default::default()
+        }
+    }
+    /// Sets the total explicitly.
+    pub fn total(mut self, total: i64) -> Self {
+        self.total_tokens = Some(total);
+        self
+    }
+    /// Sets the model.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+}
+
+fn validate_role(role: &str) -> Result<()> {
+    if role.is_empty() || role.len() > 32 || !role.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+        return Err(Error::InvalidInput(format!(
+            "role {role:?}: expected 1-32 lowercase letters (system, user, assistant, tool, ...)"
+        )));
+    }
+    Ok(())
+}
+
+/// Decodes stored message elements.
+fn decode_messages(elements: Vec<String>) -> Result<Vec<Message>> {
+    elements
+        .iter()
+        .map(|e| serde_json::from_str(e).map_err(Error::from))
+        .collect()
+}
+
+impl Store {
+    /// Appends a message and returns its seq (one EVALSHA).
+    pub async fn append(&self, sid: &str, message: &NewMessage) -> Result<u64> {
+        self.append_with(sid, message, &AppendOptions::default()).await
+    }
+
+    /// Appends with retry/concurrency guards; see [`AppendOptions`].
+    pub async fn append_with(
+        &self,
+        sid: &str,
+        message: &NewMessage,
+        options: &AppendOptions,
+    ) -> Result<u64> {
+        let keys = self.session_keys(sid)?;
+        validate_role(&message.role)?;
+        if let Some(k) = &options.idempotency_key {
+            validate_id("idempotency key", k)?;
+        }
+        let body = serde_json::to_string(message)?;
+        let limit = self.config().limits.message;
+        if body.len() > limit {
+            return Err(Error::TooLarge {
+                what: "message",
+                size: body.len(),
+                limit,
+            });
+        }
+        let mut inv = scripts::APPEND_MESSAGE.prepare_invoke();
+        inv.key(&keys.as_array()[..])
+            .arg(sid)
+            .arg(&body)
+            .arg(options.idempotency_key.as_deref().unwrap_or(""))
+            .arg(options.expect_seq.map(|s| s.to_string()).unwrap_or_default())
+            .arg(limit);
+        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke(&inv).await?;
+        if !wal_id.is_empty() {
+            self.settle(keys.partition, &wal_id).await?;
+        }
+        Ok(seq)
+    }
+
+    /// Loads messages in seq order (one EVALSHA); active ones unless `query.all`.
+    pub async fn messages(&self, sid: &str, query: MessageQuery) -> Result<Vec<Message>> {
+        let keys = self.session_keys(sid)?;
+        let mut inv = scripts::LOAD_MESSAGES.prepare_invoke();
+        inv.key(&keys.meta)
+            .key(&keys.msgs)
+            .arg(if query.all { "all" } else { "active" })
+            .arg(query.after.unwrap_or(0))
+            .arg(query.last.unwrap_or(0));
+        let elements: Vec<String> = self
+            .invoke(&inv)
+            .await
+            .map_err(|e| with_session(e, sid))?;
+        decode_messages(elements)
+    }
+
+    /// The message with `seq`, whatever its state; `None` when there is none.
+    pub async fn message(&self, sid: &str, seq: u64) -> Result<Option<Message>> {
+        let keys = self.session_keys(sid)?;
+        let mut inv = scripts::LOAD_MESSAGES.prepare_invoke();
+        inv.key(&keys.meta).key(&keys.msgs).arg("one").arg(seq).arg(0);
+        let elements: Vec<String> = self
+            .invoke(&inv)
+            .await
+            .map_err(|e| with_session(e, sid))?;
+        Ok(decode_messages(elements)?.pop())
+    }
+
+    /// Marks `[from_seq, to_seq]` compacted out and appends a system `compact_note` in one
+    /// atomic step; returns `(compact_seq, note_seq)`.
+    pub async fn compact(&self, sid: &str, c: &Compaction) -> Result<(u64, u64)> {
+        let keys = self.session_keys(sid)?;
+        if c.from_seq < 1 || c.to_seq < c.from_seq {
+            return Err(Error::BadRange {
+                from: c.from_seq,
+                to: c.to_seq,
+                detail: "must satisfy 1 <= from <= to".into(),
+            });
+        }
+        let note = NewMessage::new("system")
+            .name("compact_note")
+            .content(&c.note)
+            .meta(serde_json::json!({
+                "from_seq": c.from_seq,
+                "to_seq": c.to_seq,
+                "original_tokens": c.before_tokens,
+                "summary_tokens": c.after_tokens,
+                "compacted_at_round": c.round_index,
+            }));
+        let note = NewMessage {
+            round_index: c.round_index,
+            ..note
+        };
+        let body = serde_json::to_string(&note)?;
+        let limit = self.config().limits.message;
+        if body.len() > limit {
+            return Err(Error::TooLarge {
+                what: "compact note",
+                size: body.len(),
+                limit,
+            });
+        }
+        let opt = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_default();
+        let mut inv = scripts::COMPACT.prepare_invoke();
+        inv.key(&keys.as_array()[..])
+            .arg(sid)
+            .arg(c.from_seq)
+            .arg(c.to_seq)
+            .arg(&body)
+            .arg(opt(c.before_tokens))
+            .arg(opt(c.after_tokens))
+            .arg(opt(c.round_index));
+        let (compact_seq, note_seq, wal_id): (u64, u64, String) = self.invoke(&inv).await?;
+        self.settle(keys.partition, &wal_id).await?;
+        Ok((compact_seq, note_seq))
+    }
+
+    /// The compaction audit, oldest first.
+    pub async fn compactions(&self, sid: &str) -> Result<Vec<CompactionRecord>> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        let items: Vec<String> = redis::cmd("LRANGE")
+            .arg(&keys.compactions)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await?;
+        items
+            .iter()
+            .map(|s| serde_json::from_str(s).map_err(Error::from))
+            .collect()
+    }
+
+    /// Upserts the usage of one round.
+    pub async fn record_usage(&self, sid: &str, usage: &Usage) -> Result<()> {
+        let keys = self.session_keys(sid)?;
+        if let Some(model) = &usage.model {
+            if model.len() > 256 {
+                return Err(Error::InvalidInput("model name over 256 bytes".into()));
+            }
+        }
+        let body = serde_json::to_string(&Usage {
+            created_at: None,
+            ..usage.clone()
+        })?;
+        let mut inv = scripts::RECORD_USAGE.prepare_invoke();
+        inv.key(&keys.as_array()[..])
+            .arg(sid)
+            .arg(usage.round_index)
+            .arg(&body);
+        let wal_id: String = self.invoke(&inv).await?;
+        self.settle(keys.partition, &wal_id).await
+    }
+
+    /// Usage per round, by round index.
+    pub async fn usage(&self, sid: &str) -> Result<Vec<Usage>> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        let items: Vec<String> = redis::cmd("HVALS")
+            .arg(&keys.usage)
+            .query_async(&mut conn)
+            .await?;
+        let mut usage = items
+            .iter()
+            .map(|s| serde_json::from_str(s).map_err(Error::from))
+            .collect::<Result<Vec<Usage>>>()?;
+        usage.sort_by_key(|u| u.round_index);
+        Ok(usage)
+    }
+}
+
+/// Read scripts cannot name the session in their error; put the id back.
+pub(crate) fn with_session(err: Error, sid: &str) -> Error {
+    match err {
+        Error::UnknownSession(_) => Error::UnknownSession(sid.to_string()),
+        other => other,
+    }
+}

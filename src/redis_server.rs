@@ -1,0 +1,174 @@
+//! A private `redis-server` child process on a free loopback port, killed on drop.
+//!
+//! Used by the CLI's embedded default, by the demo and benchmark, and by every integration
+//! test (each test owns its server, so tests never share state and fault tests can stop and
+//! restart Redis at will).
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// A `redis-server` this process started; it is killed when the value is dropped.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    extra_args: Vec<String>,
+}
+
+/// True when a `redis-server` binary is on `PATH`.
+pub fn redis_server_available() -> bool {
+    Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// A loopback TCP port that nothing listens on right now.
+pub fn free_port() -> u16 {
+    // Ports above 20000 keep clear of the cluster bus offset (port + 10000 must stay valid).
+    for _ in 0..64 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("local addr").port();
+        if port < 55000 {
+            return port;
+        }
+    }
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+impl RedisServer {
+    /// Starts a server with no persistence (`--save '' --appendonly no`) on a free port.
+    pub fn start() -> Result<Self> {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments (e.g. `["--cluster-enabled", "yes"]`).
+    pub fn start_with(extra_args: &[&str]) -> Result<Self> {
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: tempfile::tempdir()?,
+            child: None,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    fn spawn(&mut self) -> Result<()> {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--protected-mode", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--logfile", "redis.log"])
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                Error::Io(format!(
+                    "cannot start redis-server ({e}); install it (apt-get install -y redis-server) or run `docker compose up -d redis`"
+                ))
+            })?;
+        self.child = Some(child);
+        self.wait_ready()
+    }
+
+    fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() && self.ping() {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(Error::Io(format!(
+                        "redis-server exited with {status} on port {}; log:\n{}",
+                        self.port,
+                        self.log()
+                    )));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(Error::Io(format!(
+            "redis-server did not answer on port {} within 10 s; log:\n{}",
+            self.port,
+            self.log()
+        )))
+    }
+
+    fn ping(&self) -> bool {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's working directory (holds `redis.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+
+    /// A path inside the server's temp dir, handy for a test's SQLite file.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Kills the server (SIGKILL): everything in memory is lost.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts an empty one on the same port: "Redis lost everything".
+    pub fn restart_empty(&mut self) -> Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// A synchronous connection, for tests that inspect keys with plain commands.
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to test redis-server")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,68 @@
+//! Rounds: the `StateService` contract — state snapshots by user, session and round id.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::keys::validate_id;
+use crate::scripts;
+use crate::store::Store;
+
+/// The session id `save_state`/`export_state` use when none is given.
+pub const DEFAULT_ROUND_SESSION: &str = "default";
+
+impl Store {
+    /// Saves `state` for `user` in `session` (default `"default"`): `round = None` appends
+    /// `max + 1` (1 when empty), an explicit round overwrites. Returns the round id. The
+    /// stored value is a copy: later changes to `state` do not leak in.
+    pub async fn save_state(
+        &self,
+        user: &str,
+        state: &Value,
+        session: Option<&str>,
+        round: Option<u64>,
+    ) -> Result<u64> {
+        validate_id("user", user)?;
+        let session = session.unwrap_or(DEFAULT_ROUND_SESSION);
+        validate_id("session", session)?;
+        let text = state.to_string();
+        let limit = self.config().limits.state;
+        if text.len() > limit {
+            return Err(Error::TooLarge {
+                what: "state",
+                size: text.len(),
+                limit,
+            });
+        }
+        let p = self.keys().partition(user);
+        let mut inv = scripts::SAVE_ROUND.prepare_invoke();
+        inv.key(self.keys().rounds(user, session))
+            .key(self.keys().wal(p))
+            .arg(user)
+            .arg(session)
+            .arg(round.map(|r| r.to_string()).unwrap_or_default())
+            .arg(&text)
+            .arg(self.config().session_ttl.as_secs().max(1))
+            .arg(limit);
+        let (round, wal_id): (u64, String) = self.invoke(&inv).await?;
+        self.settle(p, &wal_id).await?;
+        Ok(round)
+    }
+
+    /// The state of `round` (the latest when `None`), or `None` when absent.
+    pub async fn export_state(
+        &self,
+        user: &str,
+        session: Option<&str>,
+        round: Option<u64>,
+    ) -> Result<Option<Value>> {
+        validate_id("user", user)?;
+        let session = session.unwrap_or(DEFAULT_ROUND_SESSION);
+        validate_id("session", session)?;
+        let mut inv = scripts::READ_ROUND.prepare_invoke();
+        inv.key(self.keys().rounds(user, session))
+            .arg(round.map(|r| r.to_string()).unwrap_or_default());
+        let text: Option<String> = self.invoke(&inv).await?;
+        text.map(|t| serde_json::from_str(&t).map_err(Error::from))
+            .transpose()
+    }
+}

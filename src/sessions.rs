@@ -1,0 +1,475 @@
+//! Sessions: create (root or sub-agent), read, list by user without a scan, touch, archive,
+//! pending tool calls, and close with cascade over the sub-agent tree.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::durability::Durability;
+use crate::error::{Error, Result};
+use crate::keys::{validate_id, SessionKeys};
+use crate::scripts;
+use crate::store::Store;
+
+/// How long a sub-agent's session lives relative to its parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lifecycle {
+    /// Meant to be closed right after the sub-agent returns; closed with its parent.
+    #[default]
+    Ephemeral,
+    /// Kept, and closed when its parent is closed (cascade).
+    Linked,
+    /// Kept, independent of its parent: re-parented to none when the parent is closed.
+    Detached,
+}
+
+impl Lifecycle {
+    /// The wire name (`ephemeral`, `linked`, `detached`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Ephemeral => "ephemeral",
+            Lifecycle::Linked => "linked",
+            Lifecycle::Detached => "detached",
+        }
+    }
+}
+
+impl std::str::FromStr for Lifecycle {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "ephemeral" => Ok(Lifecycle::Ephemeral),
+            "linked" => Ok(Lifecycle::Linked),
+            "detached" => Ok(Lifecycle::Detached),
+            other => Err(Error::InvalidInput(format!(
+                "lifecycle {other:?}: expected ephemeral, linked or detached"
+            ))),
+        }
+    }
+}
+
+/// What to create: every field optional; build with the setters.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct NewSession {
+    /// Session id; generated (`sess_` + 24 hex) when absent.
+    pub id: Option<String>,
+    /// The user the session belongs to (indexed for listing by user).
+    pub user_id: Option<String>,
+    /// Parent session: makes this a sub-agent session.
+    pub parent: Option<String>,
+    /// Lifecycle relative to the parent.
+    pub lifecycle: Lifecycle,
+    /// Idle TTL; the store's default when absent.
+    pub ttl: Option<Duration>,
+    /// Model name.
+    pub model: Option<String>,
+    /// System prompt.
+    pub system_prompt: Option<String>,
+    /// Free-form configuration (JSON).
+    pub config: Option<Value>,
+    /// Free-form metadata (JSON).
+    pub metadata: Option<Value>,
+}
+
+impl NewSession {
+    /// An empty description: generated id, no user, no parent.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the session id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+    /// Sets the owning user.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user_id = Some(user.into());
+        self
+    }
+    /// Makes this a sub-agent of `parent` with `lifecycle`.
+    pub fn parent(mut self, parent: impl Into<String>, lifecycle: Lifecycle) -> Self {
+        self.parent = Some(parent.into());
+        self.lifecycle = lifecycle;
+        self
+    }
+    /// Sets the idle TTL.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+    /// Sets the model.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+    /// Sets the system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+    /// Sets the configuration JSON.
+    pub fn config(mut self, config: Value) -> Self {
+        self.config = Some(config);
+        self
+    }
+    /// Sets the metadata JSON.
+    pub fn metadata(mut self, metadata: Value) -> Self {
+        self.metadata = Some(metadata);
+        self
+    }
+}
+
+/// A session's meta, as stored in `<prefix>:{p}:s:<sid>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// Session id.
+    pub id: String,
+    /// Owning user, if any.
+    pub user_id: Option<String>,
+    /// `root` or `subagent`.
+    pub kind: String,
+    /// Parent session, if this is a sub-agent that is still attached.
+    pub parent: Option<String>,
+    /// 0 for a root, parent's depth + 1 for a sub-agent.
+    pub spawn_depth: u32,
+    /// Lifecycle relative to the parent.
+    pub lifecycle: Lifecycle,
+    /// `active` or `archived`.
+    pub status: String,
+    /// Model name.
+    pub model: Option<String>,
+    /// System prompt.
+    pub system_prompt: Option<String>,
+    /// Configuration JSON.
+    pub config: Value,
+    /// Metadata JSON.
+    pub metadata: Value,
+    /// Creation time, ms since the epoch (Redis clock).
+    pub created_at: i64,
+    /// Last write, ms since the epoch (Redis clock).
+    pub updated_at: i64,
+    /// The seq the next message gets.
+    pub next_seq: u64,
+    /// Current round index.
+    pub round_index: i64,
+    /// Number of compactions so far.
+    pub last_compact_seq: u64,
+    /// Pending tool calls, if any.
+    pub pending: Option<Value>,
+    /// Working-state version (bumped by every working-state write).
+    pub version: u64,
+    /// Idle TTL, seconds.
+    pub ttl: u64,
+}
+
+impl Session {
+    /// Decodes the meta hash of `id` (as returned by HGETALL).
+    pub(crate) fn from_hash(id: &str, mut h: HashMap<String, String>) -> Result<Session> {
+        let mut take = |k: &str| h.remove(k).unwrap_or_default();
+        let opt = |s: String| if s.is_empty() { None } else { Some(s) };
+        let json = |s: String| -> Result<Value> {
+            if s.is_empty() {
+                Ok(Value::Null)
+            } else {
+                Ok(serde_json::from_str(&s)?)
+            }
+        };
+        let num = |s: String| s.parse::<i64>().unwrap_or(0);
+        Ok(Session {
+            id: id.to_string(),
+            user_id: opt(take("user_id")),
+            kind: take("kind"),
+            parent: opt(take("parent")),
+            spawn_depth: num(take("spawn_depth")) as u32,
+            lifecycle: take("lifecycle").parse().unwrap_or_default(),
+            status: take("status"),
+            model: opt(take("model")),
+            system_prompt: opt(take("system_prompt")),
+            config: json(take("config"))?,
+            metadata: json(take("metadata"))?,
+            created_at: num(take("created_at")),
+            updated_at: num(take("updated_at")),
+            next_seq: num(take("next_seq")) as u64,
+            round_index: num(take("round_index")),
+            last_compact_seq: num(take("last_compact_seq")) as u64,
+            pending: match json(take("pending"))? {
+                Value::Null => None,
+                v => Some(v),
+            },
+            version: num(take("version")) as u64,
+            ttl: num(take("ttl")) as u64,
+        })
+    }
+}
+
+/// Generates a session id: `sess_` + 24 lowercase hex digits.
+pub fn generate_session_id() -> String {
+    format!("sess_{:024x}", rand::random::<u128>() >> 32)
+}
+
+impl Store {
+    /// Keys of session `sid` after validating the id.
+    pub(crate) fn session_keys(&self, sid: &str) -> Result<SessionKeys> {
+        validate_id("session", sid)?;
+        Ok(self.keys().session(sid))
+    }
+
+    /// Creates a session and returns its id. A sub-agent's `spawn_depth` is its parent's + 1,
+    /// capped by [`crate::Config::max_spawn_depth`].
+    pub async fn create_session(&self, new: &NewSession) -> Result<String> {
+        let sid = match &new.id {
+            Some(id) => id.clone(),
+            None => generate_session_id(),
+        };
+        let keys = self.session_keys(&sid)?;
+        if let Some(user) = &new.user_id {
+            validate_id("user", user)?;
+        }
+        let ttl = new.ttl.unwrap_or(self.config().session_ttl).as_secs().max(1);
+        let mut depth = 0;
+        if let Some(parent) = &new.parent {
+            validate_id("parent session", parent)?;
+            let pkeys = self.keys().session(parent);
+            let mut conn = self.conn().await?;
+            let parent_depth: Option<u32> = redis::cmd("HGET")
+                .arg(&pkeys.meta)
+                .arg("spawn_depth")
+                .query_async(&mut conn)
+                .await?;
+            let parent_depth = parent_depth.ok_or_else(|| Error::UnknownSession(parent.clone()))?;
+            depth = parent_depth + 1;
+            if depth > self.config().max_spawn_depth {
+                return Err(Error::SpawnDepthExceeded {
+                    depth,
+                    max: self.config().max_spawn_depth,
+                });
+            }
+        }
+        let user = new.user_id.as_deref().unwrap_or("");
+        let json_or_empty_object = |v: &Option<Value>| -> String {
+            v.as_ref().map_or_else(|| "{}".to_string(), Value::to_string)
+        };
+        let mut inv = scripts::CREATE_SESSION.prepare_invoke();
+        inv.key(&keys.as_array()[..])
+            .key(self.keys().sessions_index(keys.partition))
+            .key(self.keys().user_sessions(keys.partition, user))
+            .arg(&sid)
+            .arg(user)
+            .arg(new.parent.as_deref().unwrap_or(""))
+            .arg(depth)
+            .arg(if new.parent.is_some() { "subagent" } else { "root" })
+            .arg(new.lifecycle.as_str())
+            .arg(new.model.as_deref().unwrap_or(""))
+            .arg(new.system_prompt.as_deref().unwrap_or(""))
+            .arg(json_or_empty_object(&new.config))
+            .arg(json_or_empty_object(&new.metadata))
+            .arg(ttl);
+        let wal_id: String = self.invoke(&inv).await?;
+        if let Some(parent) = &new.parent {
+            if let Err(err) = self.link_child(parent, &sid, true).await {
+                // The parent vanished between the depth check and now: undo the child.
+                self.close_one(&sid, None, false).await?;
+                return Err(match err {
+                    Error::UnknownSession(_) => Error::UnknownSession(parent.clone()),
+                    other => other,
+                });
+            }
+        }
+        self.settle(keys.partition, &wal_id).await?;
+        Ok(sid)
+    }
+
+    async fn link_child(&self, parent: &str, child: &str, add: bool) -> Result<()> {
+        let pkeys = self.keys().session(parent);
+        let mut inv = scripts::LINK_CHILD.prepare_invoke();
+        inv.key(&pkeys.as_array()[..])
+            .arg(if add { "add" } else { "remove" })
+            .arg(child);
+        let _: i64 = self.invoke(&inv).await?;
+        Ok(())
+    }
+
+    /// The session's meta, or `None` when it is not live in Redis.
+    pub async fn session(&self, sid: &str) -> Result<Option<Session>> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        let h: HashMap<String, String> = redis::cmd("HGETALL")
+            .arg(&keys.meta)
+            .query_async(&mut conn)
+            .await?;
+        if h.is_empty() {
+            return Ok(None);
+        }
+        Session::from_hash(sid, h).map(Some)
+    }
+
+    /// The session's meta, or [`Error::UnknownSession`].
+    pub async fn require_session(&self, sid: &str) -> Result<Session> {
+        self.session(sid)
+            .await?
+            .ok_or_else(|| Error::UnknownSession(sid.to_string()))
+    }
+
+    /// Ids of the sub-agent sessions of `sid`, sorted.
+    pub async fn children(&self, sid: &str) -> Result<Vec<String>> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        let mut kids: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(&keys.children)
+            .query_async(&mut conn)
+            .await?;
+        kids.sort();
+        Ok(kids)
+    }
+
+    /// Session ids, sorted: all of them, or those of one user. Reads one index set per
+    /// partition in a single pipeline — never a keyspace scan. The index keeps a session until
+    /// it is closed, so sessions that expired from Redis but can be restored are listed too.
+    pub async fn list_sessions(&self, user: Option<&str>) -> Result<Vec<String>> {
+        if let Some(user) = user {
+            validate_id("user", user)?;
+        }
+        let mut pipe = redis::pipe();
+        for p in 0..self.keys().partitions() {
+            let key = match user {
+                Some(u) => self.keys().user_sessions(p, u),
+                None => self.keys().sessions_index(p),
+            };
+            pipe.smembers(key);
+        }
+        let mut conn = self.conn().await?;
+        let sets: Vec<Vec<String>> = pipe.query_async(&mut conn).await?;
+        let mut all: Vec<String> = sets.into_iter().flatten().collect();
+        all.sort();
+        Ok(all)
+    }
+
+    /// Sets meta fields through `update_session.lua`; `record` is the wal JSON ('' = touch).
+    async fn update_session(&self, sid: &str, record: &str, fields: &[(&str, String)]) -> Result<()> {
+        let keys = self.session_keys(sid)?;
+        let mut inv = scripts::UPDATE_SESSION.prepare_invoke();
+        inv.key(&keys.as_array()[..]).arg(sid).arg(record);
+        for (field, value) in fields {
+            inv.arg(*field).arg(value);
+        }
+        let wal_id: String = self.invoke(&inv).await?;
+        if !wal_id.is_empty() {
+            self.settle(keys.partition, &wal_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Heartbeat: refreshes `updated_at` and the idle TTL of every key of the session.
+    pub async fn touch(&self, sid: &str) -> Result<()> {
+        self.update_session(sid, "", &[]).await
+    }
+
+    /// Marks the session archived (it stays readable and writable).
+    pub async fn archive(&self, sid: &str) -> Result<()> {
+        self.update_session(sid, r#"{"status":"archived"}"#, &[("status", "archived".into())])
+            .await
+    }
+
+    /// Sets (`Some`) or clears (`None`) the session's pending tool calls.
+    pub async fn set_pending(&self, sid: &str, pending: Option<&Value>) -> Result<()> {
+        let text = pending.map(Value::to_string).unwrap_or_default();
+        let record = format!(
+            r#"{{"pending":{}}}"#,
+            if text.is_empty() { "null" } else { &text }
+        );
+        self.update_session(sid, &record, &[("pending", text)]).await
+    }
+
+    /// The session's pending tool calls, if any.
+    pub async fn pending(&self, sid: &str) -> Result<Option<Value>> {
+        Ok(self.require_session(sid).await?.pending)
+    }
+
+    /// Sets the session's current round index.
+    pub async fn set_round_index(&self, sid: &str, round_index: i64) -> Result<()> {
+        let record = format!(r#"{{"round_index":{round_index}}}"#);
+        self.update_session(sid, &record, &[("round_index", round_index.to_string())])
+            .await
+    }
+
+    /// Physically deletes the session from Redis (and, through the wal, from SQLite).
+    ///
+    /// With `cascade`, ephemeral and linked descendants are deleted too and detached ones
+    /// are re-parented to none; without it, every direct child is re-parented to none.
+    /// Returns the number of live sessions removed. Each session's deletion is atomic; the
+    /// tree walk is not, but re-running a close finishes an interrupted one.
+    pub async fn close_session(&self, sid: &str, cascade: bool) -> Result<u64> {
+        let root = self.require_session(sid).await?;
+        let mut doomed = Vec::new();
+        self.plan_close(sid, cascade, &mut doomed).await?;
+        let mut removed = 0;
+        for (child, user) in &doomed {
+            removed += self.close_one(child, user.as_deref(), true).await?;
+        }
+        removed += self
+            .close_one(sid, root.user_id.as_deref(), cascade)
+            .await?;
+        if let Some(parent) = &root.parent {
+            self.link_child(parent, sid, false).await?;
+        }
+        Ok(removed)
+    }
+
+    /// Walks the children of `sid`: re-parents the ones that survive, and pushes the ones to
+    /// delete in post-order (deepest first) with their user id.
+    fn plan_close<'a>(
+        &'a self,
+        sid: &'a str,
+        cascade: bool,
+        doomed: &'a mut Vec<(String, Option<String>)>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>> {
+        Box::pin(async move {
+            for child in self.children(sid).await? {
+                let Some(meta) = self.session(&child).await? else {
+                    continue;
+                };
+                if !cascade || meta.lifecycle == Lifecycle::Detached {
+                    self.update_session(
+                        &child,
+                        r#"{"parent":null}"#,
+                        &[("parent", String::new())],
+                    )
+                    .await?;
+                } else {
+                    self.plan_close(&child, true, doomed).await?;
+                    doomed.push((child, meta.user_id));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Deletes one session's keys and index entries; returns 1 if it was live.
+    async fn close_one(&self, sid: &str, user: Option<&str>, cascade: bool) -> Result<u64> {
+        let keys = self.session_keys(sid)?;
+        let p = keys.partition;
+        let user_index = match user {
+            Some(u) => self.keys().user_sessions(p, u),
+            None => self.keys().sessions_index(p),
+        };
+        let mut inv = scripts::CLOSE_SESSION.prepare_invoke();
+        inv.key(&keys.as_array()[..])
+            .key(self.keys().sessions_index(p))
+            .key(user_index)
+            .key(self.keys().open_decisions(p))
+            .arg(sid)
+            .arg(if cascade { "1" } else { "0" });
+        let (existed, wal_id): (u64, String) = self.invoke(&inv).await?;
+        self.settle(p, &wal_id).await?;
+        Ok(existed)
+    }
+
+    /// This store with writes at `durability` (see [`Durability`]).
+    pub fn with_durability(&self, durability: Durability) -> Store {
+        self.clone_with(durability)
+    }
+}

@@ -1,0 +1,138 @@
+//! [`Store`]: the handle agent processes share — a deadpool-redis pool, the namespace and
+//! the limits. Capability methods live in their concept modules (`sessions`, `messages`, ...)
+//! as further `impl Store` blocks.
+
+use std::sync::Arc;
+
+use deadpool_redis::{Connection, Manager, Pool, Runtime};
+use redis::{AsyncConnectionConfig, FromRedisValue, ScriptInvocation};
+
+use crate::config::Config;
+use crate::durability::Durability;
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+
+/// A cheap-to-clone handle on one agentstate namespace in one Redis.
+///
+/// All clones share one connection pool; hand clones to as many tasks as you like.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+    /// When write calls return (see [`Durability`]).
+    durability: Durability,
+}
+
+struct Inner {
+    /// Shared by every task of the process; each connection is multiplexed.
+    pool: Pool,
+    /// Limits, TTLs and waits.
+    config: Config,
+    /// Key names of the namespace.
+    keys: Keys,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("namespace", &self.inner.config.namespace)
+            .finish()
+    }
+}
+
+/// Builds a pool of multiplexed connections whose response timeout is `config.response_timeout`
+/// (redis-rs' own default of 500 ms would cut blocking stream reads short).
+pub(crate) fn build_pool(config: &Config) -> Result<Pool> {
+    let conn_config = AsyncConnectionConfig::new()
+        .set_response_timeout(Some(config.response_timeout))
+        .set_connection_timeout(Some(std::time::Duration::from_secs(3)));
+    let manager = Manager::new_with_config(config.redis_url.as_str(), conn_config)
+        .map_err(Error::from_redis)?;
+    Pool::builder(manager)
+        .max_size(config.pool_size)
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| Error::RedisUnavailable(e.to_string()))
+}
+
+impl Store {
+    /// Connects, checks Redis answers, and records or verifies the namespace in
+    /// `<prefix>:config` (a different partition count is [`Error::NamespaceMismatch`]).
+    pub async fn connect(config: Config) -> Result<Store> {
+        if config.namespace.partitions == 0 {
+            return Err(Error::InvalidInput("partitions must be at least 1".into()));
+        }
+        crate::keys::validate_id("prefix", &config.namespace.prefix)?;
+        let pool = build_pool(&config)?;
+        let keys = Keys::new(&config.namespace.prefix, config.namespace.partitions);
+        let store = Store {
+            inner: Arc::new(Inner { pool, config, keys }),
+            durability: Durability::Live,
+        };
+        store.check_namespace().await?;
+        Ok(store)
+    }
+
+    async fn check_namespace(&self) -> Result<()> {
+        let mut conn = self.conn().await?;
+        let key = self.keys().config();
+        let wanted = self.keys().partitions();
+        let (_, recorded): (i64, Option<u32>) = redis::pipe()
+            .hset_nx(&key, "partitions", wanted)
+            .hget(&key, "partitions")
+            .query_async(&mut conn)
+            .await?;
+        match recorded {
+            Some(p) if p != wanted => Err(Error::NamespaceMismatch(format!(
+                "{key} records {p} partitions, this process is configured with {wanted}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The namespace's key formatter.
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
+    }
+
+    /// The durability level of this handle's writes.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// A handle on the same pool whose writes use `durability`.
+    pub(crate) fn clone_with(&self, durability: Durability) -> Store {
+        Store {
+            inner: self.inner.clone(),
+            durability,
+        }
+    }
+
+    /// The configuration this store was opened with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// A pooled connection (multiplexed; fine to hold across awaits).
+    pub async fn conn(&self) -> Result<Connection> {
+        Ok(self.inner.pool.get().await?)
+    }
+
+    /// Runs one script by EVALSHA (loading it on NOSCRIPT) and decodes its reply.
+    pub(crate) async fn invoke<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<T> {
+        let mut conn = self.conn().await?;
+        Ok(invocation.invoke_async(&mut conn).await?)
+    }
+
+    /// Loads every script into Redis (SCRIPT LOAD), so pipelines of EVALSHA never meet
+    /// NOSCRIPT.
+    pub async fn preload_scripts(&self) -> Result<()> {
+        let mut conn = self.conn().await?;
+        for (_, script) in crate::scripts::all() {
+            script.prepare_invoke().load_async(&mut conn).await?;
+        }
+        Ok(())
+    }
+}

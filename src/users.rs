@@ -1,0 +1,96 @@
+//! User-attributed data: values per user in their own hash, erasable with `forget_user` in
+//! O(that user's data). The wal carries references (user, key), never the values.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::keys::validate_id;
+use crate::scripts;
+use crate::store::Store;
+
+/// What `forget_user` removed, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForgetReceipt {
+    /// The user forgotten.
+    pub user_id: String,
+    /// The Redis key that held the user's values (now deleted).
+    pub redis_key: String,
+    /// Names of the values removed from Redis.
+    pub removed_keys: Vec<String>,
+    /// The wal entry that makes the spill daemon erase the user's rows from SQLite.
+    pub wal_entry: String,
+}
+
+impl Store {
+    /// Stores `value` under `key` for `user`.
+    pub async fn set_user_value(&self, user: &str, key: &str, value: &Value) -> Result<()> {
+        validate_id("user", user)?;
+        validate_id("user data key", key)?;
+        let text = value.to_string();
+        let limit = self.config().limits.state;
+        if text.len() > limit {
+            return Err(Error::TooLarge {
+                what: "user value",
+                size: text.len(),
+                limit,
+            });
+        }
+        let p = self.keys().partition(user);
+        let mut inv = scripts::SET_USER_VALUE.prepare_invoke();
+        inv.key(self.keys().user(user))
+            .key(self.keys().wal(p))
+            .arg(user)
+            .arg(key)
+            .arg(&text)
+            .arg(limit);
+        let wal_id: String = self.invoke(&inv).await?;
+        self.settle(p, &wal_id).await
+    }
+
+    /// The value under `key` for `user`, if any.
+    pub async fn user_value(&self, user: &str, key: &str) -> Result<Option<Value>> {
+        validate_id("user", user)?;
+        validate_id("user data key", key)?;
+        let mut conn = self.conn().await?;
+        let text: Option<String> = redis::cmd("HGET")
+            .arg(self.keys().user(user))
+            .arg(key)
+            .query_async(&mut conn)
+            .await?;
+        text.map(|t| serde_json::from_str(&t).map_err(Error::from))
+            .transpose()
+    }
+
+    /// Deletes one value; `true` when there was one.
+    pub async fn delete_user_value(&self, user: &str, key: &str) -> Result<bool> {
+        validate_id("user", user)?;
+        validate_id("user data key", key)?;
+        let mut inv = scripts::DELETE_USER_VALUE.prepare_invoke();
+        inv.key(self.keys().user(user))
+            .key(self.keys().wal(self.keys().partition(user)))
+            .arg(user)
+            .arg(key);
+        let removed: u8 = self.invoke(&inv).await?;
+        Ok(removed == 1)
+    }
+
+    /// Erases everything stored for `user` (GDPR): from Redis now, from SQLite when the spill
+    /// daemon applies the wal entry. Touches no session, checkpoint or decision.
+    pub async fn forget_user(&self, user: &str) -> Result<ForgetReceipt> {
+        validate_id("user", user)?;
+        let p = self.keys().partition(user);
+        let redis_key = self.keys().user(user);
+        let mut inv = scripts::FORGET_USER.prepare_invoke();
+        inv.key(&redis_key).key(self.keys().wal(p)).arg(user);
+        let (mut removed_keys, wal_entry): (Vec<String>, String) = self.invoke(&inv).await?;
+        removed_keys.sort();
+        self.settle(p, &wal_entry).await?;
+        Ok(ForgetReceipt {
+            user_id: user.to_string(),
+            redis_key,
+            removed_keys,
+            wal_entry,
+        })
+    }
+}
