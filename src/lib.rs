@@ -22,11 +22,13 @@
 //! - [`store`]: the shared handle (connection pool, namespace check).
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
+//! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - [`durability`]: `Live` / `Durable` writes.
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
 pub mod checkpoints;
 pub mod config;
+pub mod consumer;
 pub mod decisions;
 pub mod durability;
 pub mod error;
@@ -42,6 +44,9 @@ pub mod working;
 
 pub use checkpoints::Checkpoint;
 pub use config::{Config, Limits, Namespace};
+pub use consumer::{
+    Consumer, ConsumerOptions, DeadLetter, DecisionEvent, Delivery, Outcome, StartFrom,
+};
 pub use decisions::{Decision, DecisionId, NewDecision};
 pub use durability::Durability;
 pub use error::{Error, Result};

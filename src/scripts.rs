@@ -51,6 +51,8 @@ lua_script!(/// `lua/record_decision.lua`
     RECORD_DECISION, "record_decision");
 lua_script!(/// `lua/record_outcome.lua`
     RECORD_OUTCOME, "record_outcome");
+lua_script!(/// `lua/dead_letter.lua`
+    DEAD_LETTER, "dead_letter");
 lua_script!(/// `lua/set_user_value.lua`
     SET_USER_VALUE, "set_user_value");
 lua_script!(/// `lua/delete_user_value.lua`
@@ -60,7 +62,7 @@ lua_script!(/// `lua/forget_user.lua`
 
 /// Every script with its file name, for pre-loading (SCRIPT LOAD before pipelines) and for
 /// the header test.
-pub(crate) fn all() -> [(&'static str, &'static Script); 18] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 19] {
     [
         ("create_session", &CREATE_SESSION),
         ("link_child", &LINK_CHILD),
@@ -77,6 +79,7 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 18] {
         ("read_round", &READ_ROUND),
         ("record_decision", &RECORD_DECISION),
         ("record_outcome", &RECORD_OUTCOME),
+        ("dead_letter", &DEAD_LETTER),
         ("set_user_value", &SET_USER_VALUE),
         ("delete_user_value", &DELETE_USER_VALUE),
         ("forget_user", &FORGET_USER),

@@ -1,0 +1,533 @@
+//! Decision consumers: Redis consumer groups over every partition's `decisions` stream, with
+//! explicit ack, recovery of entries a dead consumer held (XAUTOCLAIM), and dead letters.
+//!
+//! Delivery is at-least-once per group: an entry stays pending in the group until a consumer
+//! acks it; an entry idle for `min_idle` is claimed by whichever live consumer of the group
+//! looks next; once the group's delivery counter for an entry passes `max_deliveries` it is
+//! moved to the partition's dead-letter stream and acked there (`lua/dead_letter.lua`).
+//! Outcomes are events of the same stream, delivered as [`DecisionEvent::Outcome`] in the
+//! order they were recorded; a delivered [`Decision`] never carries an outcome.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::streams::{
+    StreamAutoClaimOptions, StreamAutoClaimReply, StreamId, StreamPendingCountReply,
+    StreamRangeReply, StreamReadOptions, StreamReadReply,
+};
+use redis::{AsyncConnectionConfig, RedisError};
+use serde::{Deserialize, Serialize};
+
+use crate::decisions::Decision;
+use crate::error::{Error, Result};
+use crate::keys::validate_id;
+use crate::scripts;
+use crate::store::Store;
+
+/// Where a consumer group starts when [`Store::consumer`] creates it (an existing group keeps
+/// its position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartFrom {
+    /// From the oldest entry still retained in each stream (`XGROUP CREATE ... 0`).
+    Beginning,
+    /// Only entries recorded after the group was created (`XGROUP CREATE ... $`).
+    #[default]
+    Now,
+}
+
+/// How a [`Consumer`] reads, recovers and gives up on entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConsumerOptions {
+    /// Where a newly created group starts.
+    pub start: StartFrom,
+    /// How long an entry must sit unacked with its consumer before another one claims it.
+    pub min_idle: Duration,
+    /// Deliveries allowed per entry; the next claim moves it to the dead-letter stream.
+    pub max_deliveries: u32,
+    /// How long one read waits for new entries; zero does not wait.
+    pub block: Duration,
+    /// Most entries taken from each partition per read (and per claim).
+    pub count: usize,
+}
+
+impl Default for ConsumerOptions {
+    fn default() -> Self {
+        ConsumerOptions {
+            start: StartFrom::Now,
+            min_idle: Duration::from_secs(30),
+            max_deliveries: 5,
+            block: Duration::from_secs(2),
+            count: 100,
+        }
+    }
+}
+
+impl ConsumerOptions {
+    /// The defaults: start now, `min_idle` 30 s, 5 deliveries, block 2 s, 100 per partition.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets where a newly created group starts.
+    pub fn start(mut self, start: StartFrom) -> Self {
+        self.start = start;
+        self
+    }
+    /// Sets the idle time after which held entries are claimed.
+    pub fn min_idle(mut self, min_idle: Duration) -> Self {
+        self.min_idle = min_idle;
+        self
+    }
+    /// Sets the deliveries allowed per entry.
+    pub fn max_deliveries(mut self, max: u32) -> Self {
+        self.max_deliveries = max;
+        self
+    }
+    /// Sets how long a read waits for new entries.
+    pub fn block(mut self, block: Duration) -> Self {
+        self.block = block;
+        self
+    }
+    /// Sets the most entries taken from each partition per read.
+    pub fn count(mut self, count: usize) -> Self {
+        self.count = count;
+        self
+    }
+}
+
+/// The outcome of a decision, as recorded in the decisions stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The decision it completes (`<partition>:<entry id>`).
+    pub decision_id: String,
+    /// The session of the decision.
+    pub session_id: String,
+    /// What happened.
+    pub outcome: String,
+    /// When, ms since the epoch (Redis clock).
+    pub created_at: i64,
+}
+
+/// One entry of a decisions stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum DecisionEvent {
+    /// A decision was recorded (its `outcome` is always `None` here: outcomes are their own
+    /// events).
+    Decision(Decision),
+    /// An outcome was recorded for an earlier decision.
+    Outcome(Outcome),
+}
+
+/// An event handed to a consumer, with what [`Consumer::ack`] needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Delivery {
+    /// Partition whose stream holds the entry.
+    pub partition: u32,
+    /// Stream entry id.
+    pub entry_id: String,
+    /// How many times the group has handed this entry out, this time included.
+    pub deliveries: u64,
+    /// The decision or outcome.
+    #[serde(flatten)]
+    pub event: DecisionEvent,
+}
+
+/// An entry moved to a dead-letter stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetter {
+    /// Partition of the streams.
+    pub partition: u32,
+    /// Entry id in the dead-letter stream.
+    pub entry_id: String,
+    /// Entry id it had in the decisions stream.
+    pub original_id: String,
+    /// The consumer group that gave up on it.
+    pub group: String,
+    /// Why it was moved.
+    pub reason: String,
+    /// The group's delivery counter when it was moved.
+    pub deliveries: u64,
+    /// When it was moved, ms since the epoch (Redis clock).
+    pub dead_at: i64,
+    /// The entry's own fields (`type`, `session_id`, ...), empty if it had been trimmed.
+    pub fields: BTreeMap<String, String>,
+}
+
+/// A member of a consumer group reading every partition's decisions stream.
+///
+/// Built by [`Store::consumer`]. Reads go through a dedicated connection whose response
+/// timeout covers the block time, so a blocked read never stalls the store's pool.
+pub struct Consumer {
+    /// The store's pool serves acks, claims and dead letters.
+    store: Store,
+    /// Consumer group name (the same on every partition).
+    group: String,
+    /// This consumer's name within the group.
+    name: String,
+    /// Read, claim and dead-letter settings.
+    options: ConsumerOptions,
+    /// Only XREADGROUP BLOCK runs here.
+    reader: MultiplexedConnection,
+    /// Decisions stream key of each partition, indexed by partition.
+    streams: Vec<String>,
+    /// When stale entries were last claimed; `None` before the first read.
+    last_claim: Option<Instant>,
+}
+
+impl std::fmt::Debug for Consumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer")
+            .field("group", &self.group)
+            .field("name", &self.name)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// Milliseconds of `d`, for Redis arguments.
+fn millis(d: Duration) -> usize {
+    usize::try_from(d.as_millis()).unwrap_or(usize::MAX)
+}
+
+/// The fields of a stream entry as text.
+fn text_fields(entry: &StreamId) -> BTreeMap<String, String> {
+    entry
+        .map
+        .keys()
+        .filter_map(|k| entry.get::<String>(k).map(|v| (k.clone(), v)))
+        .collect()
+}
+
+/// Parses a decisions stream entry of partition `p` into its typed event.
+pub fn parse_event(p: u32, entry: &StreamId) -> std::result::Result<DecisionEvent, String> {
+    let field = |name: &str| {
+        entry
+            .get::<String>(name)
+            .ok_or_else(|| format!("entry {} has no field {name}", entry.id))
+    };
+    let created_at = field("created_at")?
+        .parse::<i64>()
+        .map_err(|e| format!("entry {}: created_at: {e}", entry.id))?;
+    match field("type")?.as_str() {
+        "decision" => {
+            let meta = serde_json::from_str(&field("meta")?)
+                .map_err(|e| format!("entry {}: meta: {e}", entry.id))?;
+            let action = field("planned_action")?;
+            Ok(DecisionEvent::Decision(Decision {
+                id: format!("{p}:{}", entry.id),
+                session_id: field("session_id")?,
+                decision: field("decision")?,
+                rationale: field("rationale")?,
+                planned_action: (!action.is_empty()).then_some(action),
+                meta,
+                outcome: None,
+                created_at,
+            }))
+        }
+        "outcome" => Ok(DecisionEvent::Outcome(Outcome {
+            decision_id: field("decision_id")?,
+            session_id: field("session_id")?,
+            outcome: field("outcome")?,
+            created_at,
+        })),
+        other => Err(format!("entry {} has unknown type {other:?}", entry.id)),
+    }
+}
+
+impl Store {
+    /// Joins consumer group `group` as `name` on every partition's decisions stream, creating
+    /// the group (and the streams, `MKSTREAM`) where it does not exist yet.
+    pub async fn consumer(
+        &self,
+        group: &str,
+        name: &str,
+        options: ConsumerOptions,
+    ) -> Result<Consumer> {
+        validate_id("consumer group", group)?;
+        validate_id("consumer", name)?;
+        if options.max_deliveries == 0 || options.count == 0 {
+            return Err(Error::InvalidInput(
+                "max_deliveries and count must be at least 1".into(),
+            ));
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(options.block + self.config().response_timeout))
+            .set_connection_timeout(Some(Duration::from_secs(3)));
+        let reader = redis::Client::open(self.config().redis_url.as_str())?
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let consumer = Consumer {
+            store: self.clone(),
+            group: group.to_string(),
+            name: name.to_string(),
+            options,
+            reader,
+            streams: (0..self.keys().partitions())
+                .map(|p| self.keys().decisions(p))
+                .collect(),
+            last_claim: None,
+        };
+        consumer.join().await?;
+        Ok(consumer)
+    }
+
+    /// Up to `count` dead letters of each partition, oldest first within a partition.
+    pub async fn dead_letters(&self, count: usize) -> Result<Vec<DeadLetter>> {
+        let mut pipe = redis::pipe();
+        for p in 0..self.keys().partitions() {
+            pipe.xrange_count(self.keys().dead_letters(p), "-", "+", count);
+        }
+        let mut conn = self.conn().await?;
+        let replies: Vec<StreamRangeReply> = pipe.query_async(&mut conn).await?;
+        let mut out = Vec::new();
+        for (p, reply) in (0..).zip(replies) {
+            for entry in reply.ids {
+                let mut fields = text_fields(&entry);
+                let mut take = |k: &str| fields.remove(k).unwrap_or_default();
+                let (original_id, group, reason) = (take("original_id"), take("group"), take("reason"));
+                let deliveries = take("deliveries").parse().unwrap_or(0);
+                let dead_at = take("dead_at").parse().unwrap_or(0);
+                out.push(DeadLetter {
+                    partition: p,
+                    entry_id: entry.id,
+                    original_id,
+                    group,
+                    reason,
+                    deliveries,
+                    dead_at,
+                    fields,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Consumer {
+    /// The group name.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// This consumer's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Creates the group on every partition where it is missing (BUSYGROUP is fine).
+    async fn join(&self) -> Result<()> {
+        let start = match self.options.start {
+            StartFrom::Beginning => "0",
+            StartFrom::Now => "$",
+        };
+        let mut conn = self.store.conn().await?;
+        for key in &self.streams {
+            let created: std::result::Result<(), RedisError> = redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(key)
+                .arg(&self.group)
+                .arg(start)
+                .arg("MKSTREAM")
+                .query_async(&mut conn)
+                .await;
+            match created {
+                Err(e) if e.code() != Some("BUSYGROUP") => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The next batch: entries claimed from dead consumers first (checked at most every
+    /// `min_idle / 2`), otherwise new entries of every partition (at most `count` from each,
+    /// so no partition starves another), waiting up to `block` for some. Empty when the
+    /// wait timed out. Entries that cannot be parsed go straight to the dead-letter stream.
+    pub async fn read(&mut self) -> Result<Vec<Delivery>> {
+        if self
+            .last_claim
+            .is_none_or(|t| t.elapsed() >= self.options.min_idle / 2)
+        {
+            let claimed = self.claim_stale().await?;
+            if !claimed.is_empty() {
+                return Ok(claimed);
+            }
+        }
+        let reply = match self.read_new().await {
+            Err(e) if e.code() == Some("NOGROUP") => {
+                // The streams were lost (Redis restarted or flushed): join again.
+                self.join().await?;
+                self.read_new().await?
+            }
+            other => other?,
+        };
+        let mut out = Vec::new();
+        for key in reply.into_iter().flat_map(|r| r.keys) {
+            let p = self.partition_of(&key.key)?;
+            out.extend(self.parse_batch(p, key.ids, &HashMap::new()).await?);
+        }
+        Ok(out)
+    }
+
+    /// One XREADGROUP over every partition stream (`>`: never delivered to this group).
+    async fn read_new(&mut self) -> std::result::Result<Option<StreamReadReply>, RedisError> {
+        let mut opts = StreamReadOptions::default()
+            .group(&self.group, &self.name)
+            .count(self.options.count);
+        if !self.options.block.is_zero() {
+            opts = opts.block(millis(self.options.block));
+        }
+        let ids = vec![">"; self.streams.len()];
+        redis::cmd("XREADGROUP")
+            .arg(&opts)
+            .arg("STREAMS")
+            .arg(&self.streams)
+            .arg(&ids)
+            .query_async(&mut self.reader)
+            .await
+    }
+
+    /// The partition whose decisions stream is `key`.
+    fn partition_of(&self, key: &str) -> Result<u32> {
+        self.streams
+            .iter()
+            .position(|k| k == key)
+            .and_then(|i| u32::try_from(i).ok())
+            .ok_or_else(|| Error::Redis(format!("XREADGROUP answered for unknown stream {key}")))
+    }
+
+    /// Parses entries of partition `p`; `counts` holds delivery counters of claimed entries
+    /// (absent: first delivery). Unparseable entries are dead-lettered and left out.
+    async fn parse_batch(
+        &self,
+        p: u32,
+        entries: Vec<StreamId>,
+        counts: &HashMap<String, u64>,
+    ) -> Result<Vec<Delivery>> {
+        let mut out = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match parse_event(p, &entry) {
+                Ok(event) => out.push(Delivery {
+                    partition: p,
+                    deliveries: counts.get(&entry.id).copied().unwrap_or(1),
+                    entry_id: entry.id,
+                    event,
+                }),
+                Err(why) => {
+                    tracing::warn!(partition = p, %why, "dead-lettering a malformed decisions entry");
+                    self.dead_letter(p, &[entry.id.as_str()], &format!("malformed: {why}"))
+                        .await?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Claims entries other consumers of the group (or this one) held longer than
+    /// `min_idle` (XAUTOCLAIM on every partition, one pipeline), moves those whose delivery
+    /// counter now exceeds `max_deliveries` to the dead-letter stream, and returns the rest.
+    /// [`Consumer::read`] calls it on its own; call it to recover without waiting.
+    pub async fn claim_stale(&mut self) -> Result<Vec<Delivery>> {
+        self.last_claim = Some(Instant::now());
+        let min_idle = millis(self.options.min_idle);
+        let mut pipe = redis::pipe();
+        for key in &self.streams {
+            pipe.xautoclaim_options(
+                key,
+                &self.group,
+                &self.name,
+                min_idle,
+                "0-0",
+                StreamAutoClaimOptions::default().count(self.options.count),
+            );
+        }
+        let mut conn = self.store.conn().await?;
+        let replies: Vec<StreamAutoClaimReply> = match pipe.query_async(&mut conn).await {
+            Err(e) if e.code() == Some("NOGROUP") => {
+                self.join().await?;
+                return Ok(Vec::new());
+            }
+            other => other?,
+        };
+        let claimed: Vec<(u32, StreamAutoClaimReply)> = (0..)
+            .zip(replies)
+            .filter(|(_, r)| !r.claimed.is_empty() || !r.deleted_ids.is_empty())
+            .collect();
+        if claimed.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Exact delivery counters of what this consumer now holds (nobody else can claim
+        // it before min_idle passes again).
+        let mut pipe = redis::pipe();
+        for (p, reply) in &claimed {
+            if !reply.deleted_ids.is_empty() {
+                tracing::warn!(partition = p, ids = ?reply.deleted_ids, "pending entries were trimmed before anyone acked them");
+            }
+            for entry in &reply.claimed {
+                pipe.cmd("XPENDING")
+                    .arg(&self.streams[*p as usize])
+                    .arg(&self.group)
+                    .arg(&entry.id)
+                    .arg(&entry.id)
+                    .arg(1);
+            }
+        }
+        let pending: Vec<StreamPendingCountReply> = pipe.query_async(&mut conn).await?;
+        drop(conn);
+        let counts: HashMap<String, u64> = pending
+            .into_iter()
+            .flat_map(|r| r.ids)
+            .map(|e| (e.id, e.times_delivered as u64))
+            .collect();
+        let max = u64::from(self.options.max_deliveries);
+        let mut out = Vec::new();
+        for (p, reply) in claimed {
+            let (dead, live): (Vec<StreamId>, Vec<StreamId>) = reply
+                .claimed
+                .into_iter()
+                .partition(|e| counts.get(&e.id).copied().unwrap_or(1) > max);
+            if !dead.is_empty() {
+                let ids: Vec<&str> = dead.iter().map(|e| e.id.as_str()).collect();
+                let reason = format!("delivered more than max_deliveries ({max}) times without ack");
+                self.dead_letter(p, &ids, &reason).await?;
+            }
+            out.extend(self.parse_batch(p, live, &counts).await?);
+        }
+        Ok(out)
+    }
+
+    /// Moves entries this consumer holds to partition `p`'s dead-letter stream and acks them.
+    async fn dead_letter(&self, p: u32, ids: &[&str], reason: &str) -> Result<usize> {
+        let mut inv = scripts::DEAD_LETTER.prepare_invoke();
+        inv.key(self.store.keys().decisions(p))
+            .key(self.store.keys().dead_letters(p))
+            .arg(&self.group)
+            .arg(reason)
+            .arg(ids);
+        self.store.invoke(&inv).await
+    }
+
+    /// Acknowledges deliveries in the group (one pipeline); returns how many were still
+    /// pending. Acking twice, or acking an entry another consumer claimed, is harmless.
+    pub async fn ack(&self, deliveries: &[Delivery]) -> Result<usize> {
+        if deliveries.is_empty() {
+            return Ok(0);
+        }
+        let mut by_partition: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+        for d in deliveries {
+            by_partition
+                .entry(d.partition)
+                .or_default()
+                .push(&d.entry_id);
+        }
+        let mut pipe = redis::pipe();
+        for (p, ids) in &by_partition {
+            pipe.xack(&self.streams[*p as usize], &self.group, ids);
+        }
+        let mut conn = self.store.conn().await?;
+        let acked: Vec<usize> = pipe.query_async(&mut conn).await?;
+        Ok(acked.into_iter().sum())
+    }
+}
