@@ -51,8 +51,8 @@ pub use decisions::{Decision, DecisionId, NewDecision};
 pub use durability::Durability;
 pub use error::{Error, Result};
 pub use messages::{
-    AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState,
-    NewMessage, Usage,
+    AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,
+    Usage,
 };
 pub use sessions::{Lifecycle, NewSession, Session};
 pub use store::Store;

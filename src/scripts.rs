@@ -111,7 +111,10 @@ mod tests {
                 "{name}.lua lacks its header"
             );
             assert!(text.contains("KEYS["), "{name}.lua header names no KEYS");
-            assert!(text.contains("Returns:"), "{name}.lua header has no Returns");
+            assert!(
+                text.contains("Returns:"),
+                "{name}.lua header has no Returns"
+            );
         }
     }
 }

@@ -229,7 +229,11 @@ impl Store {
         if let Some(user) = &new.user_id {
             validate_id("user", user)?;
         }
-        let ttl = new.ttl.unwrap_or(self.config().session_ttl).as_secs().max(1);
+        let ttl = new
+            .ttl
+            .unwrap_or(self.config().session_ttl)
+            .as_secs()
+            .max(1);
         let mut depth = 0;
         if let Some(parent) = &new.parent {
             validate_id("parent session", parent)?;
@@ -251,7 +255,8 @@ impl Store {
         }
         let user = new.user_id.as_deref().unwrap_or("");
         let json_or_empty_object = |v: &Option<Value>| -> String {
-            v.as_ref().map_or_else(|| "{}".to_string(), Value::to_string)
+            v.as_ref()
+                .map_or_else(|| "{}".to_string(), Value::to_string)
         };
         let mut inv = scripts::CREATE_SESSION.prepare_invoke();
         inv.key(&keys.as_array()[..])
@@ -261,7 +266,11 @@ impl Store {
             .arg(user)
             .arg(new.parent.as_deref().unwrap_or(""))
             .arg(depth)
-            .arg(if new.parent.is_some() { "subagent" } else { "root" })
+            .arg(if new.parent.is_some() {
+                "subagent"
+            } else {
+                "root"
+            })
             .arg(new.lifecycle.as_str())
             .arg(new.model.as_deref().unwrap_or(""))
             .arg(new.system_prompt.as_deref().unwrap_or(""))
@@ -314,6 +323,24 @@ impl Store {
             .ok_or_else(|| Error::UnknownSession(sid.to_string()))
     }
 
+    /// The session's own Redis keys that exist right now (for operators).
+    pub async fn session_key_names(&self, sid: &str) -> Result<Vec<String>> {
+        let keys = self.session_keys(sid)?;
+        let mut pipe = redis::pipe();
+        for k in keys.own() {
+            pipe.exists(k);
+        }
+        let mut conn = self.conn().await?;
+        let exists: Vec<bool> = pipe.query_async(&mut conn).await?;
+        Ok(keys
+            .own()
+            .iter()
+            .zip(exists)
+            .filter(|(_, e)| *e)
+            .map(|(k, _)| k.to_string())
+            .collect())
+    }
+
     /// Ids of the sub-agent sessions of `sid`, sorted.
     pub async fn children(&self, sid: &str) -> Result<Vec<String>> {
         let keys = self.session_keys(sid)?;
@@ -349,7 +376,12 @@ impl Store {
     }
 
     /// Sets meta fields through `update_session.lua`; `record` is the wal JSON ('' = touch).
-    async fn update_session(&self, sid: &str, record: &str, fields: &[(&str, String)]) -> Result<()> {
+    async fn update_session(
+        &self,
+        sid: &str,
+        record: &str,
+        fields: &[(&str, String)],
+    ) -> Result<()> {
         let keys = self.session_keys(sid)?;
         let mut inv = scripts::UPDATE_SESSION.prepare_invoke();
         inv.key(&keys.as_array()[..]).arg(sid).arg(record);
@@ -370,8 +402,12 @@ impl Store {
 
     /// Marks the session archived (it stays readable and writable).
     pub async fn archive(&self, sid: &str) -> Result<()> {
-        self.update_session(sid, r#"{"status":"archived"}"#, &[("status", "archived".into())])
-            .await
+        self.update_session(
+            sid,
+            r#"{"status":"archived"}"#,
+            &[("status", "archived".into())],
+        )
+        .await
     }
 
     /// Sets (`Some`) or clears (`None`) the session's pending tool calls.
@@ -381,7 +417,8 @@ impl Store {
             r#"{{"pending":{}}}"#,
             if text.is_empty() { "null" } else { &text }
         );
-        self.update_session(sid, &record, &[("pending", text)]).await
+        self.update_session(sid, &record, &[("pending", text)])
+            .await
     }
 
     /// The session's pending tool calls, if any.
@@ -433,12 +470,8 @@ impl Store {
                     continue;
                 };
                 if !cascade || meta.lifecycle == Lifecycle::Detached {
-                    self.update_session(
-                        &child,
-                        r#"{"parent":null}"#,
-                        &[("parent", String::new())],
-                    )
-                    .await?;
+                    self.update_session(&child, r#"{"parent":null}"#, &[("parent", String::new())])
+                        .await?;
                 } else {
                     self.plan_close(&child, true, doomed).await?;
                     doomed.push((child, meta.user_id));
