@@ -287,7 +287,8 @@ impl Store {
             for entry in reply.ids {
                 let mut fields = text_fields(&entry);
                 let mut take = |k: &str| fields.remove(k).unwrap_or_default();
-                let (original_id, group, reason) = (take("original_id"), take("group"), take("reason"));
+                let (original_id, group, reason) =
+                    (take("original_id"), take("group"), take("reason"));
                 let deliveries = take("deliveries").parse().unwrap_or(0);
                 let dead_at = take("dead_at").parse().unwrap_or(0);
                 out.push(DeadLetter {
@@ -490,7 +491,8 @@ impl Consumer {
                 .partition(|e| counts.get(&e.id).copied().unwrap_or(1) > max);
             if !dead.is_empty() {
                 let ids: Vec<&str> = dead.iter().map(|e| e.id.as_str()).collect();
-                let reason = format!("delivered more than max_deliveries ({max}) times without ack");
+                let reason =
+                    format!("delivered more than max_deliveries ({max}) times without ack");
                 self.dead_letter(p, &ids, &reason).await?;
             }
             out.extend(self.parse_batch(p, live, &counts).await?);
@@ -507,6 +509,38 @@ impl Consumer {
             .arg(reason)
             .arg(ids);
         self.store.invoke(&inv).await
+    }
+
+    /// Hands deliveries back to the group unprocessed: they stay pending but look idle, so
+    /// the next claim of any consumer (this one included) takes them, and this delivery is
+    /// not counted against `max_deliveries` (XCLAIM ... IDLE RETRYCOUNT JUSTID).
+    pub async fn release(&self, deliveries: &[Delivery]) -> Result<()> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        let idle = millis(
+            self.options
+                .min_idle
+                .max(Duration::from_secs(365 * 24 * 3600)),
+        );
+        let mut pipe = redis::pipe();
+        for d in deliveries {
+            pipe.cmd("XCLAIM")
+                .arg(&self.streams[d.partition as usize])
+                .arg(&self.group)
+                .arg(&self.name)
+                .arg(0)
+                .arg(&d.entry_id)
+                .arg("IDLE")
+                .arg(idle)
+                .arg("RETRYCOUNT")
+                .arg(d.deliveries.saturating_sub(1))
+                .arg("JUSTID")
+                .ignore();
+        }
+        let mut conn = self.store.conn().await?;
+        pipe.query_async::<()>(&mut conn).await?;
+        Ok(())
     }
 
     /// Acknowledges deliveries in the group (one pipeline); returns how many were still

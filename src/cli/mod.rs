@@ -7,6 +7,7 @@ mod decisions;
 mod msg;
 mod session;
 mod state;
+mod tail;
 mod user;
 mod work;
 
@@ -88,6 +89,8 @@ enum Command {
     /// Decisions: incomplete.
     #[command(subcommand)]
     Decisions(decisions::DecisionsCmd),
+    /// Consume decisions through a consumer group, printing JSON lines.
+    Tail(tail::TailArgs),
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
@@ -159,6 +162,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Decide(args) => decisions::decide(&ctx, args).await,
         Command::Outcome(args) => decisions::outcome(&ctx, args).await,
         Command::Decisions(cmd) => decisions::run(&ctx, cmd).await,
+        Command::Tail(args) => tail::run(&ctx, args).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use agentstate::redis_server::RedisServer;
-use agentstate::{Config, Store};
+use agentstate::{Config, NewDecision, NewSession, Store};
 
 /// A private Redis and a store connected to it. Dropping it kills the server.
 pub struct TestEnv {
@@ -46,6 +46,58 @@ impl TestEnv {
                     .arg(self.store.keys().wal(p))
                     .query::<usize>(&mut c)
                     .unwrap()
+            })
+            .sum()
+    }
+}
+
+/// Creates sessions `s0..s<n-1>` and returns their ids.
+pub async fn sessions(store: &Store, n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let sid = store
+            .create_session(&NewSession::new().id(format!("s{i}")))
+            .await
+            .unwrap();
+        out.push(sid);
+    }
+    out
+}
+
+/// Records `n` decisions `d0..` round-robin over `sids`; returns their ids in order.
+pub async fn record_decisions(store: &Store, sids: &[String], n: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let d = NewDecision::new(format!("d{i}"), "because");
+        out.push(
+            store
+                .record_decision(&sids[i % sids.len()], &d)
+                .await
+                .unwrap(),
+        );
+    }
+    out
+}
+
+impl TestEnv {
+    /// The `agentstate` binary, pointed at this test's Redis.
+    pub fn cli(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"));
+        cmd.arg("--redis").arg(self.server.url());
+        cmd
+    }
+
+    /// Entries pending (delivered, not acked) in consumer group `group`, over all partitions.
+    pub fn pending(&self, group: &str) -> usize {
+        let mut c = self.redis();
+        (0..self.store.keys().partitions())
+            .map(|p| {
+                redis::cmd("XPENDING")
+                    .arg(self.store.keys().decisions(p))
+                    .arg(group)
+                    .query::<redis::streams::StreamPendingReply>(&mut c)
+                    .unwrap()
+                    .count()
             })
             .sum()
     }

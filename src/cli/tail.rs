@@ -1,0 +1,80 @@
+//! `agentstate tail`: a consumer of the decisions streams printing deliveries as JSON lines.
+
+use std::time::Duration;
+
+use agentstate::{ConsumerOptions, Result, StartFrom};
+use clap::Args;
+
+use super::{print_json, Ctx};
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    /// Consumer group (created on first use, on every partition).
+    #[arg(long)]
+    group: String,
+    /// This consumer's name within the group.
+    #[arg(long)]
+    consumer: String,
+    /// Exit after printing N deliveries (or when a read times out with nothing new);
+    /// without it, follow until interrupted.
+    #[arg(long)]
+    count: Option<usize>,
+    /// A group created now starts from the oldest retained entry instead of new ones.
+    #[arg(long)]
+    from_start: bool,
+    /// Do not acknowledge: printed entries stay pending and are redelivered after
+    /// --min-idle-ms.
+    #[arg(long)]
+    no_ack: bool,
+    /// Claim entries other consumers held unacked for this long.
+    #[arg(long, default_value_t = 30_000)]
+    min_idle_ms: u64,
+    /// How long one read waits for new entries.
+    #[arg(long, default_value_t = 2_000)]
+    block_ms: u64,
+    /// Deliveries allowed per entry before it moves to the dead-letter stream.
+    #[arg(long, default_value_t = 5)]
+    max_deliveries: u32,
+}
+
+/// Reads, prints one JSON line per delivery, and acks what it printed (unless --no-ack).
+/// Entries read beyond --count are released to the group, not lost.
+pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
+    let batch = a.count.unwrap_or(100).clamp(1, 100);
+    let options = ConsumerOptions::new()
+        .start(if a.from_start {
+            StartFrom::Beginning
+        } else {
+            StartFrom::Now
+        })
+        .min_idle(Duration::from_millis(a.min_idle_ms))
+        .block(Duration::from_millis(a.block_ms))
+        .max_deliveries(a.max_deliveries)
+        .count(batch);
+    let mut consumer = ctx.store.consumer(&a.group, &a.consumer, options).await?;
+    let mut printed = 0usize;
+    loop {
+        let mut got = tokio::select! {
+            got = consumer.read() => got?,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        if got.is_empty() && a.count.is_some() {
+            return Ok(());
+        }
+        let surplus = match a.count {
+            Some(n) => got.split_off(got.len().min(n - printed)),
+            None => Vec::new(),
+        };
+        for d in &got {
+            print_json(d)?;
+        }
+        printed += got.len();
+        if !a.no_ack {
+            consumer.ack(&got).await?;
+        }
+        consumer.release(&surplus).await?;
+        if a.count == Some(printed) {
+            return Ok(());
+        }
+    }
+}
