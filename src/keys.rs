@@ -155,6 +155,12 @@ impl Keys {
         format!("{}:{{{p}}}:decisions:dead", self.prefix)
     }
 
+    /// `<prefix>:{0}:bench:decisions` — scratch stream of the consumer benchmark's raw
+    /// XADD/XREADGROUP baseline (deleted when the benchmark ends).
+    pub fn bench_stream(&self) -> String {
+        format!("{}:{{0}}:bench:decisions", self.prefix)
+    }
+
     /// `<prefix>:{p}:open_decisions` — decision id → decision JSON, for decisions without outcome.
     pub fn open_decisions(&self, p: u32) -> String {
         format!("{}:{{{p}}}:open_decisions", self.prefix)

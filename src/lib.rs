@@ -23,12 +23,14 @@
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
+//! - [`consumer_bench`]: benchmark workload W4 (record → consume → ack, blocked-read latency).
 //! - [`durability`]: `Live` / `Durable` writes.
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
 pub mod checkpoints;
 pub mod config;
 pub mod consumer;
+pub mod consumer_bench;
 pub mod decisions;
 pub mod durability;
 pub mod error;

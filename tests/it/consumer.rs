@@ -404,3 +404,38 @@ async fn consumer_ids_are_validated_before_redis_is_touched() {
     assert!(matches!(err, Error::InvalidInput(_)), "{err}");
     assert!(!t.all_keys().iter().any(|k| k.contains("decisions")));
 }
+
+#[tokio::test]
+async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {
+    let t = env().await;
+    let sizes = agentstate::consumer_bench::W4Sizes {
+        decisions: 400,
+        latency_samples: 20,
+    };
+    let report = agentstate::consumer_bench::w4_consumers(&t.store, sizes)
+        .await
+        .unwrap();
+    assert_eq!((report.decisions, report.latency_samples), (400, 20));
+    for side in [&report.agentstate, &report.raw] {
+        assert!(side.per_sec > 0.0 && side.elapsed_ms > 0, "{report:?}");
+        assert!(side.p50_us <= side.p99_us, "{report:?}");
+    }
+    assert_eq!(
+        report.raw_xadd[..3],
+        ["XADD", "as:{0}:bench:decisions", "*"]
+    );
+    assert!(!t.all_keys().contains("as:{0}:bench:decisions"));
+    let recorded: usize = (0..16)
+        .map(|p| {
+            redis::cmd("XLEN")
+                .arg(t.store.keys().decisions(p))
+                .query::<usize>(&mut t.redis())
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(
+        recorded,
+        400 + 20 + 1,
+        "throughput, latency samples, stop marker"
+    );
+}
