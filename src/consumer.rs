@@ -240,6 +240,21 @@ pub fn parse_event(p: u32, entry: &StreamId) -> std::result::Result<DecisionEven
 impl Store {
     /// Joins consumer group `group` as `name` on every partition's decisions stream, creating
     /// the group (and the streams, `MKSTREAM`) where it does not exist yet.
+    ///
+    /// ```no_run
+    /// # async fn f(store: agentstate::Store) -> agentstate::Result<()> {
+    /// use agentstate::{ConsumerOptions, DecisionEvent, StartFrom};
+    /// let options = ConsumerOptions::new().start(StartFrom::Beginning);
+    /// let mut consumer = store.consumer("billing", "worker-1", options).await?;
+    /// let batch = consumer.read().await?;
+    /// for d in &batch {
+    ///     if let DecisionEvent::Decision(dec) = &d.event {
+    ///         println!("{} decided {}", dec.session_id, dec.decision);
+    ///     }
+    /// }
+    /// consumer.ack(&batch).await?; // after the work is done: at-least-once
+    /// # Ok(()) }
+    /// ```
     pub async fn consumer(
         &self,
         group: &str,

@@ -39,11 +39,21 @@ impl TestEnv {
 
     /// Total entries over every partition's wal stream.
     pub fn wal_entries(&self) -> usize {
+        self.entries_per_partition(|k, p| k.wal(p))
+    }
+
+    /// Total entries over every partition's decisions stream.
+    pub fn decision_entries(&self) -> usize {
+        self.entries_per_partition(|k, p| k.decisions(p))
+    }
+
+    /// Sum of XLEN of one stream per partition, named by `key`.
+    fn entries_per_partition(&self, key: impl Fn(&agentstate::keys::Keys, u32) -> String) -> usize {
         let mut c = self.redis();
         (0..self.store.keys().partitions())
             .map(|p| {
                 redis::cmd("XLEN")
-                    .arg(self.store.keys().wal(p))
+                    .arg(key(self.store.keys(), p))
                     .query::<usize>(&mut c)
                     .unwrap()
             })
