@@ -16,7 +16,7 @@ use redis::streams::{
     StreamAutoClaimOptions, StreamAutoClaimReply, StreamId, StreamPendingCountReply,
     StreamRangeReply, StreamReadOptions, StreamReadReply,
 };
-use redis::{AsyncConnectionConfig, RedisError};
+use redis::{AsyncCommands, AsyncConnectionConfig, RedisError};
 use serde::{Deserialize, Serialize};
 
 use crate::decisions::Decision;
@@ -192,6 +192,40 @@ fn millis(d: Duration) -> usize {
     usize::try_from(d.as_millis()).unwrap_or(usize::MAX)
 }
 
+/// True when Redis answered with error `code`, alone or as any command of a pipeline.
+fn has_code(e: &RedisError, code: &str) -> bool {
+    e.code() == Some(code)
+        || e.clone()
+            .into_server_errors()
+            .is_some_and(|errs| errs.iter().any(|(_, s)| s.code() == code))
+}
+
+/// Creates consumer group `group` on stream `key` at `start` (`0` or `$`), creating the
+/// stream too (`MKSTREAM`); an existing group (BUSYGROUP) is left as it is.
+pub(crate) async fn create_group(store: &Store, key: &str, group: &str, start: &str) -> Result<()> {
+    let mut conn = store.conn().await?;
+    let created: std::result::Result<(), RedisError> =
+        conn.xgroup_create_mkstream(key, group, start).await;
+    match created {
+        Err(e) if !has_code(&e, "BUSYGROUP") => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// A connection of its own for XREADGROUP BLOCK: its response timeout covers `block`, and
+/// blocking on it stalls no other caller.
+pub(crate) async fn blocking_connection(
+    store: &Store,
+    block: Duration,
+) -> Result<MultiplexedConnection> {
+    let config = AsyncConnectionConfig::new()
+        .set_response_timeout(Some(block + store.config().response_timeout))
+        .set_connection_timeout(Some(Duration::from_secs(3)));
+    Ok(redis::Client::open(store.config().redis_url.as_str())?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
+}
+
 /// The fields of a stream entry as text.
 fn text_fields(entry: &StreamId) -> BTreeMap<String, String> {
     entry
@@ -268,12 +302,7 @@ impl Store {
                 "max_deliveries and count must be at least 1".into(),
             ));
         }
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(options.block + self.config().response_timeout))
-            .set_connection_timeout(Some(Duration::from_secs(3)));
-        let reader = redis::Client::open(self.config().redis_url.as_str())?
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
+        let reader = blocking_connection(self, options.block).await?;
         let consumer = Consumer {
             store: self.clone(),
             group: group.to_string(),
@@ -339,20 +368,8 @@ impl Consumer {
             StartFrom::Beginning => "0",
             StartFrom::Now => "$",
         };
-        let mut conn = self.store.conn().await?;
         for key in &self.streams {
-            let created: std::result::Result<(), RedisError> = redis::cmd("XGROUP")
-                .arg("CREATE")
-                .arg(key)
-                .arg(&self.group)
-                .arg(start)
-                .arg("MKSTREAM")
-                .query_async(&mut conn)
-                .await;
-            match created {
-                Err(e) if e.code() != Some("BUSYGROUP") => return Err(e.into()),
-                _ => {}
-            }
+            create_group(&self.store, key, &self.group, start).await?;
         }
         Ok(())
     }
@@ -372,7 +389,7 @@ impl Consumer {
             }
         }
         let reply = match self.read_new().await {
-            Err(e) if e.code() == Some("NOGROUP") => {
+            Err(e) if has_code(&e, "NOGROUP") => {
                 // The streams were lost (Redis restarted or flushed): join again.
                 self.join().await?;
                 self.read_new().await?
@@ -461,7 +478,7 @@ impl Consumer {
         }
         let mut conn = self.store.conn().await?;
         let replies: Vec<StreamAutoClaimReply> = match pipe.query_async(&mut conn).await {
-            Err(e) if e.code() == Some("NOGROUP") => {
+            Err(e) if has_code(&e, "NOGROUP") => {
                 self.join().await?;
                 return Ok(Vec::new());
             }

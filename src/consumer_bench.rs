@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::streams::{StreamReadOptions, StreamReadReply};
-use redis::{AsyncCommands, AsyncConnectionConfig, RedisError};
+use redis::AsyncCommands;
 use serde::Serialize;
 
-use crate::consumer::{Consumer, ConsumerOptions, DecisionEvent};
+use crate::consumer::{
+    blocking_connection, create_group, Consumer, ConsumerOptions, DecisionEvent,
+};
 use crate::decisions::NewDecision;
 use crate::error::{Error, Result};
 use crate::sessions::NewSession;
@@ -112,18 +114,8 @@ impl Reader {
             }
             Side::Raw => {
                 let key = store.keys().bench_stream();
-                let mut pool = store.conn().await?;
-                let created: std::result::Result<(), RedisError> =
-                    pool.xgroup_create_mkstream(&key, group, "$").await;
-                match created {
-                    Err(e) if e.code() != Some("BUSYGROUP") => return Err(e.into()),
-                    _ => {}
-                }
-                let config = AsyncConnectionConfig::new()
-                    .set_response_timeout(Some(block + store.config().response_timeout));
-                let conn = redis::Client::open(store.config().redis_url.as_str())?
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?;
+                create_group(store, &key, group, "$").await?;
+                let conn = blocking_connection(store, block).await?;
                 Ok(Reader::Raw {
                     conn,
                     store: store.clone(),

@@ -431,3 +431,33 @@ async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {
         "throughput, latency samples, stop marker"
     );
 }
+
+#[tokio::test]
+async fn a_busy_partition_does_not_starve_the_others() {
+    let t = env().await;
+    let s = &t.store;
+    let sids = sessions(s, 2).await;
+    assert_ne!(s.keys().partition(&sids[0]), s.keys().partition(&sids[1]));
+    let mut c = s
+        .consumer("svc", "c1", fast().start(StartFrom::Beginning).count(10))
+        .await
+        .unwrap();
+    let busy = record_decisions(s, &sids[..1], 200).await;
+    let quiet = record_decisions(s, &sids[1..], 1).await;
+    let got = decision_ids(&c.read().await.unwrap());
+    assert_eq!(got.len(), 11, "10 per partition per read");
+    assert!(got.contains(&quiet[0]), "{got:?}");
+    assert!(got.iter().filter(|id| busy.contains(id)).count() == 10);
+}
+
+#[tokio::test]
+async fn a_consumer_rejoins_when_redis_lost_its_streams() {
+    let t = env().await;
+    let s = &t.store;
+    let mut c = s.consumer("svc", "c1", fast()).await.unwrap();
+    let _: () = redis::cmd("FLUSHALL").query(&mut t.redis()).unwrap();
+    assert!(c.read().await.unwrap().is_empty());
+    let sids = sessions(s, 1).await;
+    let ids = record_decisions(s, &sids, 2).await;
+    assert_eq!(decision_ids(&c.read().await.unwrap()), ids);
+}
