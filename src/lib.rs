@@ -23,8 +23,10 @@
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`durability`]: `Live` / `Durable` writes.
+//! - [`bench`]: the `agentstate bench` workloads, measured next to redis-benchmark.
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
+pub mod bench;
 pub mod checkpoints;
 pub mod config;
 pub mod decisions;
