@@ -6,6 +6,7 @@ mod bench;
 mod checkpoint;
 mod decisions;
 mod msg;
+mod render;
 mod session;
 mod state;
 mod user;
