@@ -128,3 +128,39 @@ async fn rounds_follow_the_state_service_contract() {
         ]
     );
 }
+
+#[tokio::test]
+async fn round_ids_are_exact_up_to_the_maximum_and_rejected_above_it() {
+    let t = env().await;
+    let s = &t.store;
+    let max = agentstate::rounds::MAX_ROUND_ID;
+    for round in [99_999_999_999_999, 100_000_000_000_000, max] {
+        assert_eq!(
+            s.save_state("big", &json!(round), None, Some(round))
+                .await
+                .unwrap(),
+            round
+        );
+        assert_eq!(
+            s.export_state("big", None, Some(round)).await.unwrap(),
+            Some(json!(round))
+        );
+    }
+    let logged: Vec<u64> = t
+        .wal_ops("round")
+        .iter()
+        .map(|(_, d)| {
+            serde_json::from_str::<serde_json::Value>(d).unwrap()["round_id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(logged, [99_999_999_999_999, 100_000_000_000_000, max]);
+
+    let err = t
+        .rejected(s.save_state("big", &json!(1), None, Some(max + 1)))
+        .await;
+    assert!(matches!(err, agentstate::Error::InvalidInput(_)), "{err:?}");
+    let err = t.rejected(s.export_state("big", None, Some(max + 1))).await;
+    assert!(matches!(err, agentstate::Error::InvalidInput(_)), "{err:?}");
+}
