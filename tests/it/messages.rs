@@ -155,6 +155,14 @@ async fn compactions_leave_exactly_the_right_active_view() {
         .collect();
     assert_eq!(got, want);
     assert_eq!(t.wal_ops("compact").len(), 5);
+    // The note reaches the wal as a `msg` just before its `compact` record.
+    let wal = t.wal_records();
+    let (note_op, _, note) = &wal[wal.len() - 2];
+    assert_eq!(
+        (note_op.as_str(), note),
+        ("msg", &serde_json::to_string(&all[14]).unwrap())
+    );
+    assert_eq!(wal[wal.len() - 1].0, "compact");
     let meta = s.require_session(&sid).await.unwrap();
     assert_eq!((meta.next_seq, meta.last_compact_seq), (16, 5));
 }
@@ -288,4 +296,83 @@ async fn pending_tool_calls_and_usage_round_trip() {
     );
     assert!(usage.iter().all(|u| u.created_at.unwrap() > 0));
     assert_eq!(t.wal_ops("usage").len(), 3);
+}
+
+/// A reference model of one session's message states: `true` = active.
+#[derive(Default)]
+struct Model {
+    active: Vec<bool>,
+}
+
+impl Model {
+    fn query(&self, q: MessageQuery) -> Vec<u64> {
+        let mut out: Vec<u64> = (1..=self.active.len() as u64)
+            .filter(|&s| s > q.after.unwrap_or(0))
+            .filter(|&s| q.all || self.active[s as usize - 1])
+            .collect();
+        if let Some(n) = q.last {
+            out.drain(..out.len().saturating_sub(n));
+        }
+        out
+    }
+}
+
+#[tokio::test]
+async fn random_compactions_and_queries_agree_with_a_reference_model() {
+    let t = env().await;
+    let s = &t.store;
+    session_with_messages(&t, 0).await;
+    let mut model = Model::default();
+    let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |bound: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % bound
+    };
+    for step in 0..120 {
+        let n = model.active.len() as u64;
+        if n < 3 || next(3) > 0 {
+            s.append("s", &NewMessage::new("user")).await.unwrap();
+            model.active.push(true);
+        } else {
+            let from = 1 + next(n);
+            let to = from + next(n - from + 1);
+            let (_, note) = s
+                .compact("s", &Compaction::new(from, to, "n"))
+                .await
+                .unwrap();
+            assert_eq!(note, n + 1);
+            for seq in from..=to {
+                model.active[seq as usize - 1] = false;
+            }
+            model.active.push(true);
+        }
+        let n = model.active.len() as u64;
+        let mut queries = vec![MessageQuery::active(), MessageQuery::all()];
+        for _ in 0..3 {
+            let mut q = if next(2) == 0 {
+                MessageQuery::active()
+            } else {
+                MessageQuery::all()
+            };
+            if next(2) == 0 {
+                q = q.after(next(n + 2));
+            }
+            if next(2) == 0 {
+                q = q.last(next(n + 2) as usize);
+            }
+            queries.push(q);
+        }
+        for q in queries {
+            let got = seqs(&s.messages("s", q).await.unwrap());
+            assert_eq!(got, model.query(q), "step {step}, {q:?}");
+        }
+    }
+    let all = s.messages("s", MessageQuery::all()).await.unwrap();
+    let states: Vec<bool> = all
+        .iter()
+        .map(|m| m.state == MessageState::Active)
+        .collect();
+    assert_eq!(states, model.active);
 }

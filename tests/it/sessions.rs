@@ -227,3 +227,25 @@ async fn generated_ids_archive_and_touch() {
     let err = t.rejected(s.create_session(&dup)).await;
     assert!(matches!(err, Error::AlreadyExists(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_child_whose_parent_vanishes_while_it_is_created_is_undone_everywhere() {
+    let t = env().await;
+    create(&t, "keep", Some("una"), None).await;
+    // A parent that passes the depth check but is gone by the time the child is linked: its
+    // meta holds `spawn_depth` but not `ttl`, which the link script requires of a live session.
+    let half = t.store.keys().session("half").meta;
+    let _: i64 = t.cmd(&["HSET", &half, "spawn_depth", "0"]);
+    let orphan = NewSession::new()
+        .id("orphan")
+        .user("una")
+        .parent("half", Lifecycle::Linked);
+    let err = t.store.create_session(&orphan).await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownSession(ref id) if id == "half"),
+        "{err:?}"
+    );
+    assert_eq!(keys_of(&t, "orphan"), Vec::<String>::new());
+    assert_eq!(indexed(&t), set(&["keep"]));
+    assert_eq!(t.store.list_sessions(Some("una")).await.unwrap(), ["keep"]);
+}
