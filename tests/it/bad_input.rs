@@ -277,7 +277,7 @@ async fn a_message_over_the_default_one_mib_is_rejected() {
 }
 
 #[tokio::test]
-async fn bad_ranges_roles_decisions_and_empty_key_lists_write_nothing() {
+async fn bad_ranges_roles_decision_ids_and_empty_key_lists_write_nothing() {
     let t = populated().await;
     let s = &t.store;
     // next seq is 4
@@ -306,19 +306,6 @@ async fn bad_ranges_roles_decisions_and_empty_key_lists_write_nothing() {
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
     let err = t.rejected(s.checkpoint("s", "cp", Some(&[]))).await;
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
-    let err = t
-        .rejected(s.set_working_if_version("s", "plan", &json!(2), 0))
-        .await;
-    assert!(
-        matches!(
-            err,
-            Error::Conflict {
-                expected: 0,
-                current: 1
-            }
-        ),
-        "{err:?}"
-    );
 }
 
 #[tokio::test]

@@ -82,6 +82,11 @@ async fn commands_print_values_and_absent_ones_as_null() {
     assert_eq!(t.cli_ok(&["user", "set", "ann", "tz", "\"UTC\""]), "");
     assert_eq!(t.cli_ok(&["user", "get", "ann", "tz"]), "\"UTC\"\n");
     assert_eq!(t.cli_ok(&["user", "forget", "ann"]), "1\n");
+    t.cli_ok(&["user", "set", "ann", "tz", "1"]);
+    let receipt: Value =
+        serde_json::from_str(&t.cli_ok(&["--json", "user", "forget", "ann"])).unwrap();
+    assert_eq!(receipt["removed_keys"], json!(["tz"]));
+    assert_eq!(receipt["redis_key"], t.store.keys().user("ann"));
 
     let list = |extra: &[&str]| -> Vec<u64> {
         let out = t.cli_ok(&[&["msg", "list", "c1"], extra].concat());
@@ -243,4 +248,56 @@ async fn bad_usage_exits_2_without_touching_redis() {
         assert!(!out.stderr.is_empty(), "{args:?}");
     }
     assert_eq!(t.snapshot(), before);
+}
+
+#[tokio::test]
+async fn session_create_options_and_close_without_cascade() {
+    let t = env().await;
+    let meta = json!({"team": "blue"}).to_string();
+    let args = [
+        "session",
+        "create",
+        "--id",
+        "p",
+        "--ttl",
+        "120",
+        "--model",
+        "m",
+        "--metadata",
+        &meta,
+    ];
+    t.cli_ok(&args);
+    let ttl = t.ttl(&t.store.keys().session("p").meta);
+    assert!(ttl > 110 && ttl <= 120, "{ttl}");
+    let session = t.store.require_session("p").await.unwrap();
+    assert_eq!(
+        (session.model.as_deref(), &session.metadata),
+        (Some("m"), &json!({"team": "blue"}))
+    );
+    for (id, lifecycle) in [("k1", "linked"), ("k2", "ephemeral")] {
+        t.cli_ok(&[
+            "session",
+            "create",
+            "--id",
+            id,
+            "--parent",
+            "p",
+            "--lifecycle",
+            lifecycle,
+        ]);
+    }
+    assert_eq!(t.cli_ok(&["session", "close", "p", "--no-cascade"]), "1\n");
+    for id in ["k1", "k2"] {
+        assert_eq!(t.store.require_session(id).await.unwrap().parent, None);
+    }
+    let line = t.cli_rejected(&[
+        "usage",
+        "k1",
+        "--round",
+        "1",
+        "--prompt=-1",
+        "--completion",
+        "2",
+    ]);
+    assert!(line.starts_with("error: invalid input"), "{line}");
 }

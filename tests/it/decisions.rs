@@ -6,6 +6,12 @@ use serde_json::json;
 
 use crate::support::env;
 
+/// Ids of the decisions without an outcome (all sessions, or one).
+async fn open_ids(s: &Store, sid: Option<&str>) -> Vec<String> {
+    let open = s.incomplete_decisions(sid).await.unwrap();
+    open.into_iter().map(|d| d.id).collect()
+}
+
 #[tokio::test]
 async fn incomplete_decisions_are_those_without_an_outcome() {
     let t = env().await;
@@ -50,26 +56,13 @@ async fn incomplete_decisions_are_those_without_an_outcome() {
     assert_eq!(first.planned_action.as_deref(), Some("rerun"));
     assert_eq!((&first.meta, &first.outcome), (&json!({"n": 1}), &None));
     assert_eq!(open[1].planned_action, None);
-    let da: Vec<String> = s
-        .incomplete_decisions(Some("da"))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|d| d.id)
-        .collect();
-    assert_eq!(da, [d1.clone(), d2.clone()]);
+    assert_eq!(open_ids(s, Some("da")).await, [d1.clone(), d2.clone()]);
 
     assert!(s.record_outcome(&d1, "rerun passed").await.unwrap());
     let before = t.snapshot();
     assert!(!s.record_outcome(&d1, "again").await.unwrap());
     assert_eq!(t.snapshot(), before, "a second outcome writes nothing");
-    let left: Vec<String> = s
-        .incomplete_decisions(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|d| d.id)
-        .collect();
+    let left = open_ids(s, None).await;
     assert_eq!(left, [d2.clone(), d3.clone()]);
 
     let stream = s.keys().decisions(parsed.partition);
@@ -85,12 +78,6 @@ async fn incomplete_decisions_are_those_without_an_outcome() {
 
     // Closing a session drops its open decisions.
     s.close_session("da", true).await.unwrap();
-    let left: Vec<String> = s
-        .incomplete_decisions(None)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|d| d.id)
-        .collect();
+    let left = open_ids(s, None).await;
     assert_eq!(left, [d3]);
 }

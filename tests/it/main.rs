@@ -7,6 +7,7 @@ mod bad_input;
 mod cli;
 mod concurrency;
 mod decisions;
+mod faults;
 mod key_protocol;
 mod messages;
 mod rounds;
