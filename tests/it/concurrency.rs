@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use agentstate::{MessageQuery, NewMessage, NewSession};
+use agentstate::{AppendOptions, MessageQuery, NewMessage, NewSession};
 
 use crate::support::{cli_at, env, json_lines, seqs};
 
@@ -113,4 +113,87 @@ async fn concurrent_writers_in_many_processes_get_gapless_seqs() {
     assert_eq!(seqs(&lib), (1..=n).collect::<Vec<u64>>());
     assert_eq!(t.store.require_session(&sid).await.unwrap().next_seq, n + 1);
     assert_eq!(t.wal_ops("msg").len() as u64, n);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_retries_with_one_idempotency_key_write_one_message() {
+    let t = env().await;
+    t.store
+        .create_session(&NewSession::new().id("retry"))
+        .await
+        .unwrap();
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let store = t.store.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for k in 0..10 {
+                    let m = NewMessage::new("user").content(format!("req-{k} by {w}"));
+                    let key = AppendOptions::new().idempotency_key(format!("req-{k}"));
+                    got.push((k, store.append_with("retry", &m, &key).await.unwrap()));
+                }
+                got
+            })
+        })
+        .collect();
+    let mut by_key: std::collections::BTreeMap<u64, BTreeSet<u64>> = Default::default();
+    for w in writers {
+        for (k, seq) in w.await.unwrap() {
+            by_key.entry(k).or_default().insert(seq);
+        }
+    }
+    assert!(by_key.values().all(|seqs| seqs.len() == 1), "{by_key:?}");
+    let all = t
+        .store
+        .messages("retry", MessageQuery::all())
+        .await
+        .unwrap();
+    assert_eq!(seqs(&all), (1..=10).collect::<Vec<u64>>());
+    for m in &all {
+        let k: u64 = m.content.as_deref().unwrap()[4..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(by_key[&k], BTreeSet::from([m.seq]));
+    }
+    assert_eq!(t.wal_ops("msg").len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_writers_expecting_the_same_seq_exactly_one_wins() {
+    let t = env().await;
+    t.store
+        .create_session(&NewSession::new().id("race"))
+        .await
+        .unwrap();
+    for round in 1..=5u64 {
+        let writers: Vec<_> = (0..6)
+            .map(|w| {
+                let store = t.store.clone();
+                tokio::spawn(async move {
+                    let m = NewMessage::new("assistant").content(format!("{round}/{w}"));
+                    let expect = AppendOptions::new().expect_seq(round);
+                    store.append_with("race", &m, &expect).await
+                })
+            })
+            .collect();
+        let mut wins = 0;
+        for w in writers {
+            match w.await.unwrap() {
+                Ok(seq) => {
+                    assert_eq!(seq, round);
+                    wins += 1;
+                }
+                Err(agentstate::Error::Conflict { expected, current }) => {
+                    assert_eq!((expected, current), (round, round + 1));
+                }
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(wins, 1, "round {round}");
+    }
+    let all = t.store.messages("race", MessageQuery::all()).await.unwrap();
+    assert_eq!(seqs(&all), [1, 2, 3, 4, 5]);
 }

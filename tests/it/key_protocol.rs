@@ -356,3 +356,123 @@ async fn a_custom_namespace_uses_its_prefix_and_partition_count() {
     );
     assert_eq!(t.hash("zz:config")["partitions"], "4");
 }
+
+#[tokio::test]
+async fn every_wal_record_is_json_with_the_documented_fields() {
+    let t = env().await;
+    let s = &t.store;
+    let awkward = "say \"hi\" \\ / é ✓\n\ttab";
+    let new = NewSession::new()
+        .id("w1")
+        .user("wu")
+        .model(awkward)
+        .system_prompt(awkward)
+        .metadata(json!({"k": awkward}));
+    s.create_session(&new).await.unwrap();
+    s.create_session(&NewSession::new().id("w2").parent("w1", Lifecycle::Detached))
+        .await
+        .unwrap();
+    touch_every_key(&t, "w1").await;
+    s.archive("w1").await.unwrap();
+    s.set_pending("w1", Some(&json!([awkward]))).await.unwrap();
+    s.set_round_index("w1", 4).await.unwrap();
+    s.save_state("wu", &json!({"s": awkward}), None, None)
+        .await
+        .unwrap();
+    s.set_user_value("wu", "k", &json!(awkward)).await.unwrap();
+    s.delete_user_value("wu", "k").await.unwrap();
+    s.forget_user("wu").await.unwrap();
+    s.close_session("w1", true).await.unwrap();
+
+    let fields: &[(&str, &[&str])] = &[
+        (
+            "session_create",
+            &[
+                "user_id",
+                "kind",
+                "parent",
+                "spawn_depth",
+                "lifecycle",
+                "status",
+                "model",
+                "system_prompt",
+                "config",
+                "metadata",
+                "ttl",
+                "created_at",
+            ],
+        ),
+        ("session_update", &["updated_at"]),
+        ("session_close", &["cascade"]),
+        ("msg", &["seq", "state", "created_at", "role"]),
+        (
+            "compact",
+            &[
+                "compact_seq",
+                "note_seq",
+                "from_seq",
+                "to_seq",
+                "before_tokens",
+                "after_tokens",
+                "round_index",
+                "created_at",
+            ],
+        ),
+        (
+            "usage",
+            &[
+                "created_at",
+                "round_index",
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "model",
+            ],
+        ),
+        (
+            "checkpoint",
+            &["id", "session_id", "label", "created_at", "payload"],
+        ),
+        (
+            "round",
+            &["user_id", "session_id", "round_id", "created_at", "state"],
+        ),
+        ("user_set", &["key"]),
+        ("user_del", &["key"]),
+        ("user_forget", &["keys"]),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for (op, id, d) in t.wal_records() {
+        let d: serde_json::Value =
+            serde_json::from_str(&d).unwrap_or_else(|e| panic!("{op} {id}: {e}: {d}"));
+        let (_, wanted) = fields
+            .iter()
+            .find(|(o, _)| *o == op)
+            .unwrap_or_else(|| panic!("op {op}"));
+        for f in *wanted {
+            assert!(d.get(*f).is_some(), "{op} record lacks {f}: {d}");
+        }
+        if op == "session_create" && id == "w1" {
+            assert_eq!(
+                (&d["model"], &d["system_prompt"]),
+                (&json!(awkward), &json!(awkward))
+            );
+            assert_eq!(d["metadata"], json!({"k": awkward}));
+        }
+        seen.insert(op);
+    }
+    let all: std::collections::BTreeSet<String> =
+        fields.iter().map(|(o, _)| o.to_string()).collect();
+    assert_eq!(seen, all);
+    let updates: Vec<serde_json::Value> = t
+        .wal_ops("session_update")
+        .iter()
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(updates.iter().any(|d| d["status"] == "archived"));
+    assert!(updates.iter().any(|d| d["pending"] == json!([awkward])));
+    assert!(updates.iter().any(|d| d["round_index"] == 4));
+    assert!(updates
+        .iter()
+        .any(|d| d.get("parent") == Some(&json!(null))));
+}
