@@ -24,6 +24,20 @@ fn session_key(sid: &str, suffix: &str) -> String {
     key("as", 16, sid, &format!("s:{sid}{suffix}"))
 }
 
+/// The meta fields of SPEC §3 that describe a session (also in its `session_create` record).
+const SESSION_DESCRIPTION: [&str; 10] = [
+    "user_id",
+    "kind",
+    "parent",
+    "spawn_depth",
+    "lifecycle",
+    "status",
+    "model",
+    "system_prompt",
+    "config",
+    "metadata",
+];
+
 const SESSION_SUFFIXES: [&str; 8] = [
     "",
     ":work",
@@ -105,17 +119,7 @@ async fn session_keys_have_the_documented_names_types_and_fields() {
     assert_eq!(t.hash("as:config")["partitions"], "16");
 
     let meta = t.hash(&session_key("alpha", ""));
-    for field in [
-        "user_id",
-        "kind",
-        "parent",
-        "spawn_depth",
-        "lifecycle",
-        "status",
-        "model",
-        "system_prompt",
-        "config",
-        "metadata",
+    let live = [
         "created_at",
         "updated_at",
         "next_seq",
@@ -123,8 +127,9 @@ async fn session_keys_have_the_documented_names_types_and_fields() {
         "last_compact_seq",
         "pending",
         "version",
-    ] {
-        assert!(meta.contains_key(field), "meta lacks {field}: {meta:?}");
+    ];
+    for field in SESSION_DESCRIPTION.iter().chain(&live) {
+        assert!(meta.contains_key(*field), "meta lacks {field}: {meta:?}");
     }
     assert_eq!(meta["user_id"], "ulla");
     assert_eq!(meta["kind"], "root");
@@ -387,20 +392,7 @@ async fn every_wal_record_is_json_with_the_documented_fields() {
     let fields: &[(&str, &[&str])] = &[
         (
             "session_create",
-            &[
-                "user_id",
-                "kind",
-                "parent",
-                "spawn_depth",
-                "lifecycle",
-                "status",
-                "model",
-                "system_prompt",
-                "config",
-                "metadata",
-                "ttl",
-                "created_at",
-            ],
+            &[&SESSION_DESCRIPTION[..], &["ttl", "created_at"]].concat(),
         ),
         ("session_update", &["updated_at"]),
         ("session_close", &["cascade"]),
