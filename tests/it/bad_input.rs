@@ -356,7 +356,7 @@ async fn malformed_json_through_the_cli_writes_nothing() {
 async fn reads_of_an_unknown_session_are_errors() {
     let t = env().await;
     let s = &t.store;
-    let errors = vec![
+    let errors = [
         s.checkpoint_latest("ghost", "cp")
             .await
             .map(drop)
