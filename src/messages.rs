@@ -450,6 +450,16 @@ impl Store {
                 return Err(Error::InvalidInput("model name over 256 bytes".into()));
             }
         }
+        let counts = [
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.total_tokens,
+        ];
+        if counts.iter().flatten().any(|n| *n < 0) {
+            return Err(Error::InvalidInput(
+                "token counts must not be negative".into(),
+            ));
+        }
         let body = serde_json::to_string(&Usage {
             created_at: None,
             ..usage.clone()

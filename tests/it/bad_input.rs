@@ -296,6 +296,14 @@ async fn bad_ranges_roles_decision_ids_and_empty_key_lists_write_nothing() {
             .await;
         assert!(matches!(err, Error::InvalidInput(_)), "{role:?}: {err:?}");
     }
+    for usage in [
+        Usage::new(1, -1, 5),
+        Usage::new(1, 5, -1),
+        Usage::new(1, 1, 1).total(-2),
+    ] {
+        let err = t.rejected(s.record_usage("s", &usage)).await;
+        assert!(matches!(err, Error::InvalidInput(_)), "{usage:?}: {err:?}");
+    }
     for id in ["nope", "99:1-0", "16:1-0", "0:abc", "x:1-0", "0:1-0", ""] {
         let err = t.rejected(s.record_outcome(id, "done")).await;
         assert!(matches!(err, Error::InvalidInput(_)), "{id:?}: {err:?}");
