@@ -25,8 +25,10 @@
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - [`consumer_bench`]: benchmark workload W4 (record → consume → ack, blocked-read latency).
 //! - [`durability`]: `Live` / `Durable` writes.
+//! - [`bench`]: the `agentstate bench` workloads, measured next to redis-benchmark.
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
+pub mod bench;
 pub mod checkpoints;
 pub mod config;
 pub mod consumer;

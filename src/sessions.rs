@@ -281,7 +281,7 @@ impl Store {
         if let Some(parent) = &new.parent {
             if let Err(err) = self.link_child(parent, &sid, true).await {
                 // The parent vanished between the depth check and now: undo the child.
-                self.close_one(&sid, None, false).await?;
+                self.close_one(&sid, new.user_id.as_deref(), false).await?;
                 return Err(match err {
                     Error::UnknownSession(_) => Error::UnknownSession(parent.clone()),
                     other => other,

@@ -2,9 +2,11 @@
 //! the output contract — the value on stdout, `error: ...` on stderr, exit 1 on a runtime
 //! error, 2 on bad usage (clap), `null` for an absent value.
 
+mod bench;
 mod checkpoint;
 mod decisions;
 mod msg;
+mod render;
 mod session;
 mod state;
 mod tail;
@@ -94,6 +96,8 @@ enum Command {
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
+    /// Benchmark workloads side by side with redis-benchmark.
+    Bench(bench::BenchArgs),
 }
 
 /// Everything a command needs at run time.
@@ -149,6 +153,9 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Command::Bench(args) = cli.command {
+        return bench::run(&cli.global, args).await;
+    }
     let ctx = connect(cli.global).await?;
     match cli.command {
         Command::Session(cmd) => session::run(&ctx, cmd).await,
@@ -164,6 +171,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Decisions(cmd) => decisions::run(&ctx, cmd).await,
         Command::Tail(args) => tail::run(&ctx, args).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
+        Command::Bench(_) => unreachable!("handled above"),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use agentstate::*;
 use serde_json::Value;
 
-use crate::support::{env, record_decisions, sessions};
+use crate::support::{env, json_lines, record_decisions, sessions};
 
 /// Options for fast tests: short idle and block times.
 fn fast() -> ConsumerOptions {
@@ -198,7 +198,7 @@ async fn entries_of_a_killed_consumer_process_are_claimed_after_min_idle() {
 
     // Another OS process reads everything without acking, then dies by SIGKILL.
     let mut child = t
-        .cli()
+        .cli_command()
         .args([
             "tail",
             "--group",
@@ -327,30 +327,18 @@ async fn tail_prints_json_lines_exits_after_count_and_releases_the_rest() {
     let sids = sessions(s, 5).await;
     let ids = record_decisions(s, &sids, 5).await;
     let tail = |consumer: &str, count: &str| {
-        let out = t
-            .cli()
-            .args([
-                "tail",
-                "--group",
-                "g",
-                "--consumer",
-                consumer,
-                "--count",
-                count,
-            ])
-            .args(["--from-start", "--block-ms", "200"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .collect::<Vec<_>>()
+        json_lines(&t.cli_ok(&[
+            "tail",
+            "--group",
+            "g",
+            "--consumer",
+            consumer,
+            "--count",
+            count,
+            "--from-start",
+            "--block-ms",
+            "200",
+        ]))
     };
     let first = tail("c1", "3");
     assert_eq!(first.len(), 3);

@@ -3,5 +3,16 @@
 
 mod support;
 
+mod bad_input;
+mod cli;
+mod concurrency;
 mod consumer;
+mod decisions;
+mod faults;
+mod key_protocol;
+mod messages;
+mod rounds;
+mod sessions;
 mod smoke;
+mod users;
+mod working;
