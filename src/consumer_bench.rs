@@ -55,10 +55,15 @@ pub struct W4Figures {
     pub per_sec: f64,
     /// Wall time of the throughput run, ms.
     pub elapsed_ms: u64,
-    /// Median time from the write returning to a blocked consumer holding it, µs.
+    /// Median time from the write returning to a blocked consumer holding it (0 when the
+    /// consumer had it first), µs.
     pub p50_us: u64,
     /// 99th percentile of the same, µs.
     pub p99_us: u64,
+    /// Median time from calling the write to the blocked consumer holding it, µs.
+    pub from_call_p50_us: u64,
+    /// 99th percentile of the same, µs.
+    pub from_call_p99_us: u64,
 }
 
 /// W4's result: ours and the raw baseline, same Redis, same concurrency.
@@ -127,19 +132,22 @@ impl Reader {
         }
     }
 
-    /// Reads one batch (waiting up to the block time), acks it, returns the decision texts.
-    async fn take(&mut self) -> Result<Vec<String>> {
+    /// Reads one batch (waiting up to the block time), acks it, returns when the read
+    /// returned and the decision texts.
+    async fn take(&mut self) -> Result<(Instant, Vec<String>)> {
         match self {
             Reader::Ours(c) => {
                 let got = c.read().await?;
+                let at = Instant::now();
                 c.ack(&got).await?;
-                Ok(got
+                let texts = got
                     .into_iter()
                     .filter_map(|d| match d.event {
                         DecisionEvent::Decision(d) => Some(d.decision),
                         _ => None,
                     })
-                    .collect())
+                    .collect();
+                Ok((at, texts))
             }
             Reader::Raw {
                 conn,
@@ -155,6 +163,7 @@ impl Reader {
                     .block(block.as_millis() as usize);
                 let reply: Option<StreamReadReply> =
                     conn.xread_options(&[&key], &[">"], &opts).await?;
+                let at = Instant::now();
                 let entries: Vec<_> = reply
                     .into_iter()
                     .flat_map(|r| r.keys)
@@ -165,10 +174,11 @@ impl Reader {
                     let mut pool = store.conn().await?;
                     let _: usize = pool.xack(&key, &*group, &ids).await?;
                 }
-                Ok(entries
+                let texts = entries
                     .iter()
                     .filter_map(|e| e.get::<String>("decision"))
-                    .collect())
+                    .collect();
+                Ok((at, texts))
             }
         }
     }
@@ -244,7 +254,7 @@ async fn throughput(
         consumers.push(tokio::spawn(async move {
             let mut finished = None;
             while acked.load(Ordering::SeqCst) < n {
-                let got = reader.take().await?.len();
+                let got = reader.take().await?.1.len();
                 if acked.fetch_add(got, Ordering::SeqCst) + got >= n && got > 0 {
                     finished = Some(Instant::now());
                 }
@@ -286,16 +296,22 @@ async fn throughput(
     Ok(last - started)
 }
 
+/// The `q` quantile (0..=1) of sorted `micros`.
+fn quantile(micros: &[u64], q: f64) -> u64 {
+    let i = ((micros.len().max(1) - 1) as f64 * q).round() as usize;
+    micros.get(i).copied().unwrap_or(0)
+}
+
 /// Latency: one decision at a time, each read by a consumer blocked in XREADGROUP; the time
-/// from the write returning to the consumer holding it (0 when it arrived first). Returns
-/// (p50, p99) in µs.
+/// from the write returning (and from calling it) to the consumer holding it. Returns
+/// (p50, p99, from-call p50, from-call p99) in µs.
 async fn latency(
     store: &Store,
     side: Side,
     sid: &str,
     samples: usize,
     run: &str,
-) -> Result<(u64, u64)> {
+) -> Result<[u64; 4]> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
     let mut reader = Reader::open(
         store,
@@ -307,19 +323,22 @@ async fn latency(
     .await?;
     let task = tokio::spawn(async move {
         loop {
-            for text in reader.take().await? {
+            let (at, texts) = reader.take().await?;
+            for text in texts {
                 let stop = text == "stop";
-                if stop || tx.send((text, Instant::now())).is_err() {
+                if stop || tx.send((text, at)).is_err() {
                     return Ok::<_, Error>(());
                 }
             }
         }
     });
     let mut micros = Vec::with_capacity(samples);
+    let mut from_call = Vec::with_capacity(samples);
     for i in 0..samples {
         // Let the consumer get back into its blocking read.
         tokio::time::sleep(Duration::from_millis(1)).await;
         let text = format!("lat-{i}");
+        let called = Instant::now();
         write(store, side, sid, &text).await?;
         let returned = Instant::now();
         let (got, at) = rx
@@ -332,17 +351,18 @@ async fn latency(
             )));
         }
         micros.push(at.saturating_duration_since(returned).as_micros() as u64);
+        from_call.push(at.saturating_duration_since(called).as_micros() as u64);
     }
     write(store, side, sid, "stop").await?;
     task.await.map_err(|e| Error::Io(e.to_string()))??;
     micros.sort_unstable();
-    let q = |q: f64| {
-        micros
-            .get(((micros.len().max(1) - 1) as f64 * q).round() as usize)
-            .copied()
-            .unwrap_or(0)
-    };
-    Ok((q(0.5), q(0.99)))
+    from_call.sort_unstable();
+    Ok([
+        quantile(&micros, 0.5),
+        quantile(&micros, 0.99),
+        quantile(&from_call, 0.5),
+        quantile(&from_call, 0.99),
+    ])
 }
 
 /// Runs W4 on both sides and removes the raw scratch stream. The decisions recorded stay in
@@ -360,12 +380,15 @@ pub async fn w4_consumers(store: &Store, sizes: W4Sizes) -> Result<W4Report> {
     let mut figures = Vec::new();
     for side in [Side::Agentstate, Side::Raw] {
         let elapsed = throughput(store, side, &sids, sizes.decisions, &run).await?;
-        let (p50_us, p99_us) = latency(store, side, &sids[0], sizes.latency_samples, &run).await?;
+        let [p50_us, p99_us, from_call_p50_us, from_call_p99_us] =
+            latency(store, side, &sids[0], sizes.latency_samples, &run).await?;
         figures.push(W4Figures {
             per_sec: sizes.decisions as f64 / elapsed.as_secs_f64().max(1e-9),
             elapsed_ms: elapsed.as_millis() as u64,
             p50_us,
             p99_us,
+            from_call_p50_us,
+            from_call_p99_us,
         });
     }
     let key = store.keys().bench_stream();

@@ -407,6 +407,8 @@ async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {
     for side in [&report.agentstate, &report.raw] {
         assert!(side.per_sec > 0.0 && side.elapsed_ms > 0, "{report:?}");
         assert!(side.p50_us <= side.p99_us, "{report:?}");
+        assert!(side.from_call_p50_us <= side.from_call_p99_us, "{report:?}");
+        assert!(side.from_call_p50_us > 0, "a write takes time: {report:?}");
     }
     assert_eq!(
         report.raw_xadd[..3],
