@@ -29,7 +29,7 @@ pub struct TailArgs {
     /// Claim entries other consumers held unacked for this long.
     #[arg(long, default_value_t = 30_000)]
     min_idle_ms: u64,
-    /// How long one read waits for new entries.
+    /// How long one read waits for new entries (0: do not block; poll every 100 ms).
     #[arg(long, default_value_t = 2_000)]
     block_ms: u64,
     /// Deliveries allowed per entry before it moves to the dead-letter stream.
@@ -58,8 +58,15 @@ pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
             got = consumer.read() => got?,
             _ = tokio::signal::ctrl_c() => return Ok(()),
         };
-        if got.is_empty() && a.count.is_some() {
-            return Ok(());
+        if got.is_empty() {
+            if a.count.is_some() {
+                return Ok(());
+            }
+            if a.block_ms == 0 {
+                // Following without a blocking read: poll, do not spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            continue;
         }
         let surplus = match a.count {
             Some(n) => got.split_off(got.len().min(n - printed)),
