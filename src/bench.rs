@@ -51,8 +51,13 @@ pub struct Latencies(Vec<u32>);
 impl Latencies {
     /// Records one call that started at `start`.
     pub fn record(&mut self, start: Instant) {
+        self.push(start.elapsed());
+    }
+
+    /// Records one latency.
+    pub fn push(&mut self, latency: Duration) {
         self.0
-            .push(start.elapsed().as_micros().min(u32::MAX as u128) as u32);
+            .push(latency.as_micros().min(u32::MAX as u128) as u32);
     }
 
     /// Merges another worker's latencies.

@@ -13,6 +13,7 @@ use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use serde::Serialize;
 
+use crate::bench::Latencies;
 use crate::consumer::{
     blocking_connection, create_group, Consumer, ConsumerOptions, DecisionEvent,
 };
@@ -296,12 +297,6 @@ async fn throughput(
     Ok(last - started)
 }
 
-/// The `q` quantile (0..=1) of sorted `micros`.
-fn quantile(micros: &[u64], q: f64) -> u64 {
-    let i = ((micros.len().max(1) - 1) as f64 * q).round() as usize;
-    micros.get(i).copied().unwrap_or(0)
-}
-
 /// Latency: one decision at a time, each read by a consumer blocked in XREADGROUP; the time
 /// from the write returning (and from calling it) to the consumer holding it. Returns
 /// (p50, p99, from-call p50, from-call p99) in µs.
@@ -332,8 +327,8 @@ async fn latency(
             }
         }
     });
-    let mut micros = Vec::with_capacity(samples);
-    let mut from_call = Vec::with_capacity(samples);
+    let mut micros = Latencies::default();
+    let mut from_call = Latencies::default();
     for i in 0..samples {
         // Let the consumer get back into its blocking read.
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -350,18 +345,16 @@ async fn latency(
                 "latency consumer got {got}, expected {text}"
             )));
         }
-        micros.push(at.saturating_duration_since(returned).as_micros() as u64);
-        from_call.push(at.saturating_duration_since(called).as_micros() as u64);
+        micros.push(at.saturating_duration_since(returned));
+        from_call.push(at.saturating_duration_since(called));
     }
     write(store, side, sid, "stop").await?;
     task.await.map_err(|e| Error::Io(e.to_string()))??;
-    micros.sort_unstable();
-    from_call.sort_unstable();
     Ok([
-        quantile(&micros, 0.5),
-        quantile(&micros, 0.99),
-        quantile(&from_call, 0.5),
-        quantile(&from_call, 0.99),
+        micros.quantile(0.5).unwrap_or(0),
+        micros.quantile(0.99).unwrap_or(0),
+        from_call.quantile(0.5).unwrap_or(0),
+        from_call.quantile(0.99).unwrap_or(0),
     ])
 }
 

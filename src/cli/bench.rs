@@ -1,6 +1,7 @@
 //! `agentstate bench`: the benchmark workloads side by side with redis-benchmark.
 
 use agentstate::bench::{self, RawCommands, Row, Sizes};
+use agentstate::consumer_bench::W4Sizes;
 use agentstate::redis_server::RedisServer;
 use agentstate::{Config, Error, Result, Store};
 use clap::Args;
@@ -90,6 +91,19 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
     ));
     rows.push(w3);
 
+    eprintln!("W4 decisions: record -> consume -> ack with 2 consumers...");
+    let w4 = agentstate::consumer_bench::w4_consumers(&store, W4Sizes::new(args.quick)).await?;
+    rows.push(Row {
+        workload: "W4 decisions".into(),
+        ops: w4.decisions as u64,
+        per_sec: w4.agentstate.per_sec,
+        unit: "decisions".into(),
+        p50_us: Some(w4.agentstate.from_call_p50_us),
+        p99_us: Some(w4.agentstate.from_call_p99_us),
+        raw_per_sec: Some(w4.raw.per_sec),
+        raw_command: Some("XADD + XREADGROUP COUNT 100 + XACK, same shape (in-process)".into()),
+    });
+
     let msgs = (sizes.sessions * sizes.messages) as f64;
     let content_bytes = msgs * 256.0;
     let memory = serde_json::json!({
@@ -107,6 +121,10 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
         );
     } else {
         print_table(&rows);
+        println!(
+            "W4 latency, record_decision returning -> blocked consumer holding it: p50 {} us, p99 {} us (raw XADD: {} / {} us); W4 p50/p99 above are from calling record_decision",
+            w4.agentstate.p50_us, w4.agentstate.p99_us, w4.raw.p50_us, w4.raw.p99_us
+        );
         println!(
             "memory after W1 (wal not yet trimmed): {:.0} B/message, {:.0} B/session, {:.2}x the raw content bytes",
             memory["per_message_bytes"].as_f64().unwrap_or(0.0),
