@@ -53,7 +53,7 @@ impl Store {
         for k in include_keys.unwrap_or(&[]) {
             inv.arg(*k);
         }
-        let wal_id: String = self.invoke(&inv).await?;
+        let wal_id: String = self.invoke_session(sid, &inv).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok(id)
     }

@@ -81,7 +81,11 @@ pub struct DecisionId {
 impl DecisionId {
     /// Parses `<partition>:<ms>-<seq>`.
     pub fn parse(id: &str, partitions: u32) -> Result<DecisionId> {
-        let bad = || Error::InvalidInput(format!("decision id {id:?}: expected <partition>:<ms>-<seq>"));
+        let bad = || {
+            Error::InvalidInput(format!(
+                "decision id {id:?}: expected <partition>:<ms>-<seq>"
+            ))
+        };
         let (p, entry) = id.split_once(':').ok_or_else(bad)?;
         let partition: u32 = p.parse().map_err(|_| bad())?;
         if partition >= partitions || parse_stream_id(entry).is_none() {
@@ -101,9 +105,15 @@ impl Store {
         let meta = match &d.meta {
             None => "{}".to_string(),
             Some(v @ Value::Object(_)) => v.to_string(),
-            Some(_) => return Err(Error::InvalidInput("decision meta must be a JSON object".into())),
+            Some(_) => {
+                return Err(Error::InvalidInput(
+                    "decision meta must be a JSON object".into(),
+                ))
+            }
         };
-        let size = d.decision.len() + d.rationale.len() + meta.len()
+        let size = d.decision.len()
+            + d.rationale.len()
+            + meta.len()
             + d.planned_action.as_ref().map_or(0, String::len);
         let limit = self.config().limits.message;
         if size > limit {
@@ -124,7 +134,7 @@ impl Store {
             .arg(&d.rationale)
             .arg(d.planned_action.as_deref().unwrap_or(""))
             .arg(&meta);
-        let id: String = self.invoke(&inv).await?;
+        let id: String = self.invoke_session(sid, &inv).await?;
         let entry = id.split_once(':').map(|(_, e)| e).unwrap_or_default();
         self.settle_stream(p, "decisions", entry).await?;
         Ok(id)

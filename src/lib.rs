@@ -23,6 +23,8 @@
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`durability`]: `Live` / `Durable` writes.
+//! - [`spill`]: the spill daemon (flusher, rehydrator, trimmer, leases) and the SQLite
+//!   schema; the only SQLite writer.
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
 pub mod checkpoints;
@@ -36,6 +38,7 @@ pub mod redis_server;
 pub mod rounds;
 mod scripts;
 pub mod sessions;
+pub mod spill;
 pub mod store;
 pub mod users;
 pub mod working;
@@ -46,10 +49,11 @@ pub use decisions::{Decision, DecisionId, NewDecision};
 pub use durability::Durability;
 pub use error::{Error, Result};
 pub use messages::{
-    AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState,
-    NewMessage, Usage,
+    AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,
+    Usage,
 };
 pub use sessions::{Lifecycle, NewSession, Session};
+pub use spill::{PassReport, SpillConfig, SpillDaemon};
 pub use store::Store;
 pub use users::ForgetReceipt;
 pub use working::WorkingState;

@@ -285,7 +285,10 @@ impl Usage {
 }
 
 fn validate_role(role: &str) -> Result<()> {
-    if role.is_empty() || role.len() > 32 || !role.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+    if role.is_empty()
+        || role.len() > 32
+        || !role.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    {
         return Err(Error::InvalidInput(format!(
             "role {role:?}: expected 1-32 lowercase letters (system, user, assistant, tool, ...)"
         )));
@@ -304,7 +307,8 @@ fn decode_messages(elements: Vec<String>) -> Result<Vec<Message>> {
 impl Store {
     /// Appends a message and returns its seq (one EVALSHA).
     pub async fn append(&self, sid: &str, message: &NewMessage) -> Result<u64> {
-        self.append_with(sid, message, &AppendOptions::default()).await
+        self.append_with(sid, message, &AppendOptions::default())
+            .await
     }
 
     /// Appends with retry/concurrency guards; see [`AppendOptions`].
@@ -333,9 +337,14 @@ impl Store {
             .arg(sid)
             .arg(&body)
             .arg(options.idempotency_key.as_deref().unwrap_or(""))
-            .arg(options.expect_seq.map(|s| s.to_string()).unwrap_or_default())
+            .arg(
+                options
+                    .expect_seq
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+            )
             .arg(limit);
-        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke(&inv).await?;
+        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_session(sid, &inv).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;
         }
@@ -352,7 +361,7 @@ impl Store {
             .arg(query.after.unwrap_or(0))
             .arg(query.last.unwrap_or(0));
         let elements: Vec<String> = self
-            .invoke(&inv)
+            .invoke_session(sid, &inv)
             .await
             .map_err(|e| with_session(e, sid))?;
         decode_messages(elements)
@@ -362,9 +371,13 @@ impl Store {
     pub async fn message(&self, sid: &str, seq: u64) -> Result<Option<Message>> {
         let keys = self.session_keys(sid)?;
         let mut inv = scripts::LOAD_MESSAGES.prepare_invoke();
-        inv.key(&keys.meta).key(&keys.msgs).arg("one").arg(seq).arg(0);
+        inv.key(&keys.meta)
+            .key(&keys.msgs)
+            .arg("one")
+            .arg(seq)
+            .arg(0);
         let elements: Vec<String> = self
-            .invoke(&inv)
+            .invoke_session(sid, &inv)
             .await
             .map_err(|e| with_session(e, sid))?;
         Ok(decode_messages(elements)?.pop())
@@ -414,7 +427,8 @@ impl Store {
             .arg(opt(c.before_tokens))
             .arg(opt(c.after_tokens))
             .arg(opt(c.round_index));
-        let (compact_seq, note_seq, wal_id): (u64, u64, String) = self.invoke(&inv).await?;
+        let (compact_seq, note_seq, wal_id): (u64, u64, String) =
+            self.invoke_session(sid, &inv).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok((compact_seq, note_seq))
     }
@@ -452,7 +466,7 @@ impl Store {
             .arg(sid)
             .arg(usage.round_index)
             .arg(&body);
-        let wal_id: String = self.invoke(&inv).await?;
+        let wal_id: String = self.invoke_session(sid, &inv).await?;
         self.settle(keys.partition, &wal_id).await
     }
 

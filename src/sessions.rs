@@ -229,7 +229,11 @@ impl Store {
         if let Some(user) = &new.user_id {
             validate_id("user", user)?;
         }
-        let ttl = new.ttl.unwrap_or(self.config().session_ttl).as_secs().max(1);
+        let ttl = new
+            .ttl
+            .unwrap_or(self.config().session_ttl)
+            .as_secs()
+            .max(1);
         let mut depth = 0;
         if let Some(parent) = &new.parent {
             validate_id("parent session", parent)?;
@@ -251,7 +255,8 @@ impl Store {
         }
         let user = new.user_id.as_deref().unwrap_or("");
         let json_or_empty_object = |v: &Option<Value>| -> String {
-            v.as_ref().map_or_else(|| "{}".to_string(), Value::to_string)
+            v.as_ref()
+                .map_or_else(|| "{}".to_string(), Value::to_string)
         };
         let mut inv = scripts::CREATE_SESSION.prepare_invoke();
         inv.key(&keys.as_array()[..])
@@ -261,7 +266,11 @@ impl Store {
             .arg(user)
             .arg(new.parent.as_deref().unwrap_or(""))
             .arg(depth)
-            .arg(if new.parent.is_some() { "subagent" } else { "root" })
+            .arg(if new.parent.is_some() {
+                "subagent"
+            } else {
+                "root"
+            })
             .arg(new.lifecycle.as_str())
             .arg(new.model.as_deref().unwrap_or(""))
             .arg(new.system_prompt.as_deref().unwrap_or(""))
@@ -307,8 +316,13 @@ impl Store {
         Session::from_hash(sid, h).map(Some)
     }
 
-    /// The session's meta, or [`Error::UnknownSession`].
+    /// The session's meta, or [`Error::UnknownSession`]. A session that is not live is
+    /// restored from SQLite through the spill daemon first (see [`Store::restore_session`]).
     pub async fn require_session(&self, sid: &str) -> Result<Session> {
+        if let Some(session) = self.session(sid).await? {
+            return Ok(session);
+        }
+        self.request_restore(sid).await?;
         self.session(sid)
             .await?
             .ok_or_else(|| Error::UnknownSession(sid.to_string()))
@@ -349,14 +363,19 @@ impl Store {
     }
 
     /// Sets meta fields through `update_session.lua`; `record` is the wal JSON ('' = touch).
-    async fn update_session(&self, sid: &str, record: &str, fields: &[(&str, String)]) -> Result<()> {
+    async fn update_session(
+        &self,
+        sid: &str,
+        record: &str,
+        fields: &[(&str, String)],
+    ) -> Result<()> {
         let keys = self.session_keys(sid)?;
         let mut inv = scripts::UPDATE_SESSION.prepare_invoke();
         inv.key(&keys.as_array()[..]).arg(sid).arg(record);
         for (field, value) in fields {
             inv.arg(*field).arg(value);
         }
-        let wal_id: String = self.invoke(&inv).await?;
+        let wal_id: String = self.invoke_session(sid, &inv).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;
         }
@@ -370,8 +389,12 @@ impl Store {
 
     /// Marks the session archived (it stays readable and writable).
     pub async fn archive(&self, sid: &str) -> Result<()> {
-        self.update_session(sid, r#"{"status":"archived"}"#, &[("status", "archived".into())])
-            .await
+        self.update_session(
+            sid,
+            r#"{"status":"archived"}"#,
+            &[("status", "archived".into())],
+        )
+        .await
     }
 
     /// Sets (`Some`) or clears (`None`) the session's pending tool calls.
@@ -381,7 +404,8 @@ impl Store {
             r#"{{"pending":{}}}"#,
             if text.is_empty() { "null" } else { &text }
         );
-        self.update_session(sid, &record, &[("pending", text)]).await
+        self.update_session(sid, &record, &[("pending", text)])
+            .await
     }
 
     /// The session's pending tool calls, if any.
@@ -433,12 +457,8 @@ impl Store {
                     continue;
                 };
                 if !cascade || meta.lifecycle == Lifecycle::Detached {
-                    self.update_session(
-                        &child,
-                        r#"{"parent":null}"#,
-                        &[("parent", String::new())],
-                    )
-                    .await?;
+                    self.update_session(&child, r#"{"parent":null}"#, &[("parent", String::new())])
+                        .await?;
                 } else {
                     self.plan_close(&child, true, doomed).await?;
                     doomed.push((child, meta.user_id));

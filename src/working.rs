@@ -27,7 +27,8 @@ enum WriteOp<'a> {
 impl Store {
     /// Sets `key` to `value`; returns the new version.
     pub async fn set_working(&self, sid: &str, key: &str, value: &Value) -> Result<u64> {
-        self.write_working(sid, WriteOp::Set(key, value), None).await
+        self.write_working(sid, WriteOp::Set(key, value), None)
+            .await
     }
 
     /// Sets `key` only if the session's version is still `version`; otherwise
@@ -53,7 +54,12 @@ impl Store {
         self.write_working(sid, WriteOp::Clear, None).await
     }
 
-    async fn write_working(&self, sid: &str, op: WriteOp<'_>, if_version: Option<u64>) -> Result<u64> {
+    async fn write_working(
+        &self,
+        sid: &str,
+        op: WriteOp<'_>,
+        if_version: Option<u64>,
+    ) -> Result<u64> {
         let keys = self.session_keys(sid)?;
         let limit = self.config().limits.working_value;
         let (name, key, value) = match op {
@@ -83,7 +89,7 @@ impl Store {
             .arg(&value)
             .arg(if_version.map(|v| v.to_string()).unwrap_or_default())
             .arg(limit);
-        self.invoke(&inv).await
+        self.invoke_session(sid, &inv).await
     }
 
     /// The value of `key`, or `None` (one EVALSHA; unknown session is an error).
@@ -93,10 +99,12 @@ impl Store {
         let mut inv = scripts::READ_WORKING.prepare_invoke();
         inv.key(&keys.meta).key(&keys.work).arg(key);
         let (_version, value): (u64, Option<String>) = self
-            .invoke(&inv)
+            .invoke_session(sid, &inv)
             .await
             .map_err(|e| with_session(e, sid))?;
-        value.map(|v| serde_json::from_str(&v).map_err(Error::from)).transpose()
+        value
+            .map(|v| serde_json::from_str(&v).map_err(Error::from))
+            .transpose()
     }
 
     /// Every key with the version (one EVALSHA).
@@ -105,7 +113,7 @@ impl Store {
         let mut inv = scripts::READ_WORKING.prepare_invoke();
         inv.key(&keys.meta).key(&keys.work).arg("");
         let (version, pairs): (u64, Vec<(String, String)>) = self
-            .invoke(&inv)
+            .invoke_session(sid, &inv)
             .await
             .map_err(|e| with_session(e, sid))?;
         let mut values = Map::new();
