@@ -328,6 +328,24 @@ impl Store {
             .ok_or_else(|| Error::UnknownSession(sid.to_string()))
     }
 
+    /// The session's own Redis keys that exist right now (for operators).
+    pub async fn session_key_names(&self, sid: &str) -> Result<Vec<String>> {
+        let keys = self.session_keys(sid)?;
+        let mut pipe = redis::pipe();
+        for k in keys.own() {
+            pipe.exists(k);
+        }
+        let mut conn = self.conn().await?;
+        let exists: Vec<bool> = pipe.query_async(&mut conn).await?;
+        Ok(keys
+            .own()
+            .iter()
+            .zip(exists)
+            .filter(|(_, e)| *e)
+            .map(|(k, _)| k.to_string())
+            .collect())
+    }
+
     /// Ids of the sub-agent sessions of `sid`, sorted.
     pub async fn children(&self, sid: &str) -> Result<Vec<String>> {
         let keys = self.session_keys(sid)?;

@@ -1,0 +1,66 @@
+//! `agentstate checkpoint ...`.
+
+use agentstate::Result;
+use clap::Subcommand;
+use serde_json::json;
+
+use super::{print_json, print_opt_json, Ctx};
+
+#[derive(Debug, Subcommand)]
+pub enum CheckpointCmd {
+    /// Promote working state to a checkpoint; prints its id.
+    Create {
+        /// Session id.
+        sid: String,
+        /// Label.
+        label: String,
+        /// Only these working-state keys (comma separated).
+        #[arg(long, value_delimiter = ',')]
+        keys: Option<Vec<String>>,
+        /// Return only once SQLite has committed the checkpoint.
+        #[arg(long)]
+        durable: bool,
+    },
+    /// Print the latest payload under LABEL, or null.
+    Get {
+        /// Session id.
+        sid: String,
+        /// Label.
+        label: String,
+    },
+    /// Print the latest checkpoint of every label as JSON lines {id, label, created_at}.
+    List {
+        /// Session id.
+        sid: String,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: CheckpointCmd) -> Result<()> {
+    match cmd {
+        CheckpointCmd::Create {
+            sid,
+            label,
+            keys,
+            durable,
+        } => {
+            let names: Option<Vec<&str>> = keys
+                .as_ref()
+                .map(|k| k.iter().map(String::as_str).collect());
+            let id = ctx
+                .store_at(durable)
+                .checkpoint(&sid, &label, names.as_deref())
+                .await?;
+            println!("{id}");
+        }
+        CheckpointCmd::Get { sid, label } => {
+            let latest = ctx.store.checkpoint_latest(&sid, &label).await?;
+            print_opt_json(latest.map(|c| c.payload))?;
+        }
+        CheckpointCmd::List { sid } => {
+            for c in ctx.store.checkpoints(&sid).await? {
+                print_json(&json!({"id": c.id, "label": c.label, "created_at": c.created_at}))?;
+            }
+        }
+    }
+    Ok(())
+}

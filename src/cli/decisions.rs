@@ -1,0 +1,77 @@
+//! `agentstate decide`, `outcome` and `decisions ...`.
+
+use agentstate::{NewDecision, Result};
+use clap::{Args, Subcommand};
+
+use super::{parse_json, print_json, Ctx};
+
+#[derive(Debug, Args)]
+pub struct DecideArgs {
+    /// Session id.
+    sid: String,
+    /// What was decided.
+    #[arg(long)]
+    decision: String,
+    /// Why.
+    #[arg(long)]
+    rationale: String,
+    /// The planned action.
+    #[arg(long)]
+    action: Option<String>,
+    /// Metadata JSON object.
+    #[arg(long)]
+    meta: Option<String>,
+    /// Return only once SQLite has committed the decision.
+    #[arg(long)]
+    durable: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct OutcomeArgs {
+    /// Decision id (`<partition>:<entry id>`).
+    decision_id: String,
+    /// The outcome.
+    #[arg(long)]
+    outcome: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DecisionsCmd {
+    /// Print decisions without an outcome as JSON lines, oldest first.
+    Incomplete {
+        /// Only this session's.
+        #[arg(long)]
+        session: Option<String>,
+    },
+}
+
+pub async fn decide(ctx: &Ctx, a: DecideArgs) -> Result<()> {
+    let mut d = NewDecision::new(a.decision, a.rationale);
+    d.planned_action = a.action;
+    d.meta = a.meta.map(|m| parse_json("--meta", &m)).transpose()?;
+    println!(
+        "{}",
+        ctx.store_at(a.durable).record_decision(&a.sid, &d).await?
+    );
+    Ok(())
+}
+
+/// Prints `true` when the outcome was recorded, `false` when the decision already had one.
+pub async fn outcome(ctx: &Ctx, a: OutcomeArgs) -> Result<()> {
+    println!(
+        "{}",
+        ctx.store.record_outcome(&a.decision_id, &a.outcome).await?
+    );
+    Ok(())
+}
+
+pub async fn run(ctx: &Ctx, cmd: DecisionsCmd) -> Result<()> {
+    match cmd {
+        DecisionsCmd::Incomplete { session } => {
+            for d in ctx.store.incomplete_decisions(session.as_deref()).await? {
+                print_json(&d)?;
+            }
+        }
+    }
+    Ok(())
+}

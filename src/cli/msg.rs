@@ -1,0 +1,174 @@
+//! `agentstate msg ...`, `compact` and `usage`.
+
+use agentstate::{AppendOptions, Compaction, Error, MessageQuery, NewMessage, Result, Usage};
+use clap::{Args, Subcommand};
+
+use super::{parse_json, print_json, Ctx};
+
+#[derive(Debug, Subcommand)]
+pub enum MsgCmd {
+    /// Append a message; prints its seq.
+    Append(AppendArgs),
+    /// Print messages as JSON lines in seq order (active ones unless --all).
+    List {
+        /// Session id.
+        sid: String,
+        /// Include compacted-out messages.
+        #[arg(long)]
+        all: bool,
+        /// Only messages after this seq.
+        #[arg(long)]
+        after: Option<u64>,
+        /// Only the last N.
+        #[arg(long)]
+        last: Option<usize>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    /// Session id.
+    sid: String,
+    /// system, user, assistant, tool, ...
+    #[arg(long)]
+    role: String,
+    /// Text content.
+    #[arg(long)]
+    content: Option<String>,
+    /// Author name.
+    #[arg(long)]
+    name: Option<String>,
+    /// Tool calls JSON.
+    #[arg(long)]
+    tool_calls: Option<String>,
+    /// The tool call this message answers.
+    #[arg(long)]
+    tool_call_id: Option<String>,
+    /// Round index.
+    #[arg(long)]
+    round: Option<i64>,
+    /// Metadata JSON.
+    #[arg(long)]
+    meta: Option<String>,
+    /// Retry-safe: a repeated key returns the original seq and writes nothing.
+    #[arg(long)]
+    idempotency_key: Option<String>,
+    /// Stale-writer-safe: fail with a conflict unless the next seq is N.
+    #[arg(long)]
+    expect_seq: Option<u64>,
+    /// Return only once SQLite has committed the message.
+    #[arg(long)]
+    durable: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    /// Session id.
+    sid: String,
+    /// First seq to compact.
+    #[arg(long)]
+    from: u64,
+    /// Last seq to compact (inclusive).
+    #[arg(long)]
+    to: u64,
+    /// The summary note.
+    #[arg(long)]
+    note: String,
+    /// Tokens before.
+    #[arg(long)]
+    before_tokens: Option<i64>,
+    /// Tokens after.
+    #[arg(long)]
+    after_tokens: Option<i64>,
+    /// Round index.
+    #[arg(long)]
+    round: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Session id.
+    sid: String,
+    /// Round index.
+    #[arg(long)]
+    round: i64,
+    /// Prompt tokens.
+    #[arg(long)]
+    prompt: i64,
+    /// Completion tokens.
+    #[arg(long)]
+    completion: i64,
+    /// Total tokens (prompt + completion when absent).
+    #[arg(long)]
+    total: Option<i64>,
+    /// Model.
+    #[arg(long)]
+    model: Option<String>,
+}
+
+pub async fn run(ctx: &Ctx, cmd: MsgCmd) -> Result<()> {
+    match cmd {
+        MsgCmd::Append(a) => {
+            let mut m = NewMessage::new(a.role);
+            m.content = a.content;
+            m.name = a.name;
+            m.tool_calls = a
+                .tool_calls
+                .map(|t| parse_json("--tool-calls", &t))
+                .transpose()?;
+            m.tool_call_id = a.tool_call_id;
+            m.round_index = a.round;
+            m.meta = a.meta.map(|t| parse_json("--meta", &t)).transpose()?;
+            let mut options = AppendOptions::new();
+            options.idempotency_key = a.idempotency_key;
+            options.expect_seq = a.expect_seq;
+            let seq = ctx
+                .store_at(a.durable)
+                .append_with(&a.sid, &m, &options)
+                .await?;
+            println!("{seq}");
+        }
+        MsgCmd::List {
+            sid,
+            all,
+            after,
+            last,
+        } => {
+            let mut query = if all {
+                MessageQuery::all()
+            } else {
+                MessageQuery::active()
+            };
+            query.after = after;
+            query.last = last;
+            for m in ctx.store.messages(&sid, query).await? {
+                print_json(&m)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn compact(ctx: &Ctx, a: CompactArgs) -> Result<()> {
+    let mut c = Compaction::new(a.from, a.to, a.note);
+    c.before_tokens = a.before_tokens;
+    c.after_tokens = a.after_tokens;
+    c.round_index = a.round;
+    let (compact_seq, note_seq) = ctx.store.compact(&a.sid, &c).await?;
+    println!("{compact_seq} {note_seq}");
+    Ok(())
+}
+
+pub async fn usage(ctx: &Ctx, a: UsageArgs) -> Result<()> {
+    if a.prompt < 0 || a.completion < 0 || a.total.is_some_and(|t| t < 0) {
+        return Err(Error::InvalidInput(
+            "token counts must not be negative".into(),
+        ));
+    }
+    let mut u = Usage::new(a.round, a.prompt, a.completion);
+    if let Some(total) = a.total {
+        u = u.total(total);
+    }
+    u.model = a.model;
+    ctx.store.record_usage(&a.sid, &u).await
+}

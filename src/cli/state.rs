@@ -1,0 +1,63 @@
+//! `agentstate state ...`: the StateService rounds.
+
+use agentstate::Result;
+use clap::Subcommand;
+
+use super::{parse_json, print_opt_json, Ctx};
+
+#[derive(Debug, Subcommand)]
+pub enum StateCmd {
+    /// Save a state snapshot; prints the round id.
+    Save {
+        /// User id.
+        uid: String,
+        /// State JSON.
+        #[arg(value_name = "JSON")]
+        value: String,
+        /// Session (default "default").
+        #[arg(long)]
+        session: Option<String>,
+        /// Round id (overwrites; next round when absent).
+        #[arg(long)]
+        round: Option<u64>,
+    },
+    /// Print a round's state (the latest when --round is absent), or null.
+    Export {
+        /// User id.
+        uid: String,
+        /// Session (default "default").
+        #[arg(long)]
+        session: Option<String>,
+        /// Round id.
+        #[arg(long)]
+        round: Option<u64>,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: StateCmd) -> Result<()> {
+    match cmd {
+        StateCmd::Save {
+            uid,
+            value,
+            session,
+            round,
+        } => {
+            let state = parse_json("state", &value)?;
+            let round = ctx
+                .store
+                .save_state(&uid, &state, session.as_deref(), round)
+                .await?;
+            println!("{round}");
+        }
+        StateCmd::Export {
+            uid,
+            session,
+            round,
+        } => print_opt_json(
+            ctx.store
+                .export_state(&uid, session.as_deref(), round)
+                .await?,
+        )?,
+    }
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! `agentstate user ...`: user-attributed data and erasure.
+
+use agentstate::Result;
+use clap::Subcommand;
+
+use super::{parse_json, print_json, print_opt_json, Ctx};
+
+#[derive(Debug, Subcommand)]
+pub enum UserCmd {
+    /// Store a JSON value under KEY for the user.
+    Set {
+        /// User id.
+        uid: String,
+        /// Key.
+        key: String,
+        /// JSON value.
+        #[arg(value_name = "JSON")]
+        value: String,
+    },
+    /// Print the value under KEY, or null.
+    Get {
+        /// User id.
+        uid: String,
+        /// Key.
+        key: String,
+    },
+    /// Erase everything stored for the user; prints the number of values removed
+    /// (the full receipt with --json).
+    Forget {
+        /// User id.
+        uid: String,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: UserCmd) -> Result<()> {
+    let store = &ctx.store;
+    match cmd {
+        UserCmd::Set { uid, key, value } => {
+            let value = parse_json("user value", &value)?;
+            store.set_user_value(&uid, &key, &value).await?;
+        }
+        UserCmd::Get { uid, key } => print_opt_json(store.user_value(&uid, &key).await?)?,
+        UserCmd::Forget { uid } => {
+            let receipt = store.forget_user(&uid).await?;
+            if ctx.json() {
+                print_json(&receipt)?;
+            } else {
+                println!("{}", receipt.removed_keys.len());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! `agentstate work ...`: working state.
+
+use agentstate::Result;
+use clap::Subcommand;
+use serde_json::Value;
+
+use super::{parse_json, print_json, print_opt_json, Ctx};
+
+#[derive(Debug, Subcommand)]
+pub enum WorkCmd {
+    /// Set KEY to a JSON value; prints the new version.
+    Set {
+        /// Session id.
+        sid: String,
+        /// Working-state key.
+        key: String,
+        /// JSON value.
+        #[arg(value_name = "JSON")]
+        value: String,
+        /// Only if the session's version is still N (else a conflict, exit 1).
+        #[arg(long)]
+        if_version: Option<u64>,
+    },
+    /// Print one value (or null), or all keys as one object.
+    Get {
+        /// Session id.
+        sid: String,
+        /// Working-state key (all keys when absent).
+        key: Option<String>,
+    },
+    /// Delete a key; prints the new version.
+    Del {
+        /// Session id.
+        sid: String,
+        /// Working-state key.
+        key: String,
+    },
+}
+
+pub async fn run(ctx: &Ctx, cmd: WorkCmd) -> Result<()> {
+    let store = &ctx.store;
+    match cmd {
+        WorkCmd::Set {
+            sid,
+            key,
+            value,
+            if_version,
+        } => {
+            let value = parse_json("working value", &value)?;
+            let version = match if_version {
+                Some(v) => store.set_working_if_version(&sid, &key, &value, v).await?,
+                None => store.set_working(&sid, &key, &value).await?,
+            };
+            println!("{version}");
+        }
+        WorkCmd::Get {
+            sid,
+            key: Some(key),
+        } => {
+            print_opt_json(store.get_working(&sid, &key).await?)?;
+        }
+        WorkCmd::Get { sid, key: None } => {
+            let state = store.working(&sid).await?;
+            print_json(&Value::Object(state.values))?;
+        }
+        WorkCmd::Del { sid, key } => println!("{}", store.delete_working(&sid, &key).await?),
+    }
+    Ok(())
+}
