@@ -6,6 +6,7 @@ mod checkpoint;
 mod decisions;
 mod msg;
 mod session;
+mod spill;
 mod state;
 mod user;
 mod work;
@@ -91,6 +92,20 @@ enum Command {
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
+    /// Run the spill daemon: flush streams to SQLite, restore sessions, trim.
+    Spill(spill::SpillArgs),
+    /// Restore a session that is not live from SQLite (through a running daemon).
+    Restore {
+        /// Session id.
+        sid: String,
+    },
+    /// Print a session's durable history from SQLite as JSON lines.
+    Export {
+        /// Session id.
+        sid: String,
+    },
+    /// Spill figures per partition: pending entries, committed ids, flush rate, lag.
+    Stats,
 }
 
 /// Everything a command needs at run time.
@@ -160,6 +175,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Outcome(args) => decisions::outcome(&ctx, args).await,
         Command::Decisions(cmd) => decisions::run(&ctx, cmd).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
+        Command::Spill(args) => spill::spill(&ctx, args).await,
+        Command::Restore { sid } => spill::restore(&ctx, &sid).await,
+        Command::Export { sid } => spill::export(&ctx, &sid).await,
+        Command::Stats => spill::stats(&ctx).await,
     }
 }
 

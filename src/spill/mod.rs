@@ -85,7 +85,7 @@ impl SpillConfig {
 }
 
 /// What one or more passes did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PassReport {
     /// Partitions this daemon owned.
     pub partitions: u32,

@@ -375,6 +375,7 @@ async fn streams_shrink_only_below_what_sqlite_committed_and_keep_undelivered_de
     // No daemon: nothing is committed, nothing is trimmed.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(t.xlen(&s.keys().wal(p)), 11);
+    assert_eq!(t.wal_entries(), 11);
     // One decision delivered and still pending, two undelivered: all three stay.
     let _: redis::Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
@@ -474,6 +475,7 @@ async fn a_forgotten_users_values_are_gone_from_the_sqlite_files() {
     assert!(!format!("{wal:?}").contains(secret));
 
     s.forget_user("bob").await.unwrap();
+    assert!(!t.all_keys().iter().any(|k| k.contains(":u:bob")));
     t.flush().await;
     assert_eq!(
         count(
@@ -655,4 +657,208 @@ async fn spill_bench() {
         .unwrap();
     println!("{}", serde_json::to_string_pretty(&figures).unwrap());
     assert_eq!(figures.rehydrate_messages, 10_000);
+}
+
+/// `agentstate spill` as a child process of this test, against the test's Redis and SQLite.
+fn spill_process(t: &TestEnv, extra: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"));
+    cmd.arg("--redis")
+        .arg(t.server.url())
+        .arg("--db")
+        .arg(t.db())
+        .arg("spill")
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+#[tokio::test]
+async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing(
+) {
+    let t = env().await;
+    let sids: Vec<String> = (0..3).map(|i| format!("kill{i}")).collect();
+    for sid in &sids {
+        t.store
+            .create_session(&NewSession::new().id(sid))
+            .await
+            .unwrap();
+    }
+    let per_session = 300;
+    let writer = {
+        let s = t.store.clone();
+        let sids = sids.clone();
+        tokio::spawn(async move {
+            for i in 0..per_session {
+                for sid in &sids {
+                    s.append(sid, &NewMessage::new("user").content(format!("{i}")))
+                        .await
+                        .unwrap();
+                }
+                if i % 20 == 0 {
+                    s.record_decision(&sids[0], &NewDecision::new(format!("d{i}"), "r"))
+                        .await
+                        .unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let mut kills = 0;
+    while !writer.is_finished() || kills < 3 {
+        let mut child = spill_process(&t, &["--interval-ms", "5", "--lease-ms", "200"])
+            .spawn()
+            .unwrap();
+        // Long enough to take over the lapsed leases and flush; killed at a varying instant.
+        tokio::time::sleep(Duration::from_millis(250 + 37 * (kills % 5))).await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+    }
+    writer.await.unwrap();
+    let flushed_by_killed = count(
+        &t,
+        "SELECT count(*) FROM messages WHERE session_id = ?1",
+        &sids[2],
+    );
+    assert!(flushed_by_killed > 0, "the killed daemons flushed nothing");
+    tokio::time::sleep(Duration::from_millis(250)).await; // the last lease lapses
+    let out = spill_process(&t, &["--once"]).output().unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["partitions"], 16, "{report}");
+    let db = t.sqlite();
+    for sid in &sids {
+        let (n, lo, hi): (i64, i64, i64) = db
+            .query_row(
+                "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+                [sid],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (n, lo, hi),
+            (per_session, 1, per_session),
+            "{sid} after {kills} kills"
+        );
+    }
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE session_id = ?1",
+            &sids[0]
+        ),
+        15
+    );
+}
+
+#[tokio::test]
+async fn sigterm_drains_commits_and_exits_zero() {
+    let t = env().await;
+    let sid = t.store.create_session(&NewSession::new()).await.unwrap();
+    let mut child = spill_process(&t, &["--interval-ms", "5"]).spawn().unwrap();
+    for _ in 0..50 {
+        t.store
+            .append(&sid, &NewMessage::new("user"))
+            .await
+            .unwrap();
+    }
+    let durable = t.store.with_durability(Durability::Durable);
+    assert_eq!(
+        durable
+            .append(&sid, &NewMessage::new("user"))
+            .await
+            .unwrap(),
+        51
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM messages WHERE session_id = ?1",
+            &sid
+        ),
+        51
+    );
+    // The leases were released: a new daemon takes over at once.
+    let mut c = t.redis();
+    let lease: Option<String> = redis::cmd("GET")
+        .arg(t.store.keys().lease(t.store.keys().partition(&sid)))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(lease, None);
+}
+
+/// Runs `agentstate <args>` against the test's Redis and SQLite; returns (exit code, stdout).
+fn cli(t: &TestEnv, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"))
+        .arg("--redis")
+        .arg(t.server.url())
+        .arg("--db")
+        .arg(t.db())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn cli_export_stats_and_restore() {
+    let mut t = env().await;
+    let (sid, _) = rich_session(&t.store, "cli1").await;
+    let (code, stats) = cli(&t, &["--json", "stats"]);
+    assert_eq!(code, 0);
+    let p = t.store.keys().partition(&sid) as usize;
+    let row: serde_json::Value = serde_json::from_str(stats.lines().nth(p).unwrap()).unwrap();
+    assert_eq!(row["wal_pending"], t.xlen(&t.store.keys().wal(p as u32)));
+    assert_eq!(row["wal_committed"], serde_json::Value::Null);
+
+    assert_eq!(cli(&t, &["spill", "--once"]).0, 0);
+    let (_, stats) = cli(&t, &["--json", "stats"]);
+    let row: serde_json::Value = serde_json::from_str(stats.lines().nth(p).unwrap()).unwrap();
+    assert_eq!(
+        (row["wal_pending"].as_u64(), row["lag_ms"].as_u64()),
+        (Some(0), Some(0))
+    );
+
+    let (code, export) = cli(&t, &["export", &sid]);
+    assert_eq!(code, 0);
+    let kinds: Vec<String> = export
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let n = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    assert_eq!(kinds[0], "session");
+    assert_eq!(
+        (
+            n("message"),
+            n("compaction"),
+            n("usage"),
+            n("checkpoint"),
+            n("decision"),
+            n("round")
+        ),
+        (8, 2, 1, 3, 2, 2)
+    );
+    assert_eq!(cli(&t, &["export", "nosuch"]).0, 1);
+
+    t.lose_redis().await;
+    let mut daemon = spill_process(&t, &["--interval-ms", "5"]).spawn().unwrap();
+    assert_eq!(cli(&t, &["restore", &sid]), (0, "restored\n".into()));
+    assert_eq!(cli(&t, &["restore", &sid]), (0, "live\n".into()));
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
 }
