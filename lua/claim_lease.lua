@@ -6,6 +6,8 @@
   KEYS[2] fencing counter     <prefix>:{p}:lease_token
   ARGV[1] owner id (unique per daemon instance)
   ARGV[2] lease time, milliseconds ('0' = release)
+  ARGV[3] token floor: the highest token SQLite has seen (the counter is lost with Redis'
+          memory, and a new token must still beat every token SQLite recorded)
   Returns: the fencing token held by this owner after the call (integer), 0 when another
   owner holds the lease or after a release
 ]]
@@ -23,6 +25,10 @@ if held and owner ~= ARGV[1] then
 end
 if not held then
   token = redis.call('INCR', KEYS[2])
+  if token <= tonumber(ARGV[3]) then
+    token = tonumber(ARGV[3]) + 1
+    redis.call('SET', KEYS[2], token)
+  end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', tonumber(ARGV[2]))
 return tonumber(token)

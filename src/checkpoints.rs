@@ -62,6 +62,7 @@ impl Store {
     pub async fn checkpoint_latest(&self, sid: &str, label: &str) -> Result<Option<Checkpoint>> {
         let keys = self.session_keys(sid)?;
         validate_id("label", label)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let text: Option<String> = redis::cmd("HGET")
             .arg(&keys.ckpt)
@@ -75,6 +76,7 @@ impl Store {
     /// The latest checkpoint of every label, oldest first.
     pub async fn checkpoints(&self, sid: &str) -> Result<Vec<Checkpoint>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let items: Vec<String> = redis::cmd("HVALS")
             .arg(&keys.ckpt)

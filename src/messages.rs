@@ -436,6 +436,7 @@ impl Store {
     /// The compaction audit, oldest first.
     pub async fn compactions(&self, sid: &str) -> Result<Vec<CompactionRecord>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let items: Vec<String> = redis::cmd("LRANGE")
             .arg(&keys.compactions)
@@ -473,6 +474,7 @@ impl Store {
     /// Usage per round, by round index.
     pub async fn usage(&self, sid: &str) -> Result<Vec<Usage>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let items: Vec<String> = redis::cmd("HVALS")
             .arg(&keys.usage)

@@ -292,14 +292,20 @@ impl SpillDaemon {
         if part.token > 0 && part.renewed.is_some_and(|t| t.elapsed() < ttl / 3) {
             return Ok(true);
         }
-        let Some(token) = lease::claim(&self.store, p, &self.owner, ttl).await? else {
+        // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite.
+        let floor = match part.token {
+            0 => with_db(&self.db, move |c| flusher::cursors(c, p)).await?.2,
+            held => held,
+        };
+        let Some(token) = lease::claim(&self.store, p, &self.owner, ttl, floor).await? else {
+            let part = &self.parts[p as usize];
             if part.token > 0 {
                 tracing::warn!(partition = p, "lost the partition lease");
             }
             self.parts[p as usize].token = 0;
             return Ok(false);
         };
-        if token != part.token {
+        if token != self.parts[p as usize].token {
             let (wal, decisions, _) = with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
             let key = self.store.keys().committed(p);
             let mut conn = self.store.conn().await?;

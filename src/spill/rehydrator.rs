@@ -394,6 +394,12 @@ impl Store {
         Ok(true)
     }
 
+    /// Restores `sid` through the daemon when it is not live. For reads of plain keys
+    /// (checkpoints, compactions, usage), which cannot tell "no session" from "empty".
+    pub(crate) async fn ensure_live(&self, sid: &str) -> Result<()> {
+        self.restore_session(sid).await.map(|_| ())
+    }
+
     /// Asks the daemon to restore `sid` and waits for it (see [`Store::restore_session`]).
     pub(crate) async fn request_restore(&self, sid: &str) -> Result<()> {
         let keys = self.session_keys(sid)?;

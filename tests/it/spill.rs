@@ -203,7 +203,29 @@ async fn redis_lost_after_a_flush_restores_every_session_exactly() {
     let open_before = t.store.incomplete_decisions(Some(&sid)).await.unwrap();
     let before = (t.session_dump(&sid), t.session_dump(&kid));
     let listed = t.store.list_sessions(Some("alice")).await.unwrap();
-    t.flush().await;
+    // Several daemons in turn commit to this partition, so SQLite records a fencing token
+    // above 1: the lease counter Redis loses must not fence the next daemon out.
+    let p = t.store.keys().partition(&sid);
+    let neighbour = (0..)
+        .map(|i| format!("u{i}"))
+        .find(|u| t.store.keys().partition(u) == p)
+        .unwrap();
+    for i in 0..3 {
+        let value = json!(i);
+        t.store
+            .set_user_value(&neighbour, "n", &value)
+            .await
+            .unwrap();
+        t.flush().await;
+    }
+    assert_eq!(
+        count(
+            &t,
+            "SELECT token FROM cursors WHERE partition = ?1",
+            &p.to_string()
+        ),
+        3
+    );
 
     t.lose_redis().await;
     assert!(t.store.session(&sid).await.unwrap().is_none());
@@ -227,7 +249,8 @@ async fn redis_lost_after_a_flush_restores_every_session_exactly() {
     );
     // Seqs continue where they stopped; an old idempotency key still answers.
     assert_eq!(
-        s.append(&sid, &NewMessage::new("user").content("next"))
+        s.with_durability(Durability::Durable)
+            .append(&sid, &NewMessage::new("user").content("next"))
             .await
             .unwrap(),
         9
@@ -257,6 +280,7 @@ async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_s
             .unwrap();
     }
     s.set_working(&sid, "scratch", &json!(1)).await.unwrap();
+    let ckpt = s.checkpoint(&sid, "c1", None).await.unwrap();
     let (stop, daemon) = t.start_daemon().await;
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let mut c = t.redis();
@@ -265,6 +289,9 @@ async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_s
         .query(&mut c)
         .unwrap();
     assert!(!live, "the session should have expired");
+    // A plain read restores it too (checkpoints keep their payload; working state does not).
+    let latest = s.checkpoint_latest(&sid, "c1").await.unwrap().unwrap();
+    assert_eq!((latest.id, latest.payload), (ckpt, json!({"scratch": 1})));
     assert_eq!(
         s.append(&sid, &NewMessage::new("user").content("m4"))
             .await
