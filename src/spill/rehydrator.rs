@@ -5,11 +5,12 @@
 //! SQLite and writes it back with `restore_session.lua` in one atomic, idempotent step.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{with_db, SpillDaemon};
+use crate::durability::Backoff;
 use crate::error::{Error, Result};
 use crate::scripts;
 use crate::store::Store;
@@ -39,7 +40,7 @@ struct Snapshot {
     /// Child session ids.
     children: Vec<String>,
     /// Open decisions: id, decision, rationale, planned action, meta, created_at.
-    decisions: Vec<[String; 6]>,
+    decisions: Vec<Vec<String>>,
     /// StateService rounds of this session id: (user, [(round id, state)]).
     rounds: Vec<(String, Vec<(i64, String)>)>,
 }
@@ -168,7 +169,7 @@ fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snapshot>> {
              WHERE session_id = ?1 AND outcome IS NULL ORDER BY created_at, id",
         )?;
         let rows = stmt.query_map(params![sid], |r| {
-            Ok([
+            Ok(vec![
                 r.get(0)?,
                 r.get(1)?,
                 r.get(2)?,
@@ -222,6 +223,15 @@ fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snapshot>> {
     Ok(Some(s))
 }
 
+/// Appends one section of `restore_session.lua`'s arguments: the count, then each item's
+/// arguments (a pair or array item spreads into several).
+fn section<T: redis::ToRedisArgs>(inv: &mut redis::ScriptInvocation<'_>, items: &[T]) {
+    inv.arg(items.len());
+    for item in items {
+        inv.arg(item);
+    }
+}
+
 /// Writes `s` into Redis unless the session is live; true when it restored.
 async fn write_snapshot(store: &Store, sid: &str, s: &Snapshot) -> Result<bool> {
     let keys = store.keys().session(sid);
@@ -234,40 +244,14 @@ async fn write_snapshot(store: &Store, sid: &str, s: &Snapshot) -> Result<bool> 
         .arg(sid)
         .arg(&s.user_id)
         .arg(s.ttl);
-    inv.arg(s.meta.len());
-    for (f, v) in &s.meta {
-        inv.arg(*f).arg(v);
-    }
-    inv.arg(s.messages.len());
-    for m in &s.messages {
-        inv.arg(m);
-    }
-    inv.arg(s.idem.len());
-    for (k, seq) in &s.idem {
-        inv.arg(k).arg(seq);
-    }
-    inv.arg(s.compactions.len());
-    for c in &s.compactions {
-        inv.arg(c);
-    }
-    inv.arg(s.usage.len());
-    for (round, u) in &s.usage {
-        inv.arg(round).arg(u);
-    }
-    inv.arg(s.checkpoints.len());
-    for (label, c) in &s.checkpoints {
-        inv.arg(label).arg(c);
-    }
-    inv.arg(s.children.len());
-    for c in &s.children {
-        inv.arg(c);
-    }
-    inv.arg(s.decisions.len());
-    for d in &s.decisions {
-        for v in d {
-            inv.arg(v);
-        }
-    }
+    section(&mut inv, &s.meta);
+    section(&mut inv, &s.messages);
+    section(&mut inv, &s.idem);
+    section(&mut inv, &s.compactions);
+    section(&mut inv, &s.usage);
+    section(&mut inv, &s.checkpoints);
+    section(&mut inv, &s.children);
+    section(&mut inv, &s.decisions);
     let restored: i64 = store.invoke(&inv).await?;
     for (user, rounds) in &s.rounds {
         let mut inv = scripts::RESTORE_ROUNDS.prepare_invoke();
@@ -414,8 +398,7 @@ impl Store {
             .query_async(&mut conn)
             .await?;
         let wait = self.config().restore_wait;
-        let deadline = Instant::now() + wait;
-        let mut pause = Duration::from_millis(1);
+        let mut backoff = Backoff::new(wait);
         loop {
             // The answer first: the daemon writes it after the meta key, so a `restored`
             // read here means the EXISTS that follows sees the session (unless it vanished).
@@ -431,14 +414,12 @@ impl Store {
                 Some(_) => return Err(Error::UnknownSession(sid.to_string())),
                 None => {}
             }
-            if Instant::now() >= deadline {
+            if !backoff.pause().await {
                 return Err(Error::NotLive {
                     sid: sid.to_string(),
                     waited: wait,
                 });
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
 }
