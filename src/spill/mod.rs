@@ -434,6 +434,9 @@ impl SpillDaemon {
         part.window = Some(Instant::now());
         part.window_count = 0;
         let flushed = part.flushed;
+        if rate > 0.0 {
+            tracing::info!(partition = p, rate = format!("{rate:.0}"), flushed, wal = %part.wal, decisions = %part.decisions, "spill figures");
+        }
         let mut conn = self.store.conn().await?;
         let _: () = redis::cmd("HSET")
             .arg(self.store.keys().spill_stats(p))
