@@ -56,6 +56,25 @@ pub(crate) fn cursors(conn: &Connection, partition: u32) -> Result<(String, Stri
         .unwrap_or_else(|| ("0-0".into(), "0-0".into(), 0)))
 }
 
+/// Points the cursors of `partition` back to `0-0` (for the streams named), unless a
+/// higher fencing token owns it: used when Redis lost the streams, whose new entries are all
+/// uncommitted whatever their ids. Returns false when fenced.
+pub(crate) fn rebase(
+    conn: &mut Connection,
+    partition: u32,
+    token: i64,
+    wal: bool,
+    decisions: bool,
+) -> Result<bool> {
+    let n = conn.execute(
+        "UPDATE cursors SET wal = CASE WHEN ?3 THEN '0-0' ELSE wal END,
+                            decisions = CASE WHEN ?4 THEN '0-0' ELSE decisions END
+         WHERE partition = ?1 AND token <= ?2",
+        params![partition, token, wal, decisions],
+    )?;
+    Ok(n == 1)
+}
+
 /// Applies `batch` in one transaction. Returns `None`, writing nothing, when SQLite shows
 /// another daemon owns the partition now (a higher fencing token or moved cursors).
 pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Applied>> {

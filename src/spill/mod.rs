@@ -306,11 +306,35 @@ impl SpillDaemon {
             return Ok(false);
         };
         if token != self.parts[p as usize].token {
-            let (wal, decisions, _) = with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
+            let (mut wal, mut decisions, _) =
+                with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
             let key = self.store.keys().committed(p);
             let mut conn = self.store.conn().await?;
             let known: u32 = redis::cmd("HLEN").arg(&key).query_async(&mut conn).await?;
             if known == 0 {
+                // Redis lost its state (or this is the first run). A stream that no longer
+                // holds the committed entry (the trimmer always keeps it) is a new timeline:
+                // all of it is uncommitted, even entries whose ids sort below the cursor
+                // (a Redis whose clock runs behind).
+                let wal_lost = stream_lost(&self.store, &self.store.keys().wal(p), &wal).await?;
+                let decisions_lost =
+                    stream_lost(&self.store, &self.store.keys().decisions(p), &decisions).await?;
+                if wal_lost || decisions_lost {
+                    let rebased = with_db(&self.db, move |c| {
+                        flusher::rebase(c, p, token, wal_lost, decisions_lost)
+                    })
+                    .await?;
+                    if rebased {
+                        tracing::warn!(
+                            partition = p,
+                            wal_lost,
+                            decisions_lost,
+                            "streams were lost with Redis; reading them from the start"
+                        );
+                        (wal, decisions, _) =
+                            with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
+                    }
+                }
                 rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
             }
             let _: () = redis::cmd("HSET")
@@ -467,6 +491,22 @@ impl SpillDaemon {
             }
         }
     }
+}
+
+/// True when `stream` no longer holds the entry `at` SQLite committed last (never for
+/// `0-0`): Redis lost the stream and what it holds now is a new timeline.
+async fn stream_lost(store: &Store, stream: &str, at: &str) -> Result<bool> {
+    if at == "0-0" {
+        return Ok(false);
+    }
+    let mut conn = store.conn().await?;
+    let found: Vec<Entry> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg(at)
+        .arg(at)
+        .query_async(&mut conn)
+        .await?;
+    Ok(found.is_empty())
 }
 
 /// After user data was erased: copy the zeroed pages into the main file and truncate the
