@@ -4,7 +4,7 @@
   KEYS[2] message list   <prefix>:{p}:s:<sid>:msgs
   ARGV[1] mode: 'active' (skip compacted_out), 'all', or 'one'
   ARGV[2] after seq (0 = from the start); for 'one', the seq to read
-  ARGV[3] last N (0 = no limit), applied after the filter
+  ARGV[3] last N ('' = no limit; 0 = none), applied after the filter
   Returns: array of message JSON elements (empty when nothing matches)
   Errors:  NO_SESSION
   Never transfers compacted messages in 'active' mode: it reads only the active intervals,
@@ -15,11 +15,13 @@ if not meta[1] then
   return fail('NO_SESSION', 'session')
 end
 local hi = tonumber(meta[1]) - 1
-local mode, after, last = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local mode, after = ARGV[1], tonumber(ARGV[2])
+local last = tonumber(ARGV[3]) or 0
 if mode == 'one' then
   if after < 1 or after > hi then return {} end
   return {redis.call('LINDEX', KEYS[2], after - 1)}
 end
+if ARGV[3] == '0' then return {} end
 local lo = after + 1
 if mode == 'all' or meta[2] == '' then
   if last > 0 and hi - last + 1 > lo then lo = hi - last + 1 end

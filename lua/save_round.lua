@@ -4,7 +4,7 @@
   KEYS[1] rounds hash   <prefix>:{p}:r:<uid>:<session>  (round id -> state JSON, plus max_round)
   KEYS[2] wal stream    <prefix>:{p}:wal                (partition of the user id)
   ARGV[1] user id       ARGV[2] session id (StateService's, default "default")
-  ARGV[3] round id or ''
+  ARGV[3] round id or '' (at most 2^53 - 1, checked by the caller)
   ARGV[4] state JSON (validated by the caller)
   ARGV[5] idle TTL, seconds
   ARGV[6] size limit, bytes
@@ -23,7 +23,7 @@ if round > max then
   redis.call('HSET', KEYS[1], 'max_round', round)
 end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
-local record = '{"user_id":"' .. ARGV[1] .. '","session_id":"' .. ARGV[2] .. '","round_id":' .. round
+local record = '{"user_id":"' .. ARGV[1] .. '","session_id":"' .. ARGV[2] .. '","round_id":' .. string.format('%d', round)
   .. ',"created_at":' .. now_ms() .. ',"state":' .. ARGV[4] .. '}'
 local id = redis.call('XADD', KEYS[2], '*', 'op', 'round', 'id', ARGV[1], 'd', record)
 return {round, id}

@@ -23,10 +23,12 @@
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`durability`]: `Live` / `Durable` writes.
+//! - [`bench`]: the `agentstate bench` workloads, measured next to redis-benchmark.
 //! - [`spill`]: the spill daemon (flusher, rehydrator, trimmer, leases) and the SQLite
 //!   schema; the only SQLite writer.
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
+pub mod bench;
 pub mod checkpoints;
 pub mod config;
 pub mod decisions;

@@ -359,7 +359,7 @@ impl Store {
             .key(&keys.msgs)
             .arg(if query.all { "all" } else { "active" })
             .arg(query.after.unwrap_or(0))
-            .arg(query.last.unwrap_or(0));
+            .arg(query.last.map(|n| n.to_string()).unwrap_or_default());
         let elements: Vec<String> = self
             .invoke_session(sid, &inv)
             .await
@@ -375,7 +375,7 @@ impl Store {
             .key(&keys.msgs)
             .arg("one")
             .arg(seq)
-            .arg(0);
+            .arg("");
         let elements: Vec<String> = self
             .invoke_session(sid, &inv)
             .await
@@ -457,6 +457,16 @@ impl Store {
             if model.len() > 256 {
                 return Err(Error::InvalidInput("model name over 256 bytes".into()));
             }
+        }
+        let counts = [
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.total_tokens,
+        ];
+        if counts.iter().flatten().any(|n| *n < 0) {
+            return Err(Error::InvalidInput(
+                "token counts must not be negative".into(),
+            ));
         }
         let body = serde_json::to_string(&Usage {
             created_at: None,

@@ -10,6 +10,19 @@ use crate::store::Store;
 /// The session id `save_state`/`export_state` use when none is given.
 pub const DEFAULT_ROUND_SESSION: &str = "default";
 
+/// The largest round id: Lua numbers (doubles) hold integers exactly only up to 2^53 - 1, and
+/// the rounds script computes with them.
+pub const MAX_ROUND_ID: u64 = (1 << 53) - 1;
+
+fn validate_round(round: Option<u64>) -> Result<()> {
+    match round {
+        Some(r) if r > MAX_ROUND_ID => Err(Error::InvalidInput(format!(
+            "round id {r} is over the maximum {MAX_ROUND_ID}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl Store {
     /// Saves `state` for `user` in `session` (default `"default"`): `round = None` appends
     /// `max + 1` (1 when empty), an explicit round overwrites. Returns the round id. The
@@ -24,6 +37,7 @@ impl Store {
         validate_id("user", user)?;
         let session = session.unwrap_or(DEFAULT_ROUND_SESSION);
         validate_id("session", session)?;
+        validate_round(round)?;
         let text = state.to_string();
         let limit = self.config().limits.state;
         if text.len() > limit {
@@ -58,6 +72,7 @@ impl Store {
         validate_id("user", user)?;
         let session = session.unwrap_or(DEFAULT_ROUND_SESSION);
         validate_id("session", session)?;
+        validate_round(round)?;
         let mut inv = scripts::READ_ROUND.prepare_invoke();
         inv.key(self.keys().rounds(user, session))
             .arg(round.map(|r| r.to_string()).unwrap_or_default());

@@ -281,7 +281,7 @@ impl Store {
         if let Some(parent) = &new.parent {
             if let Err(err) = self.link_child(parent, &sid, true).await {
                 // The parent vanished between the depth check and now: undo the child.
-                self.close_one(&sid, None, false).await?;
+                self.close_one(&sid, new.user_id.as_deref(), false).await?;
                 return Err(match err {
                     Error::UnknownSession(_) => Error::UnknownSession(parent.clone()),
                     other => other,
@@ -349,6 +349,7 @@ impl Store {
     /// Ids of the sub-agent sessions of `sid`, sorted.
     pub async fn children(&self, sid: &str) -> Result<Vec<String>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let mut kids: Vec<String> = redis::cmd("SMEMBERS")
             .arg(&keys.children)

@@ -3,7 +3,7 @@
 use agentstate::{NewDecision, Result};
 use clap::{Args, Subcommand};
 
-use super::{parse_json, print_json, Ctx};
+use super::{parse_json, print_json, render, Ctx};
 
 #[derive(Debug, Args)]
 pub struct DecideArgs {
@@ -68,8 +68,28 @@ pub async fn outcome(ctx: &Ctx, a: OutcomeArgs) -> Result<()> {
 pub async fn run(ctx: &Ctx, cmd: DecisionsCmd) -> Result<()> {
     match cmd {
         DecisionsCmd::Incomplete { session } => {
-            for d in ctx.store.incomplete_decisions(session.as_deref()).await? {
-                print_json(&d)?;
+            let decisions = ctx.store.incomplete_decisions(session.as_deref()).await?;
+            if render::for_people(ctx.json()) {
+                let rows: Vec<Vec<String>> = decisions
+                    .iter()
+                    .map(|d| {
+                        vec![
+                            d.id.clone(),
+                            d.session_id.clone(),
+                            render::clip(&d.decision, 40),
+                            render::clip(d.planned_action.as_deref().unwrap_or("-"), 30),
+                            render::age(d.created_at),
+                        ]
+                    })
+                    .collect();
+                render::table(
+                    &["id", "session", "decision", "planned action", "recorded"],
+                    &rows,
+                );
+            } else {
+                for d in decisions {
+                    print_json(&d)?;
+                }
             }
         }
     }

@@ -2,9 +2,11 @@
 //! the output contract — the value on stdout, `error: ...` on stderr, exit 1 on a runtime
 //! error, 2 on bad usage (clap), `null` for an absent value.
 
+mod bench;
 mod checkpoint;
 mod decisions;
 mod msg;
+mod render;
 mod session;
 mod spill;
 mod state;
@@ -92,6 +94,8 @@ enum Command {
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
+    /// Benchmark workloads side by side with redis-benchmark.
+    Bench(bench::BenchArgs),
     /// Run the spill daemon: flush streams to SQLite, restore sessions, trim.
     Spill(spill::SpillArgs),
     /// Restore a session that is not live from SQLite (through a running daemon).
@@ -161,6 +165,9 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Command::Bench(args) = cli.command {
+        return bench::run(&cli.global, args).await;
+    }
     let ctx = connect(cli.global).await?;
     match cli.command {
         Command::Session(cmd) => session::run(&ctx, cmd).await,
@@ -175,6 +182,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Outcome(args) => decisions::outcome(&ctx, args).await,
         Command::Decisions(cmd) => decisions::run(&ctx, cmd).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
+        Command::Bench(_) => unreachable!("handled above"),
         Command::Spill(args) => spill::spill(&ctx, args).await,
         Command::Restore { sid } => spill::restore(&ctx, &sid).await,
         Command::Export { sid } => spill::export(&ctx, &sid).await,

@@ -1,6 +1,6 @@
 //! `agentstate msg ...`, `compact` and `usage`.
 
-use agentstate::{AppendOptions, Compaction, Error, MessageQuery, NewMessage, Result, Usage};
+use agentstate::{AppendOptions, Compaction, MessageQuery, NewMessage, Result, Usage};
 use clap::{Args, Subcommand};
 
 use super::{parse_json, print_json, Ctx};
@@ -160,11 +160,6 @@ pub async fn compact(ctx: &Ctx, a: CompactArgs) -> Result<()> {
 }
 
 pub async fn usage(ctx: &Ctx, a: UsageArgs) -> Result<()> {
-    if a.prompt < 0 || a.completion < 0 || a.total.is_some_and(|t| t < 0) {
-        return Err(Error::InvalidInput(
-            "token counts must not be negative".into(),
-        ));
-    }
     let mut u = Usage::new(a.round, a.prompt, a.completion);
     if let Some(total) = a.total {
         u = u.total(total);

@@ -384,11 +384,38 @@ impl Store {
         self.restore_session(sid).await.map(|_| ())
     }
 
+    /// Whether `sid` may be restored: the partition's session index keeps an id until the
+    /// session is closed, so an id it lacks is unknown — answered at once, writing nothing.
+    /// After Redis lost its state the index is empty until a daemon re-seeds it when it takes
+    /// the partition (and publishes `<prefix>:{p}:committed`); while a daemon holds the lease
+    /// but has not published yet, this waits for it (bounded by `restore_wait`).
+    async fn restorable(&self, sid: &str, conn: &mut deadpool_redis::Connection) -> Result<bool> {
+        let p = self.keys().partition(sid);
+        let mut backoff = Backoff::new(self.config().restore_wait);
+        loop {
+            let (indexed, published, daemon): (bool, bool, bool) = redis::pipe()
+                .sismember(self.keys().sessions_index(p), sid)
+                .exists(self.keys().committed(p))
+                .exists(self.keys().lease(p))
+                .query_async(conn)
+                .await?;
+            if indexed || published || !daemon {
+                return Ok(indexed);
+            }
+            if !backoff.pause().await {
+                return Ok(false);
+            }
+        }
+    }
+
     /// Asks the daemon to restore `sid` and waits for it (see [`Store::restore_session`]).
     pub(crate) async fn request_restore(&self, sid: &str) -> Result<()> {
         let keys = self.session_keys(sid)?;
-        let reply = self.keys().restore_reply(sid);
         let mut conn = self.conn().await?;
+        if !self.restorable(sid, &mut conn).await? {
+            return Err(Error::UnknownSession(sid.to_string()));
+        }
+        let reply = self.keys().restore_reply(sid);
         let _: () = redis::pipe()
             .atomic()
             .del(&reply)

@@ -3,5 +3,16 @@
 
 mod support;
 
+mod bad_input;
+mod cli;
+mod concurrency;
+mod decisions;
+mod faults;
+mod key_protocol;
+mod messages;
+mod rounds;
+mod sessions;
 mod smoke;
 mod spill;
+mod users;
+mod working;

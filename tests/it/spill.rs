@@ -315,15 +315,28 @@ async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_s
 async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bounded_wait() {
     let t = env_with(|c| c.daemon_wait(Duration::from_millis(300))).await;
     let s = &t.store;
-    let started = std::time::Instant::now();
+    // An id the session index never held is unknown at once, with or without a daemon.
     let err = s
         .append("nobody", &NewMessage::new("user"))
         .await
         .unwrap_err();
     assert!(
-        matches!(err, Error::NotLive { ref sid, .. } if sid == "nobody"),
+        matches!(err, Error::UnknownSession(ref sid) if sid == "nobody"),
         "{err:?}"
     );
+    // A session that expired needs a daemon: without one, a bounded wait, then NotLive.
+    let gone = s
+        .create_session(&NewSession::new().ttl(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let started = std::time::Instant::now();
+    let err = s.append(&gone, &NewMessage::new("user")).await.unwrap_err();
+    assert!(
+        matches!(err, Error::NotLive { ref sid, .. } if *sid == gone),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
     let sid = s.create_session(&NewSession::new()).await.unwrap();
     let durable = s.with_durability(Durability::Durable);
     let err = durable
@@ -332,16 +345,27 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .unwrap_err();
     assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(3));
-    // With a daemon, a session SQLite does not know either is simply unknown.
+    // With a daemon, an indexed session SQLite does not know is answered `unknown`.
     let (stop, daemon) = t.start_daemon().await;
     let patient = Store::connect(s.config().clone().daemon_wait(Duration::from_secs(10)))
         .await
         .unwrap();
-    let err = patient.require_session("nobody").await.unwrap_err();
+    let phantom = "phantom";
+    let _: i64 = redis::cmd("SADD")
+        .arg(s.keys().sessions_index(s.keys().partition(phantom)))
+        .arg(phantom)
+        .query(&mut t.redis())
+        .unwrap();
+    let err = patient.require_session(phantom).await.unwrap_err();
     assert!(
-        matches!(err, Error::UnknownSession(ref id) if id == "nobody"),
+        matches!(err, Error::UnknownSession(ref id) if id == phantom),
         "{err:?}"
     );
+    let reply: Option<String> = redis::cmd("GET")
+        .arg(s.keys().restore_reply(phantom))
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(reply.as_deref(), Some("unknown"));
     assert!(
         !s.restore_session(&sid).await.unwrap(),
         "live sessions need no restore"
@@ -884,6 +908,7 @@ async fn cli_export_stats_and_restore() {
 
     t.lose_redis().await;
     let mut daemon = spill_process(&t, &["--interval-ms", "5"]).spawn().unwrap();
+    t.wait_for_daemon().await;
     assert_eq!(cli(&t, &["restore", &sid]), (0, "restored\n".into()));
     assert_eq!(cli(&t, &["restore", &sid]), (0, "live\n".into()));
     daemon.kill().unwrap();

@@ -1,9 +1,12 @@
 //! Test support: a private redis-server per test and helpers that read like what they check.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::future::Future;
+use std::process::Command;
 
 use agentstate::redis_server::RedisServer;
-use agentstate::{Config, Store};
+use agentstate::{Config, Error, Message, MessageState, Result, Store};
 
 /// A private Redis and a store connected to it. Dropping it kills the server.
 pub struct TestEnv {
@@ -25,30 +28,192 @@ pub async fn env_with(tweak: impl FnOnce(Config) -> Config) -> TestEnv {
     TestEnv { server, store }
 }
 
+/// Everything Redis holds: every key's serialized value (`DUMP`) and the total wal length.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub keys: BTreeMap<String, Vec<u8>>,
+    pub wal_entries: usize,
+}
+
+/// What one run of the CLI binary produced.
+#[derive(Debug)]
+pub struct CliOutput {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliOutput {
+    /// Asserts the output contract of a runtime error: exit 1, nothing on stdout, one
+    /// `error:` line on stderr. Returns that line.
+    pub fn runtime_error(&self) -> &str {
+        assert_eq!(self.code, 1, "{self:?}");
+        assert_eq!(self.stdout, "", "{self:?}");
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{self:?}");
+        assert!(lines[0].starts_with("error: "), "{self:?}");
+        lines[0]
+    }
+}
+
+/// Runs the real `agentstate` binary against the Redis at `url`.
+pub fn cli_at(url: &str, dir: &std::path::Path, args: &[&str]) -> CliOutput {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentstate"))
+        .env_remove("AGENTSTATE_REDIS_URL")
+        .env_remove("AGENTSTATE_LOG")
+        .env("AGENTSTATE_DB", dir.join("agentstate.db"))
+        .current_dir(dir)
+        .args(["--redis", url])
+        .args(args)
+        .output()
+        .expect("run agentstate");
+    CliOutput {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
 impl TestEnv {
     /// A synchronous connection for plain-command inspection.
     pub fn redis(&self) -> redis::Connection {
         self.server.connection()
     }
 
+    /// One plain Redis command, e.g. `t.cmd::<String>(&["TYPE", key])`.
+    pub fn cmd<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut c = self.redis();
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut c).unwrap()
+    }
+
     /// Every key in the server, sorted.
     pub fn all_keys(&self) -> BTreeSet<String> {
-        let mut c = self.redis();
-        redis::cmd("KEYS").arg("*").query(&mut c).unwrap()
+        self.cmd(&["KEYS", "*"])
     }
 
     /// Total entries over every partition's wal stream.
     pub fn wal_entries(&self) -> usize {
-        let mut c = self.redis();
         (0..self.store.keys().partitions())
-            .map(|p| {
-                redis::cmd("XLEN")
-                    .arg(self.store.keys().wal(p))
-                    .query::<usize>(&mut c)
-                    .unwrap()
-            })
+            .map(|p| self.cmd::<usize>(&["XLEN", &self.store.keys().wal(p)]))
             .sum()
     }
+
+    /// Every wal record `(op, id, d)` of every partition, each partition in stream order.
+    pub fn wal_records(&self) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        for p in 0..self.store.keys().partitions() {
+            let entries: Vec<(String, BTreeMap<String, String>)> =
+                self.cmd(&["XRANGE", &self.store.keys().wal(p), "-", "+"]);
+            for (_, mut fields) in entries {
+                out.push((
+                    fields.remove("op").unwrap(),
+                    fields.remove("id").unwrap(),
+                    fields.remove("d").unwrap(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The wal records with operation `op`, as `(id, d)`.
+    pub fn wal_ops(&self, op: &str) -> Vec<(String, String)> {
+        self.wal_records()
+            .into_iter()
+            .filter(|(o, _, _)| o == op)
+            .map(|(_, id, d)| (id, d))
+            .collect()
+    }
+
+    /// The full content of Redis, for "writes nothing" checks.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut c = self.redis();
+        let keys = self
+            .all_keys()
+            .into_iter()
+            .map(|k| {
+                let dump: Vec<u8> = redis::cmd("DUMP").arg(&k).query(&mut c).unwrap();
+                (k, dump)
+            })
+            .collect();
+        Snapshot {
+            keys,
+            wal_entries: self.wal_entries(),
+        }
+    }
+
+    /// Awaits a call that must be rejected, asserts Redis is byte-for-byte unchanged by it,
+    /// and returns the error.
+    pub async fn rejected<T: Debug>(&self, call: impl Future<Output = Result<T>>) -> Error {
+        let before = self.snapshot();
+        let err = call.await.unwrap_err();
+        assert_eq!(
+            self.snapshot(),
+            before,
+            "rejected call wrote to Redis: {err:?}"
+        );
+        err
+    }
+
+    /// Runs the CLI binary against this test's Redis.
+    pub fn cli(&self, args: &[&str]) -> CliOutput {
+        cli_at(&self.server.url(), self.server.dir(), args)
+    }
+
+    /// Runs the CLI, asserts exit 0, and returns stdout.
+    pub fn cli_ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert_eq!(out.code, 0, "agentstate {args:?}: {out:?}");
+        out.stdout
+    }
+
+    /// A CLI run that must fail at run time and leave Redis unchanged; returns the error line.
+    pub fn cli_rejected(&self, args: &[&str]) -> String {
+        let before = self.snapshot();
+        let out = self.cli(args);
+        let line = out.runtime_error().to_string();
+        assert_eq!(
+            self.snapshot(),
+            before,
+            "agentstate {args:?} wrote to Redis"
+        );
+        line
+    }
+
+    /// Remaining TTL of `key`, seconds (-1 none, -2 missing).
+    pub fn ttl(&self, key: &str) -> i64 {
+        self.cmd(&["TTL", key])
+    }
+
+    /// The field → value map of a hash, read with HGETALL.
+    pub fn hash(&self, key: &str) -> BTreeMap<String, String> {
+        self.cmd(&["HGETALL", key])
+    }
+}
+
+/// The seqs of `messages`, in order.
+pub fn seqs(messages: &[Message]) -> Vec<u64> {
+    messages.iter().map(|m| m.seq).collect()
+}
+
+/// The seqs of `messages` whose state is `state`.
+pub fn seqs_in(messages: &[Message], state: MessageState) -> Vec<u64> {
+    messages
+        .iter()
+        .filter(|m| m.state == state)
+        .map(|m| m.seq)
+        .collect()
+}
+
+/// JSON lines printed by the CLI, parsed.
+pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// A durable store env: a private Redis plus a SQLite path in the server's temp dir.
@@ -87,7 +252,32 @@ impl TestEnv {
             .unwrap();
         let cancel = tokio_util::sync::CancellationToken::new();
         let handle = tokio::spawn(daemon.run(cancel.clone()));
+        self.wait_for_daemon().await;
         (cancel, handle)
+    }
+
+    /// Waits until a daemon has taken every partition (each has its `committed` hash), so a
+    /// Redis that lost its state has its session indexes back.
+    pub async fn wait_for_daemon(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let keys = self.store.keys();
+        loop {
+            let mut c = self.redis();
+            let ready = (0..keys.partitions()).all(|p| {
+                redis::cmd("EXISTS")
+                    .arg(keys.committed(p))
+                    .query::<bool>(&mut c)
+                    .unwrap()
+            });
+            if ready {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the spill daemon did not take its partitions"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     /// Kills Redis and starts an empty one on the same port; reconnects the store.

@@ -1,0 +1,303 @@
+//! The CLI's output contract: values on stdout, one `error:` line on stderr, exit codes
+//! 0 / 1 / 2, `null` for absent values, and the shapes of its documents.
+
+use std::collections::BTreeSet;
+
+use serde_json::{json, Value};
+
+use crate::support::{env, json_lines};
+
+#[tokio::test]
+async fn commands_print_values_and_absent_ones_as_null() {
+    let t = env().await;
+    assert_eq!(
+        t.cli_ok(&["session", "create", "--id", "c1", "--user", "ann"]),
+        "c1\n"
+    );
+    let sub = [
+        "session",
+        "create",
+        "--id",
+        "c2",
+        "--parent",
+        "c1",
+        "--lifecycle",
+        "linked",
+    ];
+    assert_eq!(t.cli_ok(&sub), "c2\n");
+    for i in 1..=4 {
+        let content = format!("m{i}");
+        let args = [
+            "msg",
+            "append",
+            "c1",
+            "--role",
+            "user",
+            "--content",
+            &content,
+        ];
+        assert_eq!(t.cli_ok(&args), format!("{i}\n"));
+    }
+    assert_eq!(
+        t.cli_ok(&["compact", "c1", "--from", "1", "--to", "2", "--note", "n"]),
+        "1 5\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["work", "set", "c1", "plan", r#"{"a":1}"#]),
+        "1\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["work", "set", "c1", "x", "2", "--if-version", "1"]),
+        "2\n"
+    );
+    assert_eq!(t.cli_ok(&["work", "get", "c1", "plan"]), "{\"a\":1}\n");
+    assert_eq!(t.cli_ok(&["work", "get", "c1", "missing"]), "null\n");
+    assert_eq!(
+        t.cli_ok(&["work", "get", "c1"]),
+        "{\"plan\":{\"a\":1},\"x\":2}\n"
+    );
+    assert_eq!(t.cli_ok(&["checkpoint", "get", "c1", "none"]), "null\n");
+    let ck = t.cli_ok(&["checkpoint", "create", "c1", "cp", "--keys", "plan"]);
+    assert!(ck.starts_with("ckpt_"), "{ck}");
+    assert_eq!(
+        t.cli_ok(&["checkpoint", "get", "c1", "cp"]),
+        "{\"plan\":{\"a\":1}}\n"
+    );
+    assert_eq!(t.cli_ok(&["state", "export", "ann"]), "null\n");
+    assert_eq!(t.cli_ok(&["state", "save", "ann", r#"{"r":1}"#]), "1\n");
+    assert_eq!(
+        t.cli_ok(&["state", "save", "ann", "[2]", "--round", "9"]),
+        "9\n"
+    );
+    assert_eq!(t.cli_ok(&["state", "export", "ann"]), "[2]\n");
+    assert_eq!(
+        t.cli_ok(&["state", "export", "ann", "--round", "1"]),
+        "{\"r\":1}\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["state", "export", "ann", "--round", "2"]),
+        "null\n"
+    );
+    assert_eq!(t.cli_ok(&["user", "get", "ann", "tz"]), "null\n");
+    assert_eq!(t.cli_ok(&["user", "set", "ann", "tz", "\"UTC\""]), "");
+    assert_eq!(t.cli_ok(&["user", "get", "ann", "tz"]), "\"UTC\"\n");
+    assert_eq!(t.cli_ok(&["user", "forget", "ann"]), "1\n");
+    t.cli_ok(&["user", "set", "ann", "tz", "1"]);
+    let receipt: Value =
+        serde_json::from_str(&t.cli_ok(&["--json", "user", "forget", "ann"])).unwrap();
+    assert_eq!(receipt["removed_keys"], json!(["tz"]));
+    assert_eq!(receipt["redis_key"], t.store.keys().user("ann"));
+
+    let list = |extra: &[&str]| -> Vec<u64> {
+        let out = t.cli_ok(&[&["msg", "list", "c1"], extra].concat());
+        json_lines(&out)
+            .iter()
+            .map(|m| m["seq"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(list(&[]), [3, 4, 5]);
+    assert_eq!(list(&["--all"]), [1, 2, 3, 4, 5]);
+    assert_eq!(list(&["--after", "3"]), [4, 5]);
+    assert_eq!(list(&["--last", "2"]), [4, 5]);
+    assert_eq!(list(&["--last", "0"]), Vec::<u64>::new());
+    assert_eq!(list(&["--all", "--after", "1", "--last", "3"]), [3, 4, 5]);
+    let all = json_lines(&t.cli_ok(&["msg", "list", "c1", "--all"]));
+    for m in &all {
+        for field in ["seq", "role", "state", "created_at"] {
+            assert!(m.get(field).is_some(), "{m} lacks {field}");
+        }
+    }
+    assert_eq!(all[0]["state"], "compacted_out");
+    assert_eq!(all[0]["content"], "m1");
+    assert_eq!(
+        (&all[4]["role"], &all[4]["name"]),
+        (&json!("system"), &json!("compact_note"))
+    );
+
+    let show: Value = serde_json::from_str(&t.cli_ok(&["session", "show", "c1"])).unwrap();
+    let top: BTreeSet<&str> = show
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        top,
+        BTreeSet::from(["session", "working", "messages", "checkpoints"])
+    );
+    assert_eq!(show["session"]["id"], "c1");
+    assert_eq!(show["session"]["user_id"], "ann");
+    assert_eq!(show["working"], json!({"plan": {"a": 1}, "x": 2}));
+    let shown: Vec<u64> = show["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shown, [3, 4, 5]);
+    assert_eq!(show["checkpoints"]["cp"]["id"], ck.trim());
+    assert_eq!(
+        show["checkpoints"]["cp"]["payload"],
+        json!({"plan": {"a": 1}})
+    );
+
+    let keys: BTreeSet<String> = t
+        .cli_ok(&["keys", "c1"])
+        .lines()
+        .map(String::from)
+        .collect();
+    let k = t.store.keys().session("c1");
+    let want: BTreeSet<String> = [
+        &k.meta,
+        &k.work,
+        &k.msgs,
+        &k.ckpt,
+        &k.compactions,
+        &k.children,
+    ]
+    .into_iter()
+    .cloned()
+    .collect();
+    assert_eq!(keys, want);
+
+    assert_eq!(t.cli_ok(&["session", "list"]), "c1\nc2\n");
+    assert_eq!(t.cli_ok(&["session", "list", "--user", "ann"]), "c1\n");
+    let d = t.cli_ok(&["decide", "c1", "--decision", "ship", "--rationale", "green"]);
+    let open = json_lines(&t.cli_ok(&["decisions", "incomplete", "--session", "c1"]));
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0]["id"], d.trim());
+    for field in [
+        "session_id",
+        "decision",
+        "rationale",
+        "planned_action",
+        "outcome",
+        "created_at",
+    ] {
+        assert!(open[0].get(field).is_some(), "decision lacks {field}");
+    }
+    assert_eq!(
+        t.cli_ok(&["outcome", d.trim(), "--outcome", "shipped"]),
+        "true\n"
+    );
+    assert_eq!(t.cli_ok(&["decisions", "incomplete"]), "");
+    assert_eq!(t.cli_ok(&["session", "archive", "c1"]), "");
+    assert_eq!(t.cli_ok(&["session", "touch", "c1"]), "");
+    assert_eq!(t.cli_ok(&["session", "close", "c1"]), "2\n");
+    assert_eq!(t.cli_ok(&["keys", "c1"]), "");
+    assert_eq!(t.cli_ok(&["session", "list"]), "");
+}
+
+#[tokio::test]
+async fn runtime_errors_exit_1_with_one_error_line_and_write_nothing() {
+    let t = env().await;
+    t.cli_ok(&["session", "create", "--id", "e1"]);
+    t.cli_ok(&["msg", "append", "e1", "--role", "user", "--content", "hi"]);
+    t.cli_ok(&["work", "set", "e1", "k", "1"]);
+    let cases: [(&[&str], &str); 10] = [
+        (
+            &["msg", "append", "nope", "--role", "user"],
+            "error: unknown session nope",
+        ),
+        (&["msg", "list", "nope"], "error: unknown session nope"),
+        (&["session", "show", "nope"], "error: unknown session nope"),
+        (&["session", "close", "nope"], "error: unknown session nope"),
+        (
+            &["work", "set", "e1", "k", "2", "--if-version", "0"],
+            "error: conflict: expected 0, current is 1",
+        ),
+        (
+            &["msg", "append", "e1", "--role", "user", "--expect-seq", "1"],
+            "error: conflict: expected 1, current is 2",
+        ),
+        (
+            &["compact", "e1", "--from", "1", "--to", "2", "--note", "n"],
+            "error: bad seq range 1..=2",
+        ),
+        (
+            &["session", "create", "--id", "e1"],
+            "error: session e1 already exists",
+        ),
+        (&["work", "get", "bad id"], "error: invalid session id"),
+        (
+            &["msg", "append", "e1", "--role", "Boss"],
+            "error: invalid input: role",
+        ),
+    ];
+    for (args, prefix) in cases {
+        let line = t.cli_rejected(args);
+        assert!(line.starts_with(prefix), "{args:?}: {line}");
+    }
+}
+
+#[tokio::test]
+async fn bad_usage_exits_2_without_touching_redis() {
+    let t = env().await;
+    let before = t.snapshot();
+    for args in [
+        &["msg", "append", "s"][..],
+        &["frobnicate"],
+        &["session", "create", "--lifecycle", "forever"],
+        &["msg", "list", "s", "--after", "minus-one"],
+        &["compact", "s", "--from", "1", "--note", "n"],
+        &[],
+    ] {
+        let out = t.cli(args);
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+        assert_eq!(out.stdout, "", "{args:?}");
+        assert!(!out.stderr.is_empty(), "{args:?}");
+    }
+    assert_eq!(t.snapshot(), before);
+}
+
+#[tokio::test]
+async fn session_create_options_and_close_without_cascade() {
+    let t = env().await;
+    let meta = json!({"team": "blue"}).to_string();
+    let args = [
+        "session",
+        "create",
+        "--id",
+        "p",
+        "--ttl",
+        "120",
+        "--model",
+        "m",
+        "--metadata",
+        &meta,
+    ];
+    t.cli_ok(&args);
+    let ttl = t.ttl(&t.store.keys().session("p").meta);
+    assert!(ttl > 110 && ttl <= 120, "{ttl}");
+    let session = t.store.require_session("p").await.unwrap();
+    assert_eq!(
+        (session.model.as_deref(), &session.metadata),
+        (Some("m"), &json!({"team": "blue"}))
+    );
+    for (id, lifecycle) in [("k1", "linked"), ("k2", "ephemeral")] {
+        t.cli_ok(&[
+            "session",
+            "create",
+            "--id",
+            id,
+            "--parent",
+            "p",
+            "--lifecycle",
+            lifecycle,
+        ]);
+    }
+    assert_eq!(t.cli_ok(&["session", "close", "p", "--no-cascade"]), "1\n");
+    for id in ["k1", "k2"] {
+        assert_eq!(t.store.require_session(id).await.unwrap().parent, None);
+    }
+    let line = t.cli_rejected(&[
+        "usage",
+        "k1",
+        "--round",
+        "1",
+        "--prompt=-1",
+        "--completion",
+        "2",
+    ]);
+    assert!(line.starts_with("error: invalid input"), "{line}");
+}

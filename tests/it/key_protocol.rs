@@ -1,0 +1,470 @@
+//! The operator-facing key protocol of SPEC §3, read back with plain Redis commands: key
+//! names (partition computed here, independently), types, hash fields, list elements, TTLs.
+
+use std::time::Duration;
+
+use agentstate::*;
+use serde_json::json;
+
+use crate::support::{env, env_with, TestEnv};
+
+/// 32-bit FNV-1a, written here from the reference definition (not the library's).
+fn fnv1a(text: &str) -> u32 {
+    text.bytes().fold(2_166_136_261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16_777_619)
+    })
+}
+
+/// `<prefix>:{p}:<rest>` with `p` the partition of `id`.
+fn key(prefix: &str, partitions: u32, id: &str, rest: &str) -> String {
+    format!("{prefix}:{{{}}}:{rest}", fnv1a(id) % partitions)
+}
+
+fn session_key(sid: &str, suffix: &str) -> String {
+    key("as", 16, sid, &format!("s:{sid}{suffix}"))
+}
+
+/// The meta fields of SPEC §3 that describe a session (also in its `session_create` record).
+const SESSION_DESCRIPTION: [&str; 10] = [
+    "user_id",
+    "kind",
+    "parent",
+    "spawn_depth",
+    "lifecycle",
+    "status",
+    "model",
+    "system_prompt",
+    "config",
+    "metadata",
+];
+
+const SESSION_SUFFIXES: [&str; 8] = [
+    "",
+    ":work",
+    ":msgs",
+    ":ckpt",
+    ":idem",
+    ":compactions",
+    ":usage",
+    ":children",
+];
+
+/// Writes to every key of session `sid`: working state, messages (one idempotent),
+/// a compaction, usage, a checkpoint and a child.
+async fn touch_every_key(t: &TestEnv, sid: &str) {
+    let s = &t.store;
+    s.set_working(sid, "plan", &json!({"step": 1}))
+        .await
+        .unwrap();
+    s.append(sid, &NewMessage::new("user").content("hi"))
+        .await
+        .unwrap();
+    let keyed = AppendOptions::new().idempotency_key("k1");
+    s.append_with(sid, &NewMessage::new("assistant").content("yo"), &keyed)
+        .await
+        .unwrap();
+    s.compact(sid, &Compaction::new(1, 1, "sum")).await.unwrap();
+    s.record_usage(sid, &Usage::new(1, 3, 4)).await.unwrap();
+    s.checkpoint(sid, "cp", None).await.unwrap();
+    let child = NewSession::new()
+        .id(format!("{sid}-kid"))
+        .parent(sid, Lifecycle::Linked);
+    s.create_session(&child).await.unwrap();
+}
+
+fn assert_ttl_near(t: &TestEnv, key: &str, ttl: i64) {
+    let got = t.ttl(key);
+    assert!(
+        got > ttl - 10 && got <= ttl,
+        "{key}: TTL {got}, expected about {ttl}"
+    );
+}
+
+#[tokio::test]
+async fn session_keys_have_the_documented_names_types_and_fields() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(
+        &NewSession::new()
+            .id("alpha")
+            .user("ulla")
+            .model("m")
+            .system_prompt("be brief")
+            .metadata(json!({"team": "x"})),
+    )
+    .await
+    .unwrap();
+    touch_every_key(&t, "alpha").await;
+
+    let types = [
+        "hash", "hash", "list", "hash", "hash", "list", "hash", "set",
+    ];
+    for (suffix, ty) in SESSION_SUFFIXES.iter().zip(types) {
+        let k = session_key("alpha", suffix);
+        assert_eq!(t.cmd::<String>(&["TYPE", &k]), ty, "{k}");
+    }
+    let p = fnv1a("alpha") % 16;
+    assert_eq!(
+        t.cmd::<String>(&["TYPE", &format!("as:{{{p}}}:wal")]),
+        "stream"
+    );
+    assert_eq!(
+        t.cmd::<String>(&["TYPE", &format!("as:{{{p}}}:sessions")]),
+        "set"
+    );
+    assert_eq!(
+        t.cmd::<String>(&["TYPE", &format!("as:{{{p}}}:by_user:ulla")]),
+        "set"
+    );
+    assert_eq!(t.hash("as:config")["partitions"], "16");
+
+    let meta = t.hash(&session_key("alpha", ""));
+    let live = [
+        "created_at",
+        "updated_at",
+        "next_seq",
+        "round_index",
+        "last_compact_seq",
+        "pending",
+        "version",
+    ];
+    for field in SESSION_DESCRIPTION.iter().chain(&live) {
+        assert!(meta.contains_key(*field), "meta lacks {field}: {meta:?}");
+    }
+    assert_eq!(meta["user_id"], "ulla");
+    assert_eq!(meta["kind"], "root");
+    assert_eq!(meta["parent"], "");
+    assert_eq!(meta["spawn_depth"], "0");
+    assert_eq!(meta["status"], "active");
+    assert_eq!(meta["model"], "m");
+    assert_eq!(meta["system_prompt"], "be brief");
+    assert_eq!(meta["metadata"], r#"{"team":"x"}"#);
+    assert_eq!(meta["next_seq"], "4");
+    assert_eq!(meta["version"], "1");
+    assert_eq!(meta["last_compact_seq"], "1");
+    let created: i64 = meta["created_at"].parse().unwrap();
+    let updated: i64 = meta["updated_at"].parse().unwrap();
+    assert!(created > 1_600_000_000_000 && updated >= created);
+
+    let kid = t.hash(&session_key("alpha-kid", ""));
+    assert_eq!(
+        (
+            kid["kind"].as_str(),
+            kid["parent"].as_str(),
+            kid["spawn_depth"].as_str()
+        ),
+        ("subagent", "alpha", "1")
+    );
+    assert_eq!(kid["lifecycle"], "linked");
+
+    let msgs: Vec<String> = t.cmd(&["LRANGE", &session_key("alpha", ":msgs"), "0", "-1"]);
+    let at = |i: usize| -> i64 {
+        serde_json::from_str::<serde_json::Value>(&msgs[i]).unwrap()["created_at"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(
+        msgs[0],
+        format!(
+            r#"{{"seq":1,"state":"compacted_out","created_at":{},"role":"user","content":"hi"}}"#,
+            at(0)
+        )
+    );
+    assert_eq!(
+        msgs[1],
+        format!(
+            r#"{{"seq":2,"state":"active","created_at":{},"role":"assistant","content":"yo"}}"#,
+            at(1)
+        )
+    );
+    let note: serde_json::Value = serde_json::from_str(&msgs[2]).unwrap();
+    assert_eq!(
+        (
+            &note["seq"],
+            &note["state"],
+            &note["role"],
+            &note["name"],
+            &note["content"]
+        ),
+        (
+            &json!(3),
+            &json!("active"),
+            &json!("system"),
+            &json!("compact_note"),
+            &json!("sum")
+        )
+    );
+    assert_eq!(msgs.len(), 3);
+
+    let work = t.hash(&session_key("alpha", ":work"));
+    assert_eq!(work["plan"], r#"{"step":1}"#);
+    assert_eq!(t.hash(&session_key("alpha", ":idem"))["k1"], "2");
+    let ckpt: serde_json::Value =
+        serde_json::from_str(&t.hash(&session_key("alpha", ":ckpt"))["cp"]).unwrap();
+    assert_eq!(ckpt["payload"], json!({"plan": {"step": 1}}));
+    let children: Vec<String> = t.cmd(&["SMEMBERS", &session_key("alpha", ":children")]);
+    assert_eq!(children, ["alpha-kid"]);
+
+    let wal: Vec<(String, std::collections::BTreeMap<String, String>)> =
+        t.cmd(&["XRANGE", &format!("as:{{{p}}}:wal"), "-", "+"]);
+    let first = &wal[0].1;
+    assert_eq!(
+        (first["op"].as_str(), first["id"].as_str()),
+        ("session_create", "alpha")
+    );
+}
+
+#[tokio::test]
+async fn user_rounds_and_decision_keys_live_in_the_partition_of_their_id() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(&NewSession::new().id("beta"))
+        .await
+        .unwrap();
+    s.set_user_value("vera", "tz", &json!("UTC")).await.unwrap();
+    s.save_state("vera", &json!({"r": 1}), Some("chat"), None)
+        .await
+        .unwrap();
+    let d = s
+        .record_decision("beta", &NewDecision::new("d", "r"))
+        .await
+        .unwrap();
+
+    let user_key = key("as", 16, "vera", "u:vera");
+    assert_eq!(t.hash(&user_key)["tz"], r#""UTC""#);
+    assert_eq!(t.ttl(&user_key), -1);
+    let rounds = key("as", 16, "vera", "r:vera:chat");
+    assert_eq!(t.hash(&rounds)["1"], r#"{"r":1}"#);
+    assert_ttl_near(&t, &rounds, 3600);
+
+    let p = fnv1a("beta") % 16;
+    assert!(d.starts_with(&format!("{p}:")), "{d}");
+    let decisions = format!("as:{{{p}}}:decisions");
+    assert_eq!(t.cmd::<String>(&["TYPE", &decisions]), "stream");
+    assert_eq!(t.cmd::<usize>(&["XLEN", &decisions]), 1);
+    let open = format!("as:{{{p}}}:open_decisions");
+    assert!(t.hash(&open).contains_key(&d));
+}
+
+#[tokio::test]
+async fn every_session_key_gets_the_default_ttl() {
+    let t = env().await;
+    t.store
+        .create_session(&NewSession::new().id("gamma"))
+        .await
+        .unwrap();
+    touch_every_key(&t, "gamma").await;
+    for suffix in SESSION_SUFFIXES {
+        assert_ttl_near(&t, &session_key("gamma", suffix), 3600);
+    }
+    let p = fnv1a("gamma") % 16;
+    for shared in ["wal", "sessions"] {
+        assert_eq!(t.ttl(&format!("as:{{{p}}}:{shared}")), -1);
+    }
+    assert_eq!(t.ttl("as:config"), -1);
+}
+
+#[tokio::test]
+async fn a_session_ttl_applies_to_every_key_and_writes_refresh_it() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(&NewSession::new().id("delta").ttl(Duration::from_secs(120)))
+        .await
+        .unwrap();
+    touch_every_key(&t, "delta").await;
+    for suffix in SESSION_SUFFIXES {
+        assert_ttl_near(&t, &session_key("delta", suffix), 120);
+    }
+    assert_eq!(t.hash(&session_key("delta", ""))["ttl"], "120");
+
+    for name in [
+        "append",
+        "set_working",
+        "checkpoint",
+        "touch",
+        "record_decision",
+    ] {
+        for suffix in SESSION_SUFFIXES {
+            let _: i64 = t.cmd(&["EXPIRE", &session_key("delta", suffix), "5"]);
+        }
+        match name {
+            "append" => {
+                s.append("delta", &NewMessage::new("user")).await.unwrap();
+            }
+            "set_working" => {
+                s.set_working("delta", "k", &json!(2)).await.unwrap();
+            }
+            "checkpoint" => {
+                s.checkpoint("delta", "c2", None).await.unwrap();
+            }
+            "touch" => s.touch("delta").await.unwrap(),
+            _ => {
+                s.record_decision("delta", &NewDecision::new("d", "r"))
+                    .await
+                    .unwrap();
+            }
+        }
+        for suffix in SESSION_SUFFIXES {
+            let k = session_key("delta", suffix);
+            let got = t.ttl(&k);
+            assert!(got > 110 && got <= 120, "after {name}: {k} has TTL {got}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_custom_namespace_uses_its_prefix_and_partition_count() {
+    let t = env_with(|c| c.prefix("zz").partitions(4)).await;
+    t.store
+        .create_session(&NewSession::new().id("eps").user("u1"))
+        .await
+        .unwrap();
+    let meta = key("zz", 4, "eps", "s:eps");
+    assert_eq!(t.cmd::<String>(&["TYPE", &meta]), "hash");
+    assert_eq!(t.hash("zz:config")["partitions"], "4");
+    let p = fnv1a("eps") % 4;
+    assert_eq!(t.cmd::<usize>(&["XLEN", &format!("zz:{{{p}}}:wal")]), 1);
+    assert!(
+        t.all_keys().iter().all(|k| k.starts_with("zz:")),
+        "{:?}",
+        t.all_keys()
+    );
+
+    // The CLI in the same namespace sees the session; another prefix is another namespace.
+    let ns = ["--prefix", "zz", "--partitions", "4"];
+    let keys = t.cli_ok(&[&ns[..], &["keys", "eps"]].concat());
+    assert_eq!(keys.trim(), meta);
+    t.cli_ok(&[
+        "--prefix",
+        "yy",
+        "--partitions",
+        "2",
+        "session",
+        "create",
+        "--id",
+        "eps",
+    ]);
+    assert_eq!(
+        t.cmd::<String>(&["TYPE", &key("yy", 2, "eps", "s:eps")]),
+        "hash"
+    );
+
+    // A different partition count for a recorded namespace is refused.
+    let err = Store::connect(Config::new(t.server.url()).prefix("zz").partitions(8))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NamespaceMismatch(_)), "{err:?}");
+    let out = t.cli(&["--prefix", "zz", "--partitions", "16", "session", "list"]);
+    assert!(
+        out.runtime_error().contains("namespace mismatch"),
+        "{out:?}"
+    );
+    assert_eq!(t.hash("zz:config")["partitions"], "4");
+}
+
+#[tokio::test]
+async fn every_wal_record_is_json_with_the_documented_fields() {
+    let t = env().await;
+    let s = &t.store;
+    let awkward = "say \"hi\" \\ / é ✓\n\ttab";
+    let new = NewSession::new()
+        .id("w1")
+        .user("wu")
+        .model(awkward)
+        .system_prompt(awkward)
+        .metadata(json!({"k": awkward}));
+    s.create_session(&new).await.unwrap();
+    s.create_session(&NewSession::new().id("w2").parent("w1", Lifecycle::Detached))
+        .await
+        .unwrap();
+    touch_every_key(&t, "w1").await;
+    s.archive("w1").await.unwrap();
+    s.set_pending("w1", Some(&json!([awkward]))).await.unwrap();
+    s.set_round_index("w1", 4).await.unwrap();
+    s.save_state("wu", &json!({"s": awkward}), None, None)
+        .await
+        .unwrap();
+    s.set_user_value("wu", "k", &json!(awkward)).await.unwrap();
+    s.delete_user_value("wu", "k").await.unwrap();
+    s.forget_user("wu").await.unwrap();
+    s.close_session("w1", true).await.unwrap();
+
+    let fields: &[(&str, &[&str])] = &[
+        (
+            "session_create",
+            &[&SESSION_DESCRIPTION[..], &["ttl", "created_at"]].concat(),
+        ),
+        ("session_update", &["updated_at"]),
+        ("session_close", &["cascade"]),
+        ("msg", &["seq", "state", "created_at", "role"]),
+        (
+            "compact",
+            &[
+                "compact_seq",
+                "note_seq",
+                "from_seq",
+                "to_seq",
+                "before_tokens",
+                "after_tokens",
+                "round_index",
+                "created_at",
+            ],
+        ),
+        (
+            "usage",
+            &[
+                "created_at",
+                "round_index",
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "model",
+            ],
+        ),
+        (
+            "checkpoint",
+            &["id", "session_id", "label", "created_at", "payload"],
+        ),
+        (
+            "round",
+            &["user_id", "session_id", "round_id", "created_at", "state"],
+        ),
+        ("user_set", &["key"]),
+        ("user_del", &["key"]),
+        ("user_forget", &["keys"]),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for (op, id, d) in t.wal_records() {
+        let d: serde_json::Value =
+            serde_json::from_str(&d).unwrap_or_else(|e| panic!("{op} {id}: {e}: {d}"));
+        let (_, wanted) = fields
+            .iter()
+            .find(|(o, _)| *o == op)
+            .unwrap_or_else(|| panic!("op {op}"));
+        for f in *wanted {
+            assert!(d.get(*f).is_some(), "{op} record lacks {f}: {d}");
+        }
+        if op == "session_create" && id == "w1" {
+            assert_eq!(
+                (&d["model"], &d["system_prompt"]),
+                (&json!(awkward), &json!(awkward))
+            );
+            assert_eq!(d["metadata"], json!({"k": awkward}));
+        }
+        seen.insert(op);
+    }
+    let all: std::collections::BTreeSet<String> =
+        fields.iter().map(|(o, _)| o.to_string()).collect();
+    assert_eq!(seen, all);
+    let updates: Vec<serde_json::Value> = t
+        .wal_ops("session_update")
+        .iter()
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(updates.iter().any(|d| d["status"] == "archived"));
+    assert!(updates.iter().any(|d| d["pending"] == json!([awkward])));
+    assert!(updates.iter().any(|d| d["round_index"] == 4));
+    assert!(updates
+        .iter()
+        .any(|d| d.get("parent") == Some(&json!(null))));
+}

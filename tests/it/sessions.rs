@@ -1,0 +1,251 @@
+//! Sessions: sub-agent trees, cascade close (keys, indexes, wal), re-parenting, the spawn
+//! depth cap, listing by user.
+
+use std::collections::BTreeSet;
+
+use agentstate::*;
+
+use crate::support::{env, TestEnv};
+
+async fn create(t: &TestEnv, id: &str, user: Option<&str>, parent: Option<(&str, Lifecycle)>) {
+    let mut new = NewSession::new().id(id);
+    if let Some(u) = user {
+        new = new.user(u);
+    }
+    if let Some((p, lifecycle)) = parent {
+        new = new.parent(p, lifecycle);
+    }
+    assert_eq!(t.store.create_session(&new).await.unwrap(), id);
+}
+
+/// Every key in Redis that belongs to session `sid`.
+fn keys_of(t: &TestEnv, sid: &str) -> Vec<String> {
+    let meta = t.store.keys().session(sid).meta;
+    t.all_keys()
+        .into_iter()
+        .filter(|k| *k == meta || k.starts_with(&format!("{meta}:")))
+        .collect()
+}
+
+/// The union of every partition's session index.
+fn indexed(t: &TestEnv) -> BTreeSet<String> {
+    let keys = t.store.keys();
+    (0..keys.partitions())
+        .flat_map(|p| t.cmd::<Vec<String>>(&["SMEMBERS", &keys.sessions_index(p)]))
+        .collect()
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test]
+async fn cascade_close_deletes_linked_and_ephemeral_descendants_and_frees_detached_ones() {
+    let t = env().await;
+    let s = &t.store;
+    create(&t, "root", Some("alice"), None).await;
+    create(&t, "kid", Some("alice"), Some(("root", Lifecycle::Linked))).await;
+    create(
+        &t,
+        "grandkid",
+        Some("bob"),
+        Some(("kid", Lifecycle::Linked)),
+    )
+    .await;
+    create(
+        &t,
+        "loose",
+        Some("bob"),
+        Some(("grandkid", Lifecycle::Detached)),
+    )
+    .await;
+    create(
+        &t,
+        "det",
+        Some("alice"),
+        Some(("root", Lifecycle::Detached)),
+    )
+    .await;
+    create(&t, "eph", None, Some(("root", Lifecycle::Ephemeral))).await;
+    create(&t, "other", Some("alice"), None).await;
+    for sid in ["root", "kid", "grandkid", "eph"] {
+        s.append(sid, &NewMessage::new("user").content("x"))
+            .await
+            .unwrap();
+        s.set_working(sid, "k", &serde_json::json!(1))
+            .await
+            .unwrap();
+    }
+    assert_eq!(s.children("root").await.unwrap(), ["det", "eph", "kid"]);
+    assert_eq!(s.require_session("grandkid").await.unwrap().spawn_depth, 2);
+    assert_eq!(
+        s.list_sessions(Some("bob")).await.unwrap(),
+        ["grandkid", "loose"]
+    );
+
+    assert_eq!(s.close_session("root", true).await.unwrap(), 4);
+
+    for gone in ["root", "kid", "grandkid", "eph"] {
+        assert_eq!(keys_of(&t, gone), Vec::<String>::new(), "{gone} left keys");
+        assert_eq!(s.session(gone).await.unwrap(), None);
+    }
+    for freed in ["det", "loose"] {
+        let meta = s.require_session(freed).await.unwrap();
+        assert_eq!(meta.parent, None, "{freed}");
+        let meta_key = s.keys().session(freed).meta;
+        assert_eq!(
+            t.cmd::<String>(&["HGET", &meta_key, "parent"]),
+            "",
+            "{freed}"
+        );
+    }
+    assert_eq!(indexed(&t), set(&["det", "loose", "other"]));
+    assert_eq!(
+        s.list_sessions(None).await.unwrap(),
+        ["det", "loose", "other"]
+    );
+    assert_eq!(
+        s.list_sessions(Some("alice")).await.unwrap(),
+        ["det", "other"]
+    );
+    assert_eq!(s.list_sessions(Some("bob")).await.unwrap(), ["loose"]);
+    // An index set that became empty is gone, not left behind.
+    let gk = s.keys().partition("grandkid");
+    if gk != s.keys().partition("loose") {
+        assert_eq!(
+            t.cmd::<i64>(&["EXISTS", &s.keys().user_sessions(gk, "bob")]),
+            0
+        );
+    }
+
+    let closes: BTreeSet<(String, String)> = t.wal_ops("session_close").into_iter().collect();
+    let want: BTreeSet<(String, String)> = ["root", "kid", "grandkid", "eph"]
+        .iter()
+        .map(|sid| (sid.to_string(), r#"{"cascade":true}"#.to_string()))
+        .collect();
+    assert_eq!(closes, want);
+    let reparented: BTreeSet<String> = t
+        .wal_ops("session_update")
+        .into_iter()
+        .filter(|(_, d)| d.contains(r#""parent":null"#))
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(reparented, set(&["det", "loose"]));
+}
+
+#[tokio::test]
+async fn close_without_cascade_reparents_every_child() {
+    let t = env().await;
+    let s = &t.store;
+    create(&t, "top", Some("carol"), None).await;
+    create(&t, "a", None, Some(("top", Lifecycle::Linked))).await;
+    create(&t, "b", None, Some(("top", Lifecycle::Ephemeral))).await;
+    create(&t, "a1", None, Some(("a", Lifecycle::Linked))).await;
+
+    assert_eq!(s.close_session("top", false).await.unwrap(), 1);
+    assert_eq!(keys_of(&t, "top"), Vec::<String>::new());
+    for child in ["a", "b"] {
+        assert_eq!(s.require_session(child).await.unwrap().parent, None);
+    }
+    assert_eq!(
+        s.require_session("a1").await.unwrap().parent.as_deref(),
+        Some("a")
+    );
+    assert_eq!(indexed(&t), set(&["a", "a1", "b"]));
+    assert_eq!(
+        s.list_sessions(Some("carol")).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        t.wal_ops("session_close"),
+        [("top".to_string(), r#"{"cascade":false}"#.to_string())]
+    );
+
+    // Closing a child unlinks it from its parent.
+    assert_eq!(s.close_session("a1", true).await.unwrap(), 1);
+    assert_eq!(s.children("a").await.unwrap(), Vec::<String>::new());
+    // Closing an unknown session is an error that writes nothing.
+    let err = t.rejected(s.close_session("top", true)).await;
+    assert!(
+        matches!(err, Error::UnknownSession(ref id) if id == "top"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn spawn_depth_is_capped_at_three() {
+    let t = env().await;
+    create(&t, "d0", None, None).await;
+    create(&t, "d1", None, Some(("d0", Lifecycle::Linked))).await;
+    create(&t, "d2", None, Some(("d1", Lifecycle::Detached))).await;
+    create(&t, "d3", None, Some(("d2", Lifecycle::Ephemeral))).await;
+    let d3 = t.store.require_session("d3").await.unwrap();
+    assert_eq!((d3.spawn_depth, d3.kind.as_str()), (3, "subagent"));
+    assert_eq!(d3.parent.as_deref(), Some("d2"));
+    assert_eq!(d3.lifecycle, Lifecycle::Ephemeral);
+
+    let deeper = NewSession::new().id("d4").parent("d3", Lifecycle::Linked);
+    let err = t.rejected(t.store.create_session(&deeper)).await;
+    assert!(
+        matches!(err, Error::SpawnDepthExceeded { depth: 4, max: 3 }),
+        "{err:?}"
+    );
+    assert_eq!(t.store.children("d3").await.unwrap(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn generated_ids_archive_and_touch() {
+    let t = env().await;
+    let s = &t.store;
+    let sid = s
+        .create_session(&NewSession::new().user("dan"))
+        .await
+        .unwrap();
+    assert_eq!(sid.len(), 5 + 24, "{sid}");
+    assert!(sid.starts_with("sess_"));
+    assert!(sid[5..]
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    let meta = s.require_session(&sid).await.unwrap();
+    assert_eq!(
+        (meta.kind.as_str(), meta.status.as_str()),
+        ("root", "active")
+    );
+    assert_eq!((meta.spawn_depth, meta.next_seq, meta.version), (0, 1, 0));
+
+    s.archive(&sid).await.unwrap();
+    assert_eq!(s.require_session(&sid).await.unwrap().status, "archived");
+    let wal_before = t.wal_entries();
+    s.touch(&sid).await.unwrap();
+    assert_eq!(
+        t.wal_entries(),
+        wal_before,
+        "a heartbeat is not a wal record"
+    );
+
+    let dup = NewSession::new().id(sid.clone());
+    let err = t.rejected(s.create_session(&dup)).await;
+    assert!(matches!(err, Error::AlreadyExists(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_child_whose_parent_vanishes_while_it_is_created_is_undone_everywhere() {
+    let t = env().await;
+    create(&t, "keep", Some("una"), None).await;
+    // A parent that passes the depth check but is gone by the time the child is linked: its
+    // meta holds `spawn_depth` but not `ttl`, which the link script requires of a live session.
+    let half = t.store.keys().session("half").meta;
+    let _: i64 = t.cmd(&["HSET", &half, "spawn_depth", "0"]);
+    let orphan = NewSession::new()
+        .id("orphan")
+        .user("una")
+        .parent("half", Lifecycle::Linked);
+    let err = t.store.create_session(&orphan).await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownSession(ref id) if id == "half"),
+        "{err:?}"
+    );
+    assert_eq!(keys_of(&t, "orphan"), Vec::<String>::new());
+    assert_eq!(indexed(&t), set(&["keep"]));
+    assert_eq!(t.store.list_sessions(Some("una")).await.unwrap(), ["keep"]);
+}
