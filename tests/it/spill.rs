@@ -6,7 +6,7 @@ use std::time::Duration;
 use agentstate::*;
 use serde_json::json;
 
-use crate::support::{env, env_with, TestEnv};
+use crate::support::{create, env, env_with, TestEnv};
 
 /// Builds a session with every kind of durable state; returns its id and its child's.
 async fn rich_session(s: &Store, sid: &str) -> (String, String) {
@@ -556,35 +556,12 @@ async fn a_forgotten_users_values_are_gone_from_the_sqlite_files() {
 async fn closing_a_session_removes_its_tree_from_sqlite() {
     let t = env().await;
     let s = &t.store;
-    let root = s
-        .create_session(&NewSession::new().id("croot"))
-        .await
-        .unwrap();
-    let linked = s
-        .create_session(
-            &NewSession::new()
-                .id("clinked")
-                .parent(&root, Lifecycle::Linked),
-        )
-        .await
-        .unwrap();
-    let grandkid = s
-        .create_session(
-            &NewSession::new()
-                .id("cgrand")
-                .parent(&linked, Lifecycle::Ephemeral),
-        )
-        .await
-        .unwrap();
-    let detached = s
-        .create_session(
-            &NewSession::new()
-                .id("cdet")
-                .parent(&root, Lifecycle::Detached),
-        )
-        .await
-        .unwrap();
-    for sid in [&root, &linked, &grandkid] {
+    let (root, linked, grandkid, detached) = ("croot", "clinked", "cgrand", "cdet");
+    create(&t, root, None, None).await;
+    create(&t, linked, None, Some((root, Lifecycle::Linked))).await;
+    create(&t, grandkid, None, Some((linked, Lifecycle::Ephemeral))).await;
+    create(&t, detached, None, Some((root, Lifecycle::Detached))).await;
+    for sid in [root, linked, grandkid] {
         s.append(sid, &NewMessage::new("user")).await.unwrap();
         s.record_decision(sid, &NewDecision::new("d", "r"))
             .await
@@ -597,7 +574,7 @@ async fn closing_a_session_removes_its_tree_from_sqlite() {
             .unwrap(),
         4
     );
-    assert_eq!(s.close_session(&root, true).await.unwrap(), 3);
+    assert_eq!(s.close_session(root, true).await.unwrap(), 3);
     t.flush().await;
     let db = t.sqlite();
     let left: Vec<(String, String)> = db
@@ -607,7 +584,7 @@ async fn closing_a_session_removes_its_tree_from_sqlite() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(left, vec![(detached.clone(), String::new())]);
+    assert_eq!(left, vec![(detached.to_string(), String::new())]);
     for table in ["messages", "decisions"] {
         let n: i64 = db
             .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))

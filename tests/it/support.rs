@@ -6,7 +6,7 @@ use std::future::Future;
 use std::process::Command;
 
 use agentstate::redis_server::RedisServer;
-use agentstate::{Config, Error, Message, MessageState, Result, Store};
+use agentstate::{Config, Error, Lifecycle, Message, MessageState, NewSession, Result, Store};
 
 /// A private Redis and a store connected to it. Dropping it kills the server.
 pub struct TestEnv {
@@ -334,4 +334,16 @@ impl TestEnv {
             .query(&mut self.redis())
             .unwrap()
     }
+}
+
+/// Creates session `id` (with a user and a parent when given) and checks the id it got.
+pub async fn create(t: &TestEnv, id: &str, user: Option<&str>, parent: Option<(&str, Lifecycle)>) {
+    let mut new = NewSession::new().id(id);
+    if let Some(u) = user {
+        new = new.user(u);
+    }
+    if let Some((p, lifecycle)) = parent {
+        new = new.parent(p, lifecycle);
+    }
+    assert_eq!(t.store.create_session(&new).await.unwrap(), id);
 }
