@@ -48,3 +48,10 @@ local function message_element(seq, state, now, body)
   return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. now .. ',' .. string.sub(body, 2)
 end
 
+
+-- The open-decision JSON kept in <prefix>:{p}:open_decisions (record_decision, restore_session).
+local function decision_record(id, sid, decision, rationale, action, meta, created_at)
+  return '{"id":"' .. id .. '","session_id":"' .. sid .. '","decision":' .. cjson.encode(decision)
+    .. ',"rationale":' .. cjson.encode(rationale) .. ',"planned_action":' .. json_str_or_null(action)
+    .. ',"meta":' .. meta .. ',"outcome":null,"created_at":' .. created_at .. '}'
+end

@@ -20,9 +20,7 @@ local entry = redis.call('XADD', KEYS[10], '*', 'type', 'decision', 'session_id'
   'decision', ARGV[3], 'rationale', ARGV[4], 'planned_action', ARGV[5], 'meta', ARGV[6],
   'created_at', now)
 local id = ARGV[2] .. ':' .. entry
-local record = '{"id":"' .. id .. '","session_id":"' .. ARGV[1] .. '","decision":' .. cjson.encode(ARGV[3])
-  .. ',"rationale":' .. cjson.encode(ARGV[4]) .. ',"planned_action":' .. json_str_or_null(ARGV[5])
-  .. ',"meta":' .. ARGV[6] .. ',"outcome":null,"created_at":' .. now .. '}'
+local record = decision_record(id, ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], now)
 redis.call('HSET', KEYS[11], id, record)
 redis.call('HSET', KEYS[1], 'updated_at', now)
 touch_session(tonumber(ttl))

@@ -53,7 +53,7 @@ impl Store {
         for k in include_keys.unwrap_or(&[]) {
             inv.arg(*k);
         }
-        let wal_id: String = self.invoke(&inv).await?;
+        let wal_id: String = self.invoke_session(sid, &inv).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok(id)
     }
@@ -62,6 +62,7 @@ impl Store {
     pub async fn checkpoint_latest(&self, sid: &str, label: &str) -> Result<Option<Checkpoint>> {
         let keys = self.session_keys(sid)?;
         validate_id("label", label)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let text: Option<String> = redis::cmd("HGET")
             .arg(&keys.ckpt)
@@ -75,6 +76,7 @@ impl Store {
     /// The latest checkpoint of every label, oldest first.
     pub async fn checkpoints(&self, sid: &str) -> Result<Vec<Checkpoint>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let items: Vec<String> = redis::cmd("HVALS")
             .arg(&keys.ckpt)

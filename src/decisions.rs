@@ -134,7 +134,7 @@ impl Store {
             .arg(&d.rationale)
             .arg(d.planned_action.as_deref().unwrap_or(""))
             .arg(&meta);
-        let id: String = self.invoke(&inv).await?;
+        let id: String = self.invoke_session(sid, &inv).await?;
         let entry = id.split_once(':').map(|(_, e)| e).unwrap_or_default();
         self.settle_stream(p, "decisions", entry).await?;
         Ok(id)

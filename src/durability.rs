@@ -25,6 +25,35 @@ pub fn parse_stream_id(id: &str) -> Option<(u64, u64)> {
     Some((ms.parse().ok()?, seq.parse().ok()?))
 }
 
+/// Pauses between polls of Redis while waiting for the spill daemon: 1 ms, doubling up to
+/// 20 ms, until the wait is over.
+pub(crate) struct Backoff {
+    /// When the wait is over.
+    deadline: Instant,
+    /// The next pause.
+    pause: Duration,
+}
+
+impl Backoff {
+    /// A wait of `wait` starting now.
+    pub(crate) fn new(wait: Duration) -> Self {
+        Backoff {
+            deadline: Instant::now() + wait,
+            pause: Duration::from_millis(1),
+        }
+    }
+
+    /// Sleeps before the next poll; `false` (without sleeping) once the wait is over.
+    pub(crate) async fn pause(&mut self) -> bool {
+        if Instant::now() >= self.deadline {
+            return false;
+        }
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(20));
+        true
+    }
+}
+
 impl Store {
     /// Waits, for a `Durable` store, until the daemon committed `wal_id` of partition `p`'s wal.
     pub(crate) async fn settle(&self, p: u32, wal_id: &str) -> Result<()> {
@@ -41,8 +70,7 @@ impl Store {
             .ok_or_else(|| Error::Redis(format!("unexpected stream id {id:?}")))?;
         let key = self.keys().committed(p);
         let wait = self.config().durable_wait;
-        let deadline = Instant::now() + wait;
-        let mut pause = Duration::from_millis(1);
+        let mut backoff = Backoff::new(wait);
         let mut conn = self.conn().await?;
         loop {
             let committed: Option<String> = redis::cmd("HGET")
@@ -53,11 +81,9 @@ impl Store {
             if committed.as_deref().and_then(parse_stream_id) >= Some(wanted) {
                 return Ok(());
             }
-            if Instant::now() >= deadline {
+            if !backoff.pause().await {
                 return Err(Error::DurabilityTimeout(wait));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
 }

@@ -145,6 +145,36 @@ impl Keys {
         format!("{}:{{{p}}}:committed", self.prefix)
     }
 
+    /// `<prefix>:{p}:lease` — the spill daemon's lease on partition `p`: `"<owner> <token>"`
+    /// with a millisecond expiry.
+    pub fn lease(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:lease", self.prefix)
+    }
+
+    /// `<prefix>:{p}:lease_token` — counter of leases granted on partition `p` (the fencing
+    /// token).
+    pub fn lease_token(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:lease_token", self.prefix)
+    }
+
+    /// `<prefix>:{p}:restore` — list of session ids of partition `p` waiting to be restored
+    /// from SQLite by the spill daemon.
+    pub fn restore_requests(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:restore", self.prefix)
+    }
+
+    /// `<prefix>:{p}:restore:<sid>` — the daemon's answer to a restore request
+    /// (`restored` or `unknown`), short-lived.
+    pub fn restore_reply(&self, sid: &str) -> String {
+        format!("{}:{{{}}}:restore:{sid}", self.prefix, self.partition(sid))
+    }
+
+    /// `<prefix>:{p}:spill` — the spill daemon's figures for partition `p` (owner, flushed,
+    /// rate, at).
+    pub fn spill_stats(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:spill", self.prefix)
+    }
+
     /// `<prefix>:{p}:decisions` — decisions and outcomes of partition `p`.
     pub fn decisions(&self, p: u32) -> String {
         format!("{}:{{{p}}}:decisions", self.prefix)

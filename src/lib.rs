@@ -26,6 +26,8 @@
 //! - [`consumer_bench`]: benchmark workload W4 (record → consume → ack, blocked-read latency).
 //! - [`durability`]: `Live` / `Durable` writes.
 //! - [`bench`]: the `agentstate bench` workloads, measured next to redis-benchmark.
+//! - [`spill`]: the spill daemon (flusher, rehydrator, trimmer, leases) and the SQLite
+//!   schema; the only SQLite writer.
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
 pub mod bench;
@@ -42,6 +44,7 @@ pub mod redis_server;
 pub mod rounds;
 mod scripts;
 pub mod sessions;
+pub mod spill;
 pub mod store;
 pub mod users;
 pub mod working;
@@ -59,6 +62,7 @@ pub use messages::{
     Usage,
 };
 pub use sessions::{Lifecycle, NewSession, Session};
+pub use spill::{PassReport, SpillConfig, SpillDaemon};
 pub use store::Store;
 pub use users::ForgetReceipt;
 pub use working::WorkingState;

@@ -344,7 +344,7 @@ impl Store {
                     .unwrap_or_default(),
             )
             .arg(limit);
-        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke(&inv).await?;
+        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_session(sid, &inv).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;
         }
@@ -360,7 +360,10 @@ impl Store {
             .arg(if query.all { "all" } else { "active" })
             .arg(query.after.unwrap_or(0))
             .arg(query.last.map(|n| n.to_string()).unwrap_or_default());
-        let elements: Vec<String> = self.invoke(&inv).await.map_err(|e| with_session(e, sid))?;
+        let elements: Vec<String> = self
+            .invoke_session(sid, &inv)
+            .await
+            .map_err(|e| with_session(e, sid))?;
         decode_messages(elements)
     }
 
@@ -373,7 +376,10 @@ impl Store {
             .arg("one")
             .arg(seq)
             .arg("");
-        let elements: Vec<String> = self.invoke(&inv).await.map_err(|e| with_session(e, sid))?;
+        let elements: Vec<String> = self
+            .invoke_session(sid, &inv)
+            .await
+            .map_err(|e| with_session(e, sid))?;
         Ok(decode_messages(elements)?.pop())
     }
 
@@ -421,7 +427,8 @@ impl Store {
             .arg(opt(c.before_tokens))
             .arg(opt(c.after_tokens))
             .arg(opt(c.round_index));
-        let (compact_seq, note_seq, wal_id): (u64, u64, String) = self.invoke(&inv).await?;
+        let (compact_seq, note_seq, wal_id): (u64, u64, String) =
+            self.invoke_session(sid, &inv).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok((compact_seq, note_seq))
     }
@@ -429,6 +436,7 @@ impl Store {
     /// The compaction audit, oldest first.
     pub async fn compactions(&self, sid: &str) -> Result<Vec<CompactionRecord>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let items: Vec<String> = redis::cmd("LRANGE")
             .arg(&keys.compactions)
@@ -469,13 +477,14 @@ impl Store {
             .arg(sid)
             .arg(usage.round_index)
             .arg(&body);
-        let wal_id: String = self.invoke(&inv).await?;
+        let wal_id: String = self.invoke_session(sid, &inv).await?;
         self.settle(keys.partition, &wal_id).await
     }
 
     /// Usage per round, by round index.
     pub async fn usage(&self, sid: &str) -> Result<Vec<Usage>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let items: Vec<String> = redis::cmd("HVALS")
             .arg(&keys.usage)

@@ -59,10 +59,16 @@ lua_script!(/// `lua/delete_user_value.lua`
     DELETE_USER_VALUE, "delete_user_value");
 lua_script!(/// `lua/forget_user.lua`
     FORGET_USER, "forget_user");
+lua_script!(/// `lua/claim_lease.lua`
+    CLAIM_LEASE, "claim_lease");
+lua_script!(/// `lua/restore_session.lua`
+    RESTORE_SESSION, "restore_session");
+lua_script!(/// `lua/restore_rounds.lua`
+    RESTORE_ROUNDS, "restore_rounds");
 
 /// Every script with its file name, for pre-loading (SCRIPT LOAD before pipelines) and for
 /// the header test.
-pub(crate) fn all() -> [(&'static str, &'static Script); 19] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 22] {
     [
         ("create_session", &CREATE_SESSION),
         ("link_child", &LINK_CHILD),
@@ -83,6 +89,9 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 19] {
         ("set_user_value", &SET_USER_VALUE),
         ("delete_user_value", &DELETE_USER_VALUE),
         ("forget_user", &FORGET_USER),
+        ("claim_lease", &CLAIM_LEASE),
+        ("restore_session", &RESTORE_SESSION),
+        ("restore_rounds", &RESTORE_ROUNDS),
     ]
 }
 

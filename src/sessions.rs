@@ -316,8 +316,13 @@ impl Store {
         Session::from_hash(sid, h).map(Some)
     }
 
-    /// The session's meta, or [`Error::UnknownSession`].
+    /// The session's meta, or [`Error::UnknownSession`]. A session that is not live is
+    /// restored from SQLite through the spill daemon first (see [`Store::restore_session`]).
     pub async fn require_session(&self, sid: &str) -> Result<Session> {
+        if let Some(session) = self.session(sid).await? {
+            return Ok(session);
+        }
+        self.request_restore(sid).await?;
         self.session(sid)
             .await?
             .ok_or_else(|| Error::UnknownSession(sid.to_string()))
@@ -344,6 +349,7 @@ impl Store {
     /// Ids of the sub-agent sessions of `sid`, sorted.
     pub async fn children(&self, sid: &str) -> Result<Vec<String>> {
         let keys = self.session_keys(sid)?;
+        self.ensure_live(sid).await?;
         let mut conn = self.conn().await?;
         let mut kids: Vec<String> = redis::cmd("SMEMBERS")
             .arg(&keys.children)
@@ -388,7 +394,7 @@ impl Store {
         for (field, value) in fields {
             inv.arg(*field).arg(value);
         }
-        let wal_id: String = self.invoke(&inv).await?;
+        let wal_id: String = self.invoke_session(sid, &inv).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;
         }

@@ -126,6 +126,24 @@ impl Store {
         Ok(invocation.invoke_async(&mut conn).await?)
     }
 
+    /// Runs a session-scoped script; when it fails because the session is not live, asks the
+    /// spill daemon to restore the session from SQLite and runs it once more. This is the one
+    /// place transparent rehydration happens (scripts check before their first write, so a
+    /// `NO_SESSION` failure wrote nothing and the retry is safe).
+    pub(crate) async fn invoke_session<T: FromRedisValue>(
+        &self,
+        sid: &str,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<T> {
+        match self.invoke(invocation).await {
+            Err(err) if err.is_unknown_session() => {
+                self.request_restore(sid).await?;
+                self.invoke(invocation).await
+            }
+            other => other,
+        }
+    }
+
     /// Loads every script into Redis (SCRIPT LOAD), so pipelines of EVALSHA never meet
     /// NOSCRIPT.
     pub async fn preload_scripts(&self) -> Result<()> {

@@ -89,7 +89,7 @@ impl Store {
             .arg(&value)
             .arg(if_version.map(|v| v.to_string()).unwrap_or_default())
             .arg(limit);
-        self.invoke(&inv).await
+        self.invoke_session(sid, &inv).await
     }
 
     /// The value of `key`, or `None` (one EVALSHA; unknown session is an error).
@@ -98,8 +98,10 @@ impl Store {
         let keys = self.session_keys(sid)?;
         let mut inv = scripts::READ_WORKING.prepare_invoke();
         inv.key(&keys.meta).key(&keys.work).arg(key);
-        let (_version, value): (u64, Option<String>) =
-            self.invoke(&inv).await.map_err(|e| with_session(e, sid))?;
+        let (_version, value): (u64, Option<String>) = self
+            .invoke_session(sid, &inv)
+            .await
+            .map_err(|e| with_session(e, sid))?;
         value
             .map(|v| serde_json::from_str(&v).map_err(Error::from))
             .transpose()
@@ -110,8 +112,10 @@ impl Store {
         let keys = self.session_keys(sid)?;
         let mut inv = scripts::READ_WORKING.prepare_invoke();
         inv.key(&keys.meta).key(&keys.work).arg("");
-        let (version, pairs): (u64, Vec<(String, String)>) =
-            self.invoke(&inv).await.map_err(|e| with_session(e, sid))?;
+        let (version, pairs): (u64, Vec<(String, String)>) = self
+            .invoke_session(sid, &inv)
+            .await
+            .map_err(|e| with_session(e, sid))?;
         let mut values = Map::new();
         for (k, v) in pairs {
             values.insert(k, serde_json::from_str(&v)?);

@@ -8,6 +8,7 @@ mod decisions;
 mod msg;
 mod render;
 mod session;
+mod spill;
 mod state;
 mod tail;
 mod user;
@@ -98,6 +99,20 @@ enum Command {
     User(user::UserCmd),
     /// Benchmark workloads side by side with redis-benchmark.
     Bench(bench::BenchArgs),
+    /// Run the spill daemon: flush streams to SQLite, restore sessions, trim.
+    Spill(spill::SpillArgs),
+    /// Restore a session that is not live from SQLite (through a running daemon).
+    Restore {
+        /// Session id.
+        sid: String,
+    },
+    /// Print a session's durable history from SQLite as JSON lines.
+    Export {
+        /// Session id.
+        sid: String,
+    },
+    /// Spill figures per partition: pending entries, committed ids, flush rate, lag.
+    Stats,
 }
 
 /// Everything a command needs at run time.
@@ -172,6 +187,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Tail(args) => tail::run(&ctx, args).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
         Command::Bench(_) => unreachable!("handled above"),
+        Command::Spill(args) => spill::spill(&ctx, args).await,
+        Command::Restore { sid } => spill::restore(&ctx, &sid).await,
+        Command::Export { sid } => spill::export(&ctx, &sid).await,
+        Command::Stats => spill::stats(&ctx).await,
     }
 }
 

@@ -14,5 +14,6 @@ mod messages;
 mod rounds;
 mod sessions;
 mod smoke;
+mod spill;
 mod users;
 mod working;

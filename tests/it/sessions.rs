@@ -5,18 +5,7 @@ use std::collections::BTreeSet;
 
 use agentstate::*;
 
-use crate::support::{env, TestEnv};
-
-async fn create(t: &TestEnv, id: &str, user: Option<&str>, parent: Option<(&str, Lifecycle)>) {
-    let mut new = NewSession::new().id(id);
-    if let Some(u) = user {
-        new = new.user(u);
-    }
-    if let Some((p, lifecycle)) = parent {
-        new = new.parent(p, lifecycle);
-    }
-    assert_eq!(t.store.create_session(&new).await.unwrap(), id);
-}
+use crate::support::{create, env, TestEnv};
 
 /// Every key in Redis that belongs to session `sid`.
 fn keys_of(t: &TestEnv, sid: &str) -> Vec<String> {

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::process::Command;
 
 use agentstate::redis_server::RedisServer;
-use agentstate::{Config, Error, Message, MessageState, NewDecision, NewSession, Result, Store};
+use agentstate::{
+    Config, Error, Lifecycle, Message, MessageState, NewDecision, NewSession, Result, Store,
+};
 
 /// A private Redis and a store connected to it. Dropping it kills the server.
 pub struct TestEnv {
@@ -282,4 +284,136 @@ pub async fn record_decisions(store: &Store, sids: &[String], n: usize) -> Vec<S
         );
     }
     out
+}
+
+/// A durable store env: a private Redis plus a SQLite path in the server's temp dir.
+impl TestEnv {
+    /// The test's SQLite file (inside the server's temp dir).
+    pub fn db(&self) -> std::path::PathBuf {
+        self.server.path("spill.db")
+    }
+
+    /// Spill daemon settings for this test: its SQLite file, short pauses and leases.
+    pub fn spill_config(&self) -> agentstate::SpillConfig {
+        agentstate::SpillConfig::new(self.db())
+            .interval(std::time::Duration::from_millis(10))
+            .lease_ttl(std::time::Duration::from_millis(500))
+    }
+
+    /// Drains every stream into SQLite once (`agentstate spill --once`).
+    pub async fn flush(&self) -> agentstate::PassReport {
+        agentstate::SpillDaemon::open(self.store.clone(), self.spill_config())
+            .await
+            .unwrap()
+            .run_once()
+            .await
+            .unwrap()
+    }
+
+    /// Starts an embedded spill daemon; stop it with the returned token and await the handle.
+    pub async fn start_daemon(
+        &self,
+    ) -> (
+        tokio_util::sync::CancellationToken,
+        tokio::task::JoinHandle<agentstate::Result<()>>,
+    ) {
+        let daemon = agentstate::SpillDaemon::open(self.store.clone(), self.spill_config())
+            .await
+            .unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let handle = tokio::spawn(daemon.run(cancel.clone()));
+        self.wait_for_daemon().await;
+        (cancel, handle)
+    }
+
+    /// Waits until a daemon has taken every partition (each has its `committed` hash), so a
+    /// Redis that lost its state has its session indexes back.
+    pub async fn wait_for_daemon(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let keys = self.store.keys();
+        loop {
+            let mut c = self.redis();
+            let ready = (0..keys.partitions()).all(|p| {
+                redis::cmd("EXISTS")
+                    .arg(keys.committed(p))
+                    .query::<bool>(&mut c)
+                    .unwrap()
+            });
+            if ready {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the spill daemon did not take its partitions"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Kills Redis and starts an empty one on the same port; reconnects the store.
+    pub async fn lose_redis(&mut self) {
+        self.server.restart_empty().unwrap();
+        self.store = Store::connect(self.store.config().clone()).await.unwrap();
+    }
+
+    /// A read-only connection to the test's SQLite file.
+    pub fn sqlite(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(self.db(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap()
+    }
+
+    /// Everything Redis holds for session `sid` but its working state, in a comparable form:
+    /// key → its contents (sorted hash fields and values, list elements, sorted set members).
+    pub fn session_dump(&self, sid: &str) -> Vec<(String, Vec<String>)> {
+        let k = self.store.keys().session(sid);
+        let mut c = self.redis();
+        let mut out = Vec::new();
+        // Field order of a hash is not kept once Redis converts it from listpack to a
+        // hashtable (values over 64 bytes), so hashes compare as sorted field/value pairs.
+        for key in [&k.meta, &k.ckpt, &k.idem, &k.usage] {
+            let mut pairs: Vec<(String, String)> =
+                redis::cmd("HGETALL").arg(key).query(&mut c).unwrap();
+            pairs.sort();
+            let flat = pairs.into_iter().flat_map(|(f, v)| [f, v]).collect();
+            out.push((key.clone(), flat));
+        }
+        for key in [&k.msgs, &k.compactions] {
+            out.push((
+                key.clone(),
+                redis::cmd("LRANGE")
+                    .arg(key)
+                    .arg(0)
+                    .arg(-1)
+                    .query(&mut c)
+                    .unwrap(),
+            ));
+        }
+        let mut kids: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(&k.children)
+            .query(&mut c)
+            .unwrap();
+        kids.sort();
+        out.push((k.children.clone(), kids));
+        out
+    }
+
+    /// Stream length.
+    pub fn xlen(&self, key: &str) -> usize {
+        redis::cmd("XLEN")
+            .arg(key)
+            .query(&mut self.redis())
+            .unwrap()
+    }
+}
+
+/// Creates session `id` (with a user and a parent when given) and checks the id it got.
+pub async fn create(t: &TestEnv, id: &str, user: Option<&str>, parent: Option<(&str, Lifecycle)>) {
+    let mut new = NewSession::new().id(id);
+    if let Some(u) = user {
+        new = new.user(u);
+    }
+    if let Some((p, lifecycle)) = parent {
+        new = new.parent(p, lifecycle);
+    }
+    assert_eq!(t.store.create_session(&new).await.unwrap(), id);
 }

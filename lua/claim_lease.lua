@@ -1,0 +1,34 @@
+--[[
+  claim_lease: acquire, renew or release the spill daemon's lease on one partition. A new
+  lease gets a new fencing token (a counter that only grows), so SQLite can reject writes of
+  an owner whose lease lapsed.
+  KEYS[1] lease string        <prefix>:{p}:lease        ("<owner> <token>", PX expiry)
+  KEYS[2] fencing counter     <prefix>:{p}:lease_token
+  ARGV[1] owner id (unique per daemon instance)
+  ARGV[2] lease time, milliseconds ('0' = release)
+  ARGV[3] token floor: the highest token SQLite has seen (the counter is lost with Redis'
+          memory, and a new token must still beat every token SQLite recorded)
+  Returns: the fencing token held by this owner after the call (integer), 0 when another
+  owner holds the lease or after a release
+]]
+local held = redis.call('GET', KEYS[1])
+local owner, token
+if held then
+  owner, token = string.match(held, '^(%S+) (%d+)$')
+end
+if ARGV[2] == '0' then
+  if owner == ARGV[1] then redis.call('DEL', KEYS[1]) end
+  return 0
+end
+if held and owner ~= ARGV[1] then
+  return 0
+end
+if not held then
+  token = redis.call('INCR', KEYS[2])
+  if token <= tonumber(ARGV[3]) then
+    token = tonumber(ARGV[3]) + 1
+    redis.call('SET', KEYS[2], token)
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', tonumber(ARGV[2]))
+return tonumber(token)

@@ -1,0 +1,66 @@
+--[[
+  restore_session: rehydrate a session that is not live from its durable copy (built by the
+  spill daemon from SQLite), in one atomic step; does nothing when the session is live.
+  Working state comes back empty. Writes no wal entry (the data came from the wal).
+  KEYS[1..9] session keys (see _prelude)
+  KEYS[10]   partition session index   <prefix>:{p}:sessions
+  KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (any key of the slot when no user)
+  KEYS[12]   open decisions hash       <prefix>:{p}:open_decisions
+  ARGV, read in order as sections (a count n, then its items):
+    session id, user id or '', idle TTL (seconds),
+    n meta fields  then n (field, value) pairs, in create_session's field order
+    n messages     then n stored message elements, seq 1..n
+    n idem keys    then n (idempotency key, seq) pairs
+    n compactions  then n audit records, oldest first
+    n usage rows   then n (round index, usage JSON) pairs
+    n labels       then n (label, latest checkpoint JSON) pairs
+    n children     then n child session ids
+    n decisions    then n (id, decision, rationale, planned action or '', meta JSON, created_at)
+  Returns: 1 when restored, 0 when the session was live already (nothing written)
+  Atomic: one script; the meta hash (what makes a session live) is written last.
+]]
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+local at = 1
+local function take()
+  local v = ARGV[at]
+  at = at + 1
+  return v
+end
+-- Reads a section of n items of `width` arguments each and writes it in chunks (Lua's
+-- unpack is limited to a few thousand values).
+local function section(width, write)
+  local n = tonumber(take())
+  local chunk = {}
+  for _ = 1, n * width do
+    chunk[#chunk + 1] = take()
+    if #chunk >= 960 then
+      write(chunk)
+      chunk = {}
+    end
+  end
+  if #chunk > 0 then write(chunk) end
+end
+local sid, user, ttl = take(), take(), tonumber(take())
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+local meta = {}
+section(2, function(c) for _, v in ipairs(c) do meta[#meta + 1] = v end end)
+section(1, function(c) redis.call('RPUSH', KEYS[3], unpack(c)) end)
+section(2, function(c) redis.call('HSET', KEYS[5], unpack(c)) end)
+section(1, function(c) redis.call('RPUSH', KEYS[6], unpack(c)) end)
+section(2, function(c) redis.call('HSET', KEYS[7], unpack(c)) end)
+section(2, function(c) redis.call('HSET', KEYS[4], unpack(c)) end)
+section(1, function(c) redis.call('SADD', KEYS[8], unpack(c)) end)
+local n = tonumber(take())
+for _ = 1, n do
+  local id, decision, rationale, action, dmeta, created = take(), take(), take(), take(), take(), take()
+  redis.call('HSETNX', KEYS[12], id, decision_record(id, sid, decision, rationale, action, dmeta, created))
+end
+redis.call('SADD', KEYS[10], sid)
+if user ~= '' then
+  redis.call('SADD', KEYS[11], sid)
+end
+redis.call('HSET', KEYS[1], unpack(meta))
+touch_session(ttl)
+return 1

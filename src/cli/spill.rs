@@ -1,0 +1,101 @@
+//! `agentstate spill | restore | export | stats`: the spill daemon and the durable tier.
+
+use std::time::Duration;
+
+use agentstate::spill::inspect;
+use agentstate::{Result, SpillConfig, SpillDaemon};
+use tokio_util::sync::CancellationToken;
+
+use super::{print_json, Ctx};
+
+/// Arguments of `agentstate spill`.
+#[derive(Debug, clap::Args)]
+pub struct SpillArgs {
+    /// Drain every stream into SQLite (and serve pending restores) once, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Pause between passes when idle, milliseconds.
+    #[arg(long, default_value_t = 50)]
+    interval_ms: u64,
+    /// Partition lease time, milliseconds: a standby takes over this long after the owner
+    /// died.
+    #[arg(long, default_value_t = 3000)]
+    lease_ms: u64,
+}
+
+/// Runs the spill daemon until SIGINT/SIGTERM (drains the batch in flight, commits, exits
+/// 0), or once with `--once` (prints what it committed as JSON).
+pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
+    let config = SpillConfig::new(&ctx.global.db)
+        .interval(Duration::from_millis(args.interval_ms))
+        .lease_ttl(Duration::from_millis(args.lease_ms.max(1)));
+    let daemon = SpillDaemon::open(ctx.store.clone(), config).await?;
+    if args.once {
+        let report = daemon.run_once().await?;
+        return print_json(&report);
+    }
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        on_signal.cancel();
+    });
+    daemon.run(cancel).await
+}
+
+/// `agentstate restore SID`: makes the session live from SQLite through a running daemon;
+/// prints `restored`, or `live` when it was live already.
+pub async fn restore(ctx: &Ctx, sid: &str) -> Result<()> {
+    let restored = ctx.store.restore_session(sid).await?;
+    println!("{}", if restored { "restored" } else { "live" });
+    Ok(())
+}
+
+/// `agentstate export SID`: the durable history from SQLite as JSON lines.
+pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let lines = inspect::export_session(&ctx.store, &ctx.global.db, sid, &mut out)?;
+    if lines == 0 {
+        return Err(agentstate::Error::UnknownSession(format!(
+            "{sid} (not in {})",
+            ctx.global.db.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `agentstate stats`: per partition, entries pending, last committed ids, flush rate and
+/// lag (JSON lines with `--json`, else a table).
+pub async fn stats(ctx: &Ctx) -> Result<()> {
+    let stats = inspect::stats(&ctx.store).await?;
+    if ctx.json() {
+        for s in &stats {
+            print_json(s)?;
+        }
+        return Ok(());
+    }
+    println!(
+        "{:>4} {:>10} {:>10} {:>16} {:>16} {:>10} {:>8}  owner",
+        "part", "wal_pend", "dec_pend", "wal_committed", "dec_committed", "rate/s", "lag_ms"
+    );
+    for s in &stats {
+        println!(
+            "{:>4} {:>10} {:>10} {:>16} {:>16} {:>10} {:>8}  {}",
+            s.partition,
+            s.wal_pending,
+            s.decisions_pending,
+            s.wal_committed.as_deref().unwrap_or("-"),
+            s.decisions_committed.as_deref().unwrap_or("-"),
+            s.flush_rate.map_or("-".into(), |r| format!("{r:.0}")),
+            s.lag_ms,
+            s.owner.as_deref().unwrap_or("-"),
+        );
+    }
+    Ok(())
+}

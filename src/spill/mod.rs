@@ -1,0 +1,520 @@
+//! The spill daemon: the only SQLite writer. Per partition it holds a lease, flushes the
+//! `wal` and `decisions` streams into SQLite ([`flusher`]), serves restore requests from
+//! agent processes ([`rehydrator`]) and trims the streams below what SQLite committed
+//! ([`trimmer`]). Runs embedded ([`SpillDaemon::run`] with a `CancellationToken`) or as
+//! `agentstate spill`.
+//!
+//! # Layout
+//! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
+//! - `flusher`: one batch → one SQLite transaction, cursors included (exactly once).
+//! - `lease`: the partition lease with its fencing token.
+//! - `rehydrator`: restore requests (agent side) and restores (daemon side).
+//! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
+//! - [`bench`]: flusher throughput and rehydration time.
+//! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
+
+pub mod bench;
+mod flusher;
+pub mod inspect;
+mod lease;
+mod rehydrator;
+pub mod schema;
+mod trimmer;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::store::Store;
+use flusher::{Applied, Batch, Entry};
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SpillConfig {
+    /// The SQLite file (created with the schema when absent).
+    pub db_path: PathBuf,
+    /// Pause between passes when there was nothing to do (default 50 ms).
+    pub interval: Duration,
+    /// Most entries read per stream per transaction (default 5000).
+    pub batch_size: usize,
+    /// Lease time; a standby takes a partition over this long after its owner died
+    /// (default 3 s).
+    pub lease_ttl: Duration,
+    /// Most decisions kept for consumer groups that have not been delivered them yet
+    /// (default 100 000); older ones are trimmed with a warning once SQLite has them.
+    pub decisions_cap: usize,
+}
+
+impl SpillConfig {
+    /// Defaults, writing to `db_path`.
+    pub fn new(db_path: impl Into<PathBuf>) -> Self {
+        SpillConfig {
+            db_path: db_path.into(),
+            interval: Duration::from_millis(50),
+            batch_size: 5000,
+            lease_ttl: Duration::from_secs(3),
+            decisions_cap: 100_000,
+        }
+    }
+    /// Sets the idle pause between passes.
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+    /// Sets the batch size.
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n.max(1);
+        self
+    }
+    /// Sets the lease time.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self
+    }
+    /// Sets the cap on retained undelivered decisions.
+    pub fn decisions_cap(mut self, cap: usize) -> Self {
+        self.decisions_cap = cap.max(1);
+        self
+    }
+}
+
+/// What one or more passes did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PassReport {
+    /// Partitions this daemon owned.
+    pub partitions: u32,
+    /// wal entries committed to SQLite.
+    pub wal: u64,
+    /// decisions-stream entries committed to SQLite.
+    pub decisions: u64,
+    /// Sessions restored into Redis.
+    pub restored: u64,
+}
+
+impl PassReport {
+    fn add(&mut self, other: PassReport) {
+        self.partitions = self.partitions.max(other.partitions);
+        self.wal += other.wal;
+        self.decisions += other.decisions;
+        self.restored += other.restored;
+    }
+    fn idle(&self) -> bool {
+        self.wal == 0 && self.decisions == 0 && self.restored == 0
+    }
+}
+
+/// This daemon's view of one partition.
+#[derive(Debug, Default)]
+struct Partition {
+    /// Fencing token of the lease we hold; 0 when we do not own the partition.
+    token: i64,
+    /// When the lease was last renewed.
+    renewed: Option<Instant>,
+    /// Last wal id SQLite committed (valid while we own the partition).
+    wal: String,
+    /// Last decisions id SQLite committed.
+    decisions: String,
+    /// Entries committed since `window`, for the flush rate.
+    window_count: u64,
+    /// Start of the current rate window.
+    window: Option<Instant>,
+    /// Entries committed since this daemon took the partition.
+    flushed: u64,
+    /// Whether the streams moved since the last trim.
+    trim_due: bool,
+}
+
+/// The spill daemon. Build it with [`SpillDaemon::open`], then [`run`](SpillDaemon::run) it
+/// until cancelled or [`run_once`](SpillDaemon::run_once).
+pub struct SpillDaemon {
+    /// Redis side (the namespace's key formatter and scripts).
+    store: Store,
+    /// Timing and sizes.
+    config: SpillConfig,
+    /// Unique per instance: `<pid>-<random>`; written into leases.
+    owner: String,
+    /// The one writing connection; used on blocking threads only.
+    db: Arc<Mutex<Connection>>,
+    /// Per-partition state, indexed by partition.
+    parts: Vec<Partition>,
+    /// Stops the batch loops between transactions.
+    cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for SpillDaemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpillDaemon")
+            .field("owner", &self.owner)
+            .field("db", &self.config.db_path)
+            .finish()
+    }
+}
+
+/// Runs `f` with the SQLite connection on a blocking thread.
+async fn with_db<T: Send + 'static>(
+    db: &Arc<Mutex<Connection>>,
+    f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let db = db.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut conn = db.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    })
+    .await
+    .map_err(|e| Error::Sqlite(format!("sqlite thread failed: {e}")))?
+}
+
+impl SpillDaemon {
+    /// Opens (creating or migrating) the SQLite file and checks its namespace.
+    pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
+        let path = config.db_path.clone();
+        let ns = store.config().namespace.clone();
+        let conn = tokio::task::spawn_blocking(move || schema::open_writer(&path, &ns))
+            .await
+            .map_err(|e| Error::Sqlite(e.to_string()))??;
+        store.preload_scripts().await?;
+        let parts = (0..store.keys().partitions())
+            .map(|_| Partition::default())
+            .collect();
+        Ok(SpillDaemon {
+            owner: format!("{}-{:08x}", std::process::id(), rand::random::<u32>()),
+            store,
+            config,
+            db: Arc::new(Mutex::new(conn)),
+            parts,
+            cancel: CancellationToken::new(),
+        })
+    }
+
+    /// This instance's owner id (as written into the leases).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Runs until `cancel` fires: passes over every partition, pausing `interval` when idle.
+    /// On cancel it finishes the transaction in flight, releases its leases and returns.
+    /// Errors of a pass (Redis down, ...) are logged and retried.
+    pub async fn run(mut self, cancel: CancellationToken) -> Result<()> {
+        self.cancel = cancel.clone();
+        tracing::info!(owner = %self.owner, db = %self.config.db_path.display(), "spill daemon started");
+        while !cancel.is_cancelled() {
+            let pause = match self.pass().await {
+                Ok(report) if !report.idle() => Duration::ZERO,
+                Ok(_) => self.config.interval,
+                Err(err) => {
+                    tracing::error!(error = %err, "spill pass failed; retrying");
+                    self.config.interval.max(Duration::from_millis(200))
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = tokio::time::sleep(pause) => {}
+            }
+        }
+        self.release_all().await;
+        tracing::info!(owner = %self.owner, "spill daemon stopped");
+        Ok(())
+    }
+
+    /// Drains: passes until nothing is left to flush or restore in the partitions it can
+    /// own, then releases its leases.
+    pub async fn run_once(mut self) -> Result<PassReport> {
+        let mut total = PassReport::default();
+        let result = loop {
+            match self.pass().await {
+                Ok(report) => {
+                    total.add(report);
+                    if report.idle() {
+                        break Ok(total);
+                    }
+                }
+                Err(err) => break Err(err),
+            }
+        };
+        self.release_all().await;
+        result
+    }
+
+    /// One pass over every partition: hold the lease, flush to the end, serve restore
+    /// requests, trim.
+    pub async fn pass(&mut self) -> Result<PassReport> {
+        let mut report = PassReport::default();
+        for p in 0..self.store.keys().partitions() {
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            if !self.hold_lease(p).await? {
+                continue;
+            }
+            report.partitions += 1;
+            loop {
+                let Some((w, d)) = self.flush_batch(p).await? else {
+                    break;
+                };
+                report.wal += w as u64;
+                report.decisions += d as u64;
+                let full = w >= self.config.batch_size || d >= self.config.batch_size;
+                if !full || self.cancel.is_cancelled() || !self.hold_lease(p).await? {
+                    break;
+                }
+            }
+            if self.parts[p as usize].token == 0 {
+                continue;
+            }
+            report.restored += self.serve_restores(p).await?;
+            if std::mem::take(&mut self.parts[p as usize].trim_due) {
+                let part = &self.parts[p as usize];
+                trimmer::trim(
+                    &self.store,
+                    p,
+                    &part.wal,
+                    &part.decisions,
+                    self.config.decisions_cap,
+                )
+                .await?;
+            }
+            self.publish_stats(p).await?;
+        }
+        Ok(report)
+    }
+
+    /// Acquires or renews the lease of `p`; on a new lease, loads the cursors from SQLite
+    /// and republishes them (re-seeding the session indexes if Redis lost them).
+    async fn hold_lease(&mut self, p: u32) -> Result<bool> {
+        let ttl = self.config.lease_ttl;
+        let part = &self.parts[p as usize];
+        if part.token > 0 && part.renewed.is_some_and(|t| t.elapsed() < ttl / 3) {
+            return Ok(true);
+        }
+        // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite.
+        let floor = match part.token {
+            0 => with_db(&self.db, move |c| flusher::cursors(c, p)).await?.2,
+            held => held,
+        };
+        let Some(token) = lease::claim(&self.store, p, &self.owner, ttl, floor).await? else {
+            let part = &self.parts[p as usize];
+            if part.token > 0 {
+                tracing::warn!(partition = p, "lost the partition lease");
+            }
+            self.parts[p as usize].token = 0;
+            return Ok(false);
+        };
+        if token != self.parts[p as usize].token {
+            let (mut wal, mut decisions, _) =
+                with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
+            let key = self.store.keys().committed(p);
+            let mut conn = self.store.conn().await?;
+            let known: u32 = redis::cmd("HLEN").arg(&key).query_async(&mut conn).await?;
+            if known == 0 {
+                // Redis lost its state (or this is the first run). A stream that no longer
+                // holds the committed entry (the trimmer always keeps it) is a new timeline:
+                // all of it is uncommitted, even entries whose ids sort below the cursor
+                // (a Redis whose clock runs behind).
+                let wal_lost = stream_lost(&self.store, &self.store.keys().wal(p), &wal).await?;
+                let decisions_lost =
+                    stream_lost(&self.store, &self.store.keys().decisions(p), &decisions).await?;
+                if wal_lost || decisions_lost {
+                    let rebased = with_db(&self.db, move |c| {
+                        flusher::rebase(c, p, token, wal_lost, decisions_lost)
+                    })
+                    .await?;
+                    if rebased {
+                        tracing::warn!(
+                            partition = p,
+                            wal_lost,
+                            decisions_lost,
+                            "streams were lost with Redis; reading them from the start"
+                        );
+                        (wal, decisions, _) =
+                            with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
+                    }
+                }
+                rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
+            }
+            let _: () = redis::cmd("HSET")
+                .arg(&key)
+                .arg("wal")
+                .arg(&wal)
+                .arg("decisions")
+                .arg(&decisions)
+                .query_async(&mut conn)
+                .await?;
+            tracing::info!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
+            let part = &mut self.parts[p as usize];
+            *part = Partition {
+                wal,
+                decisions,
+                trim_due: true,
+                ..Partition::default()
+            };
+        }
+        let part = &mut self.parts[p as usize];
+        part.token = token;
+        part.renewed = Some(Instant::now());
+        Ok(true)
+    }
+
+    /// Reads up to a batch from both streams of `p` and commits it to SQLite. Returns the
+    /// entries committed, or `None` when the partition turned out to belong to another daemon.
+    async fn flush_batch(&mut self, p: u32) -> Result<Option<(usize, usize)>> {
+        let keys = self.store.keys();
+        let part = &self.parts[p as usize];
+        let count = self.config.batch_size;
+        let mut conn = self.store.conn().await?;
+        let (wal, decisions): (Vec<Entry>, Vec<Entry>) = redis::pipe()
+            .cmd("XRANGE")
+            .arg(keys.wal(p))
+            .arg(format!("({}", part.wal))
+            .arg("+")
+            .arg("COUNT")
+            .arg(count)
+            .cmd("XRANGE")
+            .arg(keys.decisions(p))
+            .arg(format!("({}", part.decisions))
+            .arg("+")
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut conn)
+            .await?;
+        if wal.is_empty() && decisions.is_empty() {
+            return Ok(Some((0, 0)));
+        }
+        let wanted: BTreeSet<(String, String)> = wal
+            .iter()
+            .filter(|(_, f)| f.get("op").map(String::as_str) == Some("user_set"))
+            .filter_map(|(_, f)| {
+                let d: serde_json::Value = serde_json::from_str(f.get("d")?).ok()?;
+                Some((f.get("id")?.clone(), d.get("key")?.as_str()?.to_string()))
+            })
+            .collect();
+        let mut user_values = HashMap::new();
+        if !wanted.is_empty() {
+            let mut pipe = redis::pipe();
+            for (uid, key) in &wanted {
+                pipe.hget(keys.user(uid), key);
+            }
+            let values: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+            user_values = wanted.into_iter().zip(values).collect();
+        }
+        let (nw, nd) = (wal.len(), decisions.len());
+        let batch = Batch {
+            partition: p,
+            token: part.token,
+            wal_from: part.wal.clone(),
+            decisions_from: part.decisions.clone(),
+            wal,
+            decisions,
+            user_values,
+        };
+        let applied = with_db(&self.db, move |c| {
+            let applied = flusher::apply(c, &batch)?;
+            if applied.as_ref().is_some_and(|a| a.erased) {
+                truncate_wal_file(c);
+            }
+            Ok(applied)
+        })
+        .await?;
+        let Some(Applied { wal, decisions, .. }) = applied else {
+            tracing::warn!(
+                partition = p,
+                "another daemon owns the partition now (fenced)"
+            );
+            self.parts[p as usize].token = 0;
+            return Ok(None);
+        };
+        let _: () = redis::cmd("HSET")
+            .arg(keys.committed(p))
+            .arg("wal")
+            .arg(&wal)
+            .arg("decisions")
+            .arg(&decisions)
+            .query_async(&mut conn)
+            .await?;
+        let part = &mut self.parts[p as usize];
+        part.wal = wal;
+        part.decisions = decisions;
+        part.trim_due = true;
+        part.flushed += (nw + nd) as u64;
+        part.window_count += (nw + nd) as u64;
+        tracing::debug!(partition = p, wal = nw, decisions = nd, "committed batch");
+        Ok(Some((nw, nd)))
+    }
+
+    /// Publishes this partition's figures in `<prefix>:{p}:spill` about once a second.
+    async fn publish_stats(&mut self, p: u32) -> Result<()> {
+        let part = &mut self.parts[p as usize];
+        let start = *part.window.get_or_insert_with(Instant::now);
+        let elapsed = start.elapsed();
+        if elapsed < Duration::from_secs(1) {
+            return Ok(());
+        }
+        let rate = part.window_count as f64 / elapsed.as_secs_f64();
+        part.window = Some(Instant::now());
+        part.window_count = 0;
+        let flushed = part.flushed;
+        if rate > 0.0 {
+            tracing::info!(partition = p, rate = format!("{rate:.0}"), flushed, wal = %part.wal, decisions = %part.decisions, "spill figures");
+        }
+        let mut conn = self.store.conn().await?;
+        let _: () = redis::cmd("HSET")
+            .arg(self.store.keys().spill_stats(p))
+            .arg("owner")
+            .arg(&self.owner)
+            .arg("rate")
+            .arg(format!("{rate:.1}"))
+            .arg("flushed")
+            .arg(flushed)
+            .arg("at")
+            .arg(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+            )
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn release_all(&mut self) {
+        for p in 0..self.parts.len() as u32 {
+            if self.parts[p as usize].token > 0 {
+                if let Err(err) = lease::release(&self.store, p, &self.owner).await {
+                    tracing::warn!(partition = p, error = %err, "could not release the lease");
+                }
+                self.parts[p as usize].token = 0;
+            }
+        }
+    }
+}
+
+/// True when `stream` no longer holds the entry `at` SQLite committed last (never for
+/// `0-0`): Redis lost the stream and what it holds now is a new timeline.
+async fn stream_lost(store: &Store, stream: &str, at: &str) -> Result<bool> {
+    if at == "0-0" {
+        return Ok(false);
+    }
+    let mut conn = store.conn().await?;
+    let found: Vec<Entry> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg(at)
+        .arg(at)
+        .query_async(&mut conn)
+        .await?;
+    Ok(found.is_empty())
+}
+
+/// After user data was erased: copy the zeroed pages into the main file and truncate the
+/// `-wal` file, so the erased bytes are in neither (`secure_delete` zeroed them on delete).
+fn truncate_wal_file(conn: &Connection) {
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) {
+        Ok(0) => {}
+        Ok(_) => tracing::warn!("wal checkpoint after an erasure was blocked by a reader; erased bytes stay in the -wal file until the next checkpoint"),
+        Err(err) => tracing::warn!(error = %err, "wal checkpoint after an erasure failed"),
+    }
+}

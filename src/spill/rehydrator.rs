@@ -1,0 +1,467 @@
+//! Rehydration: an agent process (Redis only) asks for a session that is not live by
+//! pushing its id onto `<prefix>:{p}:restore` and waits, bounded by
+//! [`crate::Config::restore_wait`], for the meta key to appear or for the daemon's answer in
+//! `<prefix>:{p}:restore:<sid>`. The daemon that owns the partition reads the session from
+//! SQLite and writes it back with `restore_session.lua` in one atomic, idempotent step.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{with_db, SpillDaemon};
+use crate::durability::Backoff;
+use crate::error::{Error, Result};
+use crate::scripts;
+use crate::store::Store;
+
+/// How long the daemon's answer to a restore request stays readable.
+const REPLY_TTL_MS: u64 = 10_000;
+
+/// Everything `restore_session.lua` needs, read from SQLite.
+#[derive(Debug, Default)]
+struct Snapshot {
+    /// Owning user, '' for none.
+    user_id: String,
+    /// Idle TTL, seconds.
+    ttl: i64,
+    /// Meta fields in create_session's order.
+    meta: Vec<(&'static str, String)>,
+    /// Stored message elements, seq 1..n.
+    messages: Vec<String>,
+    /// Idempotency key → seq.
+    idem: Vec<(String, i64)>,
+    /// Compaction audit records, oldest first.
+    compactions: Vec<String>,
+    /// Round index → usage JSON.
+    usage: Vec<(i64, String)>,
+    /// Label → latest checkpoint JSON.
+    checkpoints: Vec<(String, String)>,
+    /// Child session ids.
+    children: Vec<String>,
+    /// Open decisions: id, decision, rationale, planned action, meta, created_at.
+    decisions: Vec<Vec<String>>,
+    /// StateService rounds of this session id: (user, [(round id, state)]).
+    rounds: Vec<(String, Vec<(i64, String)>)>,
+}
+
+/// Merges compacted ranges into the meta `compacted` form `a-b,c-d` (as compact.lua does).
+fn merge_ranges(mut ranges: Vec<(i64, i64)>) -> String {
+    ranges.sort();
+    let mut merged: Vec<(i64, i64)> = Vec::new();
+    for (a, b) in ranges {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 + 1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+        .iter()
+        .map(|(a, b)| format!("{a}-{b}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn strings<P: rusqlite::Params>(conn: &Connection, sql: &str, p: P) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(p, |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Reads session `sid` from SQLite; `None` when SQLite does not know it.
+fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snapshot>> {
+    type Row = (
+        String,
+        String,
+        String,
+        i64,
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    );
+    type Row2 = (i64, i64, i64, i64, String);
+    let head: Option<(Row, Row2)> = conn
+        .query_row(
+            "SELECT user_id, kind, parent, spawn_depth, lifecycle, status, model, system_prompt,
+                    config, metadata, ttl, created_at, updated_at, round_index, pending
+             FROM sessions WHERE id = ?1",
+            params![sid],
+            |r| {
+                Ok((
+                    (
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                        r.get(7)?,
+                        r.get(8)?,
+                        r.get(9)?,
+                    ),
+                    (r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?, r.get(14)?),
+                ))
+            },
+        )
+        .optional()?;
+    let Some((
+        (user_id, kind, parent, depth, lifecycle, status, model, prompt, config, metadata),
+        (ttl, created, updated, round_index, pending),
+    )) = head
+    else {
+        return Ok(None);
+    };
+    let mut s = Snapshot {
+        user_id: user_id.clone(),
+        ttl,
+        ..Snapshot::default()
+    };
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, element, idem_key FROM messages WHERE session_id = ?1 ORDER BY seq",
+        )?;
+        let mut rows = stmt.query(params![sid])?;
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            if seq != s.messages.len() as i64 + 1 {
+                return Err(Error::Sqlite(format!(
+                    "session {sid}: message seq {seq} follows {} (gap in SQLite)",
+                    s.messages.len()
+                )));
+            }
+            s.messages.push(r.get(1)?);
+            if let Some(k) = r.get::<_, Option<String>>(2)? {
+                s.idem.push((k, seq));
+            }
+        }
+    }
+    let mut ranges = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT from_seq, to_seq, record FROM compactions WHERE session_id = ?1
+             ORDER BY compact_seq",
+        )?;
+        let mut rows = stmt.query(params![sid])?;
+        while let Some(r) = rows.next()? {
+            ranges.push((r.get(0)?, r.get(1)?));
+            s.compactions.push(r.get(2)?);
+        }
+    }
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT round_index, record FROM usage WHERE session_id = ?1 ORDER BY round_index",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        s.usage = rows.collect::<rusqlite::Result<_>>()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT label, record FROM checkpoints WHERE seq IN
+                 (SELECT max(seq) FROM checkpoints WHERE session_id = ?1 GROUP BY label)
+             ORDER BY seq",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        s.checkpoints = rows.collect::<rusqlite::Result<_>>()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, decision, rationale, planned_action, meta, created_at FROM decisions
+             WHERE session_id = ?1 AND outcome IS NULL ORDER BY created_at, id",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| {
+            Ok(vec![
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get::<_, i64>(5)?.to_string(),
+            ])
+        })?;
+        s.decisions = rows.collect::<rusqlite::Result<_>>()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT user_id, round_id, state FROM rounds WHERE session_id = ?1
+             ORDER BY user_id, round_id",
+        )?;
+        let mut rows = stmt.query(params![sid])?;
+        while let Some(r) = rows.next()? {
+            let user: String = r.get(0)?;
+            let round = (r.get(1)?, r.get(2)?);
+            match s.rounds.last_mut() {
+                Some((u, list)) if *u == user => list.push(round),
+                _ => s.rounds.push((user, vec![round])),
+            }
+        }
+    }
+    s.children = strings(
+        conn,
+        "SELECT id FROM sessions WHERE parent = ?1 ORDER BY id",
+        params![sid],
+    )?;
+    let last_compact_seq = s.compactions.len();
+    s.meta = vec![
+        ("user_id", user_id),
+        ("kind", kind),
+        ("parent", parent),
+        ("spawn_depth", depth.to_string()),
+        ("lifecycle", lifecycle),
+        ("status", status),
+        ("model", model),
+        ("system_prompt", prompt),
+        ("config", config),
+        ("metadata", metadata),
+        ("created_at", created.to_string()),
+        ("updated_at", updated.to_string()),
+        ("next_seq", (s.messages.len() + 1).to_string()),
+        ("round_index", round_index.to_string()),
+        ("last_compact_seq", last_compact_seq.to_string()),
+        ("pending", pending),
+        ("version", "0".into()),
+        ("ttl", ttl.to_string()),
+        ("compacted", merge_ranges(ranges)),
+    ];
+    Ok(Some(s))
+}
+
+/// Appends one section of `restore_session.lua`'s arguments: the count, then each item's
+/// arguments (a pair or array item spreads into several).
+fn section<T: redis::ToRedisArgs>(inv: &mut redis::ScriptInvocation<'_>, items: &[T]) {
+    inv.arg(items.len());
+    for item in items {
+        inv.arg(item);
+    }
+}
+
+/// Writes `s` into Redis unless the session is live; true when it restored.
+async fn write_snapshot(store: &Store, sid: &str, s: &Snapshot) -> Result<bool> {
+    let keys = store.keys().session(sid);
+    let p = keys.partition;
+    let mut inv = scripts::RESTORE_SESSION.prepare_invoke();
+    inv.key(&keys.as_array()[..])
+        .key(store.keys().sessions_index(p))
+        .key(store.keys().user_sessions(p, &s.user_id))
+        .key(store.keys().open_decisions(p))
+        .arg(sid)
+        .arg(&s.user_id)
+        .arg(s.ttl);
+    section(&mut inv, &s.meta);
+    section(&mut inv, &s.messages);
+    section(&mut inv, &s.idem);
+    section(&mut inv, &s.compactions);
+    section(&mut inv, &s.usage);
+    section(&mut inv, &s.checkpoints);
+    section(&mut inv, &s.children);
+    section(&mut inv, &s.decisions);
+    let restored: i64 = store.invoke(&inv).await?;
+    for (user, rounds) in &s.rounds {
+        let mut inv = scripts::RESTORE_ROUNDS.prepare_invoke();
+        inv.key(store.keys().rounds(user, sid))
+            .arg(s.ttl)
+            .arg(rounds.iter().map(|r| r.0).max().unwrap_or(0));
+        for (round, state) in rounds {
+            inv.arg(round).arg(state);
+        }
+        let _: i64 = store.invoke(&inv).await?;
+    }
+    Ok(restored == 1)
+}
+
+/// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis
+/// lost them: the daemon found `<prefix>:{p}:committed` empty), so listing shows them again.
+pub(super) async fn reseed_indexes(
+    store: &Store,
+    db: &Arc<Mutex<Connection>>,
+    p: u32,
+) -> Result<()> {
+    let rows: Vec<(String, String)> = with_db(db, move |c| {
+        let mut stmt = c.prepare_cached("SELECT id, user_id FROM sessions WHERE partition = ?1")?;
+        let rows = stmt.query_map(params![p], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    })
+    .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut conn = store.conn().await?;
+    for chunk in rows.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for (sid, user) in chunk {
+            pipe.sadd(store.keys().sessions_index(p), sid).ignore();
+            if !user.is_empty() {
+                pipe.sadd(store.keys().user_sessions(p, user), sid).ignore();
+            }
+        }
+        let _: () = pipe.query_async(&mut conn).await?;
+    }
+    tracing::info!(
+        partition = p,
+        sessions = rows.len(),
+        "re-seeded the session indexes from SQLite"
+    );
+    Ok(())
+}
+
+impl SpillDaemon {
+    /// Serves the pending restore requests of partition `p`; returns the sessions restored.
+    pub(super) async fn serve_restores(&self, p: u32) -> Result<u64> {
+        let mut conn = self.store.conn().await?;
+        let requests: Option<Vec<String>> = redis::cmd("LPOP")
+            .arg(self.store.keys().restore_requests(p))
+            .arg(64)
+            .query_async(&mut conn)
+            .await?;
+        let mut requests = requests.unwrap_or_default();
+        requests.sort();
+        requests.dedup();
+        let mut restored = 0;
+        for sid in requests {
+            if crate::keys::validate_id("session", &sid).is_err() {
+                continue;
+            }
+            let id = sid.clone();
+            let snapshot = with_db(&self.db, move |c| load_snapshot(c, &id)).await?;
+            let answer = match &snapshot {
+                Some(s) => {
+                    let started = Instant::now();
+                    if write_snapshot(&self.store, &sid, s).await? {
+                        restored += 1;
+                        tracing::info!(session = %sid, messages = s.messages.len(), ms = started.elapsed().as_millis() as u64, "restored session");
+                    }
+                    "restored"
+                }
+                None => "unknown",
+            };
+            let _: () = redis::cmd("SET")
+                .arg(self.store.keys().restore_reply(&sid))
+                .arg(answer)
+                .arg("PX")
+                .arg(REPLY_TTL_MS)
+                .query_async(&mut conn)
+                .await?;
+        }
+        Ok(restored)
+    }
+}
+
+/// Restores session `sid` from `db_path` straight into Redis (no daemon involved); used by
+/// the rehydration benchmark. Returns the number of messages restored, or `None` when SQLite
+/// does not know the session or it is live already.
+pub(super) async fn restore_direct(
+    store: &Store,
+    db_path: &std::path::Path,
+    sid: &str,
+) -> Result<Option<usize>> {
+    let conn = super::schema::open_read_only(db_path, &store.config().namespace)?;
+    let snapshot = load_snapshot(&conn, sid)?;
+    match snapshot {
+        Some(s) if write_snapshot(store, sid, &s).await? => Ok(Some(s.messages.len())),
+        _ => Ok(None),
+    }
+}
+
+impl Store {
+    /// Makes session `sid` live again from SQLite through the spill daemon. Returns `false`
+    /// when it was live already, `true` when a daemon restored it; [`Error::UnknownSession`]
+    /// when SQLite does not know it either; [`Error::NotLive`] when no daemon answered within
+    /// [`crate::Config::restore_wait`].
+    pub async fn restore_session(&self, sid: &str) -> Result<bool> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        let live: bool = redis::cmd("EXISTS")
+            .arg(&keys.meta)
+            .query_async(&mut conn)
+            .await?;
+        if live {
+            return Ok(false);
+        }
+        self.request_restore(sid).await?;
+        Ok(true)
+    }
+
+    /// Restores `sid` through the daemon when it is not live. For reads of plain keys
+    /// (checkpoints, compactions, usage), which cannot tell "no session" from "empty".
+    pub(crate) async fn ensure_live(&self, sid: &str) -> Result<()> {
+        self.restore_session(sid).await.map(|_| ())
+    }
+
+    /// Whether `sid` may be restored: the partition's session index keeps an id until the
+    /// session is closed, so an id it lacks is unknown — answered at once, writing nothing.
+    /// After Redis lost its state the index is empty until a daemon re-seeds it when it takes
+    /// the partition (and publishes `<prefix>:{p}:committed`); while a daemon holds the lease
+    /// but has not published yet, this waits for it (bounded by `restore_wait`).
+    async fn restorable(&self, sid: &str, conn: &mut deadpool_redis::Connection) -> Result<bool> {
+        let p = self.keys().partition(sid);
+        let mut backoff = Backoff::new(self.config().restore_wait);
+        loop {
+            let (indexed, published, daemon): (bool, bool, bool) = redis::pipe()
+                .sismember(self.keys().sessions_index(p), sid)
+                .exists(self.keys().committed(p))
+                .exists(self.keys().lease(p))
+                .query_async(conn)
+                .await?;
+            if indexed || published || !daemon {
+                return Ok(indexed);
+            }
+            if !backoff.pause().await {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Asks the daemon to restore `sid` and waits for it (see [`Store::restore_session`]).
+    pub(crate) async fn request_restore(&self, sid: &str) -> Result<()> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        if !self.restorable(sid, &mut conn).await? {
+            return Err(Error::UnknownSession(sid.to_string()));
+        }
+        let reply = self.keys().restore_reply(sid);
+        let _: () = redis::pipe()
+            .atomic()
+            .del(&reply)
+            .ignore()
+            .rpush(self.keys().restore_requests(keys.partition), sid)
+            .ignore()
+            .query_async(&mut conn)
+            .await?;
+        let wait = self.config().restore_wait;
+        let mut backoff = Backoff::new(wait);
+        loop {
+            // The answer first: the daemon writes it after the meta key, so a `restored`
+            // read here means the EXISTS that follows sees the session (unless it vanished).
+            let (answer, live): (Option<String>, bool) = redis::pipe()
+                .get(&reply)
+                .exists(&keys.meta)
+                .query_async(&mut conn)
+                .await?;
+            match answer.as_deref() {
+                _ if live => return Ok(()),
+                Some("unknown") => return Err(Error::UnknownSession(sid.to_string())),
+                // Restored, then gone again at once (closed or expired): report it as unknown.
+                Some(_) => return Err(Error::UnknownSession(sid.to_string())),
+                None => {}
+            }
+            if !backoff.pause().await {
+                return Err(Error::NotLive {
+                    sid: sid.to_string(),
+                    waited: wait,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_ranges;
+
+    #[test]
+    fn ranges_merge_like_compact_lua() {
+        assert_eq!(merge_ranges(vec![]), "");
+        assert_eq!(merge_ranges(vec![(5, 6), (2, 3)]), "2-3,5-6");
+        assert_eq!(
+            merge_ranges(vec![(2, 3), (4, 6), (10, 12), (11, 20)]),
+            "2-6,10-20"
+        );
+    }
+}

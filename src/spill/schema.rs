@@ -1,0 +1,220 @@
+//! The SQLite side: opening the database (WAL journal, secure_delete), the versioned schema
+//! with forward-only migrations applied at startup, and the namespace record.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use crate::config::Namespace;
+use crate::error::{Error, Result};
+
+/// Forward-only migrations; `PRAGMA user_version` is the number applied so far. Append new
+/// steps, never edit old ones.
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    "CREATE TABLE namespace (
+         id INTEGER PRIMARY KEY CHECK (id = 1),
+         prefix TEXT NOT NULL,
+         partitions INTEGER NOT NULL
+     );
+     CREATE TABLE cursors (
+         partition INTEGER PRIMARY KEY,
+         wal TEXT NOT NULL DEFAULT '0-0',
+         decisions TEXT NOT NULL DEFAULT '0-0',
+         token INTEGER NOT NULL DEFAULT 0
+     );
+     CREATE TABLE sessions (
+         id TEXT PRIMARY KEY,
+         partition INTEGER NOT NULL,
+         user_id TEXT NOT NULL,
+         kind TEXT NOT NULL,
+         parent TEXT NOT NULL,
+         spawn_depth INTEGER NOT NULL,
+         lifecycle TEXT NOT NULL,
+         status TEXT NOT NULL,
+         model TEXT NOT NULL,
+         system_prompt TEXT NOT NULL,
+         config TEXT NOT NULL,
+         metadata TEXT NOT NULL,
+         ttl INTEGER NOT NULL,
+         created_at INTEGER NOT NULL,
+         updated_at INTEGER NOT NULL,
+         round_index INTEGER NOT NULL,
+         pending TEXT NOT NULL
+     );
+     CREATE INDEX sessions_parent ON sessions (parent);
+     CREATE INDEX sessions_user ON sessions (user_id);
+     CREATE TABLE messages (
+         session_id TEXT NOT NULL,
+         seq INTEGER NOT NULL,
+         element TEXT NOT NULL,
+         idem_key TEXT,
+         PRIMARY KEY (session_id, seq)
+     ) WITHOUT ROWID;
+     CREATE TABLE compactions (
+         session_id TEXT NOT NULL,
+         compact_seq INTEGER NOT NULL,
+         from_seq INTEGER NOT NULL,
+         to_seq INTEGER NOT NULL,
+         record TEXT NOT NULL,
+         PRIMARY KEY (session_id, compact_seq)
+     ) WITHOUT ROWID;
+     CREATE TABLE usage (
+         session_id TEXT NOT NULL,
+         round_index INTEGER NOT NULL,
+         record TEXT NOT NULL,
+         PRIMARY KEY (session_id, round_index)
+     ) WITHOUT ROWID;
+     CREATE TABLE checkpoints (
+         seq INTEGER PRIMARY KEY,
+         id TEXT NOT NULL UNIQUE,
+         session_id TEXT NOT NULL,
+         label TEXT NOT NULL,
+         created_at INTEGER NOT NULL,
+         record TEXT NOT NULL
+     );
+     CREATE INDEX checkpoints_session ON checkpoints (session_id, label);
+     CREATE TABLE decisions (
+         id TEXT PRIMARY KEY,
+         session_id TEXT NOT NULL,
+         decision TEXT NOT NULL,
+         rationale TEXT NOT NULL,
+         planned_action TEXT NOT NULL,
+         meta TEXT NOT NULL,
+         created_at INTEGER NOT NULL,
+         outcome TEXT,
+         outcome_at INTEGER
+     );
+     CREATE INDEX decisions_session ON decisions (session_id);
+     CREATE TABLE tombstones (
+         session_id TEXT PRIMARY KEY,
+         closed_at INTEGER NOT NULL
+     ) WITHOUT ROWID;
+     CREATE TABLE rounds (
+         user_id TEXT NOT NULL,
+         session_id TEXT NOT NULL,
+         round_id INTEGER NOT NULL,
+         created_at INTEGER NOT NULL,
+         state TEXT NOT NULL,
+         PRIMARY KEY (user_id, session_id, round_id)
+     ) WITHOUT ROWID;
+     CREATE INDEX rounds_session ON rounds (session_id);
+     CREATE TABLE user_values (
+         user_id TEXT NOT NULL,
+         key TEXT NOT NULL,
+         value TEXT NOT NULL,
+         PRIMARY KEY (user_id, key)
+     ) WITHOUT ROWID;",
+];
+
+/// The schema version this build writes (the number of migrations).
+pub fn schema_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Opens (creating if needed) the database for writing: WAL journal, `secure_delete` (erased
+/// values are zeroed, not left on free pages), migrations applied, namespace checked.
+///
+/// Architecture Invariant: only the spill daemon calls this; everything else opens SQLite
+/// read-only with [`open_read_only`].
+pub fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
+    let mut conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    migrate(&mut conn)?;
+    check_namespace(&conn, ns)?;
+    Ok(conn)
+}
+
+/// Opens an existing database read-only (export, stats); checks the namespace.
+pub fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| Error::Sqlite(format!("{}: {e}", path.display())))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    check_namespace(&conn, ns)?;
+    Ok(conn)
+}
+
+/// Applies every migration newer than `PRAGMA user_version`, each in its own transaction.
+fn migrate(conn: &mut Connection) -> Result<()> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current > schema_version() {
+        return Err(Error::Sqlite(format!(
+            "database schema version {current} is newer than this build ({})",
+            schema_version()
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+        tracing::info!(version = i + 1, "applied sqlite migration");
+    }
+    Ok(())
+}
+
+/// Records the namespace on first use; a different prefix or partition count is
+/// [`Error::NamespaceMismatch`].
+fn check_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
+    let recorded: Option<(String, u32)> = conn
+        .query_row(
+            "SELECT prefix, partitions FROM namespace WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    match recorded {
+        Some((prefix, partitions)) if prefix != ns.prefix || partitions != ns.partitions => {
+            Err(Error::NamespaceMismatch(format!(
+                "the database records prefix {prefix:?} with {partitions} partitions, this process is configured with {:?} and {}",
+                ns.prefix, ns.partitions
+            )))
+        }
+        Some(_) => Ok(()),
+        None if conn.is_readonly(rusqlite::MAIN_DB)? => Ok(()),
+        None => {
+            conn.execute(
+                "INSERT INTO namespace (id, prefix, partitions) VALUES (1, ?1, ?2)",
+                params![ns.prefix, ns.partitions],
+            )?;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_applied_once_and_namespace_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        let ns = Namespace::default();
+        drop(open_writer(&path, &ns).unwrap());
+        let conn = open_writer(&path, &ns).unwrap();
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, schema_version());
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let other = Namespace {
+            prefix: "as".into(),
+            partitions: 4,
+        };
+        assert!(matches!(
+            open_writer(&path, &other),
+            Err(Error::NamespaceMismatch(_))
+        ));
+    }
+}

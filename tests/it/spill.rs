@@ -1,0 +1,937 @@
+//! The spill daemon against a real redis-server and a real SQLite file: flushing exactly
+//! once, restoring after Redis loss or expiry, durable writes, trimming, erasure.
+
+use std::time::Duration;
+
+use agentstate::*;
+use serde_json::json;
+
+use crate::support::{create, env, env_with, TestEnv};
+
+/// Builds a session with every kind of durable state; returns its id and its child's.
+async fn rich_session(s: &Store, sid: &str) -> (String, String) {
+    s.create_session(
+        &NewSession::new()
+            .id(sid)
+            .user("alice")
+            .model("m1")
+            .system_prompt("be brief")
+            .metadata(json!({"b": 2, "a": [1, "x/y"]})),
+    )
+    .await
+    .unwrap();
+    let kid = s
+        .create_session(
+            &NewSession::new()
+                .id(format!("{sid}.kid"))
+                .parent(sid, Lifecycle::Linked),
+        )
+        .await
+        .unwrap();
+    for i in 1..=6 {
+        let opts = AppendOptions::new().idempotency_key(format!("k{i}"));
+        s.append_with(
+            sid,
+            &NewMessage::new("user").content(format!("m{i} \u{e9}\"q\"")),
+            &opts,
+        )
+        .await
+        .unwrap();
+    }
+    s.compact(
+        sid,
+        &Compaction::new(2, 3, "sum").tokens(50, 5).round_index(1),
+    )
+    .await
+    .unwrap();
+    s.compact(sid, &Compaction::new(4, 4, "sum2"))
+        .await
+        .unwrap();
+    s.record_usage(sid, &Usage::new(1, 10, 20).model("m1"))
+        .await
+        .unwrap();
+    s.record_usage(sid, &Usage::new(1, 11, 21)).await.unwrap();
+    s.checkpoint(sid, "a", None).await.unwrap();
+    s.checkpoint(sid, "a", None).await.unwrap();
+    s.checkpoint(sid, "b", None).await.unwrap();
+    s.set_pending(sid, Some(&json!([{"id": "call1"}])))
+        .await
+        .unwrap();
+    s.set_round_index(sid, 3).await.unwrap();
+    let done = s
+        .record_decision(sid, &NewDecision::new("d1", "r1"))
+        .await
+        .unwrap();
+    s.record_outcome(&done, "ok").await.unwrap();
+    s.record_decision(
+        sid,
+        &NewDecision::new("d2 a/b", "r2")
+            .action("act")
+            .meta(json!({"z": 1})),
+    )
+    .await
+    .unwrap();
+    s.save_state("alice", &json!({"r": 1}), Some(sid), None)
+        .await
+        .unwrap();
+    s.save_state("alice", &json!({"r": 5}), Some(sid), Some(5))
+        .await
+        .unwrap();
+    (sid.to_string(), kid)
+}
+
+fn count(t: &TestEnv, sql: &str, sid: &str) -> i64 {
+    t.sqlite().query_row(sql, [sid], |r| r.get(0)).unwrap()
+}
+
+#[tokio::test]
+async fn flush_lands_every_entry_once_and_publishes_the_committed_ids() {
+    let t = env().await;
+    let s = &t.store;
+    let (sid, kid) = rich_session(s, "rich1").await;
+    let p = s.keys().partition(&sid);
+    let wal_before = t.xlen(&s.keys().wal(p));
+    assert!(wal_before > 10);
+    let report = t.flush().await;
+    assert_eq!(report.partitions, 16);
+    assert!(report.wal >= wal_before as u64, "{report:?}");
+    assert_eq!(report.decisions, 3);
+
+    let db = t.sqlite();
+    let seqs: Vec<(i64, String)> = db
+        .prepare("SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq")
+        .unwrap()
+        .query_map([&sid], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        seqs.iter().map(|x| x.0).collect::<Vec<_>>(),
+        (1..=8).collect::<Vec<_>>()
+    );
+    let live: Vec<String> = redis::cmd("LRANGE")
+        .arg(s.keys().session(&sid).msgs)
+        .arg(0)
+        .arg(-1)
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(seqs.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), live);
+    assert!(seqs[1].1.starts_with(r#"{"seq":2,"state":"compacted_out""#));
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM compactions WHERE session_id = ?1",
+            &sid
+        ),
+        2
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM usage WHERE session_id = ?1", &sid),
+        1
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM checkpoints WHERE session_id = ?1",
+            &sid
+        ),
+        3
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE session_id = ?1 AND outcome IS NULL",
+            &sid
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE session_id = ?1 AND outcome = 'ok'",
+            &sid
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM rounds WHERE session_id = ?1",
+            &sid
+        ),
+        2
+    );
+    assert_eq!(
+        count(&t, "SELECT round_index FROM sessions WHERE id = ?1", &sid),
+        3
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE parent = ?1", &sid),
+        1
+    );
+    assert_eq!(
+        count(&t, "SELECT spawn_depth FROM sessions WHERE id = ?1", &kid),
+        1
+    );
+
+    // The committed hash names the last entry of each stream, which the trimmer kept.
+    let mut c = t.redis();
+    let last_wal: Vec<(String, Vec<(String, String)>)> = redis::cmd("XREVRANGE")
+        .arg(s.keys().wal(p))
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let committed: Option<String> = redis::cmd("HGET")
+        .arg(s.keys().committed(p))
+        .arg("wal")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(committed.as_deref(), Some(last_wal[0].0.as_str()));
+    assert_eq!(t.xlen(&s.keys().wal(p)), 1);
+
+    // A second pass finds nothing to do.
+    assert_eq!(t.flush().await.wal, 0);
+}
+
+#[tokio::test]
+async fn redis_lost_after_a_flush_restores_every_session_exactly() {
+    let mut t = env().await;
+    let (sid, kid) = rich_session(&t.store, "rich2").await;
+    let open_before = t.store.incomplete_decisions(Some(&sid)).await.unwrap();
+    let before = (t.session_dump(&sid), t.session_dump(&kid));
+    let listed = t.store.list_sessions(Some("alice")).await.unwrap();
+    // Several daemons in turn commit to this partition, so SQLite records a fencing token
+    // above 1: the lease counter Redis loses must not fence the next daemon out.
+    let p = t.store.keys().partition(&sid);
+    let neighbour = (0..)
+        .map(|i| format!("u{i}"))
+        .find(|u| t.store.keys().partition(u) == p)
+        .unwrap();
+    for i in 0..3 {
+        let value = json!(i);
+        t.store
+            .set_user_value(&neighbour, "n", &value)
+            .await
+            .unwrap();
+        t.flush().await;
+    }
+    assert_eq!(
+        count(
+            &t,
+            "SELECT token FROM cursors WHERE partition = ?1",
+            &p.to_string()
+        ),
+        3
+    );
+
+    t.lose_redis().await;
+    assert!(t.store.session(&sid).await.unwrap().is_none());
+    let (stop, daemon) = t.start_daemon().await;
+    let s = &t.store;
+    assert_eq!(s.require_session(&sid).await.unwrap().next_seq, 9);
+    assert_eq!(s.require_session(&kid).await.unwrap().spawn_depth, 1);
+    assert_eq!((t.session_dump(&sid), t.session_dump(&kid)), before);
+    assert_eq!(
+        s.incomplete_decisions(Some(&sid)).await.unwrap(),
+        open_before
+    );
+    assert_eq!(s.list_sessions(Some("alice")).await.unwrap(), listed);
+    assert_eq!(
+        s.export_state("alice", Some(&sid), None).await.unwrap(),
+        Some(json!({"r": 5}))
+    );
+    assert_eq!(
+        s.export_state("alice", Some(&sid), Some(1)).await.unwrap(),
+        Some(json!({"r": 1}))
+    );
+    // Seqs continue where they stopped; an old idempotency key still answers.
+    assert_eq!(
+        s.with_durability(Durability::Durable)
+            .append(&sid, &NewMessage::new("user").content("next"))
+            .await
+            .unwrap(),
+        9
+    );
+    let again = AppendOptions::new().idempotency_key("k2");
+    assert_eq!(
+        s.append_with(&sid, &NewMessage::new("user"), &again)
+            .await
+            .unwrap(),
+        2
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_state() {
+    let t = env().await;
+    let s = &t.store;
+    let sid = s
+        .create_session(&NewSession::new().ttl(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    for i in 1..=3 {
+        s.append(&sid, &NewMessage::new("user").content(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    s.set_working(&sid, "scratch", &json!(1)).await.unwrap();
+    let ckpt = s.checkpoint(&sid, "c1", None).await.unwrap();
+    let (stop, daemon) = t.start_daemon().await;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let mut c = t.redis();
+    let live: bool = redis::cmd("EXISTS")
+        .arg(s.keys().session(&sid).meta)
+        .query(&mut c)
+        .unwrap();
+    assert!(!live, "the session should have expired");
+    // A plain read restores it too (checkpoints keep their payload; working state does not).
+    let latest = s.checkpoint_latest(&sid, "c1").await.unwrap().unwrap();
+    assert_eq!((latest.id, latest.payload), (ckpt, json!({"scratch": 1})));
+    assert_eq!(
+        s.append(&sid, &NewMessage::new("user").content("m4"))
+            .await
+            .unwrap(),
+        4
+    );
+    let seqs: Vec<u64> = s
+        .messages(&sid, MessageQuery::all())
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4]);
+    assert!(s.working(&sid).await.unwrap().values.is_empty());
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bounded_wait() {
+    let t = env_with(|c| c.daemon_wait(Duration::from_millis(300))).await;
+    let s = &t.store;
+    // An id the session index never held is unknown at once, with or without a daemon.
+    let err = s
+        .append("nobody", &NewMessage::new("user"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownSession(ref sid) if sid == "nobody"),
+        "{err:?}"
+    );
+    // A session that expired needs a daemon: without one, a bounded wait, then NotLive.
+    let gone = s
+        .create_session(&NewSession::new().ttl(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let started = std::time::Instant::now();
+    let err = s.append(&gone, &NewMessage::new("user")).await.unwrap_err();
+    assert!(
+        matches!(err, Error::NotLive { ref sid, .. } if *sid == gone),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let sid = s.create_session(&NewSession::new()).await.unwrap();
+    let durable = s.with_durability(Durability::Durable);
+    let err = durable
+        .append(&sid, &NewMessage::new("user"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // With a daemon, an indexed session SQLite does not know is answered `unknown`.
+    let (stop, daemon) = t.start_daemon().await;
+    let patient = Store::connect(s.config().clone().daemon_wait(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    let phantom = "phantom";
+    let _: i64 = redis::cmd("SADD")
+        .arg(s.keys().sessions_index(s.keys().partition(phantom)))
+        .arg(phantom)
+        .query(&mut t.redis())
+        .unwrap();
+    let err = patient.require_session(phantom).await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownSession(ref id) if id == phantom),
+        "{err:?}"
+    );
+    let reply: Option<String> = redis::cmd("GET")
+        .arg(s.keys().restore_reply(phantom))
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(reply.as_deref(), Some("unknown"));
+    assert!(
+        !s.restore_session(&sid).await.unwrap(),
+        "live sessions need no restore"
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_durable_write_survives_redis_loss_right_after_it_returns() {
+    let mut t = env().await;
+    let (stop, daemon) = t.start_daemon().await;
+    let durable = t.store.with_durability(Durability::Durable);
+    let sid = durable.create_session(&NewSession::new()).await.unwrap();
+    let seq = durable
+        .append(&sid, &NewMessage::new("user").content("keep me"))
+        .await
+        .unwrap();
+    assert_eq!(seq, 1);
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+    t.lose_redis().await;
+    let (stop, daemon) = t.start_daemon().await;
+    let msgs = t.store.messages(&sid, MessageQuery::all()).await.unwrap();
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].content.as_deref(), Some("keep me"));
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn streams_shrink_only_below_what_sqlite_committed_and_keep_undelivered_decisions() {
+    let t = env().await;
+    let s = &t.store;
+    let sid = s
+        .create_session(&NewSession::new().id("trim1"))
+        .await
+        .unwrap();
+    let p = s.keys().partition(&sid);
+    for _ in 0..10 {
+        s.append(&sid, &NewMessage::new("user")).await.unwrap();
+    }
+    let dkey = s.keys().decisions(p);
+    let mut c = t.redis();
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(&dkey)
+        .arg("g")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut c)
+        .unwrap();
+    for i in 0..3 {
+        s.record_decision(&sid, &NewDecision::new(format!("d{i}"), "r"))
+            .await
+            .unwrap();
+    }
+    // No daemon: nothing is committed, nothing is trimmed.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(t.xlen(&s.keys().wal(p)), 11);
+    assert_eq!(t.wal_entries(), 11);
+    // One decision delivered and still pending, two undelivered: all three stay.
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("g")
+        .arg("c")
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(&dkey)
+        .arg(">")
+        .query(&mut c)
+        .unwrap();
+    t.flush().await;
+    assert_eq!(t.xlen(&s.keys().wal(p)), 1);
+    assert_eq!(t.xlen(&dkey), 3);
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE session_id = ?1",
+            &sid
+        ),
+        3
+    );
+    // Acknowledging the first lets it go.
+    let first: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(&dkey)
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let _: i64 = redis::cmd("XACK")
+        .arg(&dkey)
+        .arg("g")
+        .arg(&first[0].0)
+        .query(&mut c)
+        .unwrap();
+    s.append(&sid, &NewMessage::new("user")).await.unwrap();
+    t.flush().await;
+    assert_eq!(t.xlen(&dkey), 2);
+    // The hard cap trims undelivered decisions too, but only what SQLite holds.
+    let capped = agentstate::SpillDaemon::open(t.store.clone(), t.spill_config().decisions_cap(1))
+        .await
+        .unwrap();
+    s.append(&sid, &NewMessage::new("user")).await.unwrap();
+    capped.run_once().await.unwrap();
+    assert_eq!(t.xlen(&dkey), 1);
+}
+
+/// True when `needle` occurs in the SQLite file or its -wal file.
+fn db_files_contain(t: &TestEnv, needle: &[u8]) -> bool {
+    let mut files = vec![t.db()];
+    files.push(t.db().with_extension("db-wal"));
+    files.iter().any(|f| {
+        std::fs::read(f)
+            .map(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+            .unwrap_or(false)
+    })
+}
+
+#[tokio::test]
+async fn a_forgotten_users_values_are_gone_from_the_sqlite_files() {
+    let t = env().await;
+    let s = &t.store;
+    let secret = "SECRET-7f3a9c-value-of-bob";
+    s.set_user_value("bob", "ssn", &json!(secret))
+        .await
+        .unwrap();
+    s.set_user_value("bob", "tz", &json!("UTC+1"))
+        .await
+        .unwrap();
+    s.set_user_value("carol", "tz", &json!("carol-keeps-this"))
+        .await
+        .unwrap();
+    t.flush().await;
+    assert!(
+        db_files_contain(&t, secret.as_bytes()),
+        "the value should be in SQLite first"
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM user_values WHERE user_id = ?1",
+            "bob"
+        ),
+        2
+    );
+    // The wal carries only references.
+    let p = s.keys().partition("bob");
+    let wal: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(s.keys().wal(p))
+        .arg("-")
+        .arg("+")
+        .query(&mut t.redis())
+        .unwrap();
+    assert!(!format!("{wal:?}").contains(secret));
+
+    s.forget_user("bob").await.unwrap();
+    assert!(!t.all_keys().iter().any(|k| k.contains(":u:bob")));
+    t.flush().await;
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM user_values WHERE user_id = ?1",
+            "bob"
+        ),
+        0
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM user_values WHERE user_id = ?1",
+            "carol"
+        ),
+        1
+    );
+    assert!(
+        !db_files_contain(&t, secret.as_bytes()),
+        "erased bytes remain in the SQLite files"
+    );
+    assert!(!db_files_contain(&t, b"UTC+1"));
+    assert!(db_files_contain(&t, b"carol-keeps-this"));
+}
+
+#[tokio::test]
+async fn closing_a_session_removes_its_tree_from_sqlite() {
+    let t = env().await;
+    let s = &t.store;
+    let (root, linked, grandkid, detached) = ("croot", "clinked", "cgrand", "cdet");
+    create(&t, root, None, None).await;
+    create(&t, linked, None, Some((root, Lifecycle::Linked))).await;
+    create(&t, grandkid, None, Some((linked, Lifecycle::Ephemeral))).await;
+    create(&t, detached, None, Some((root, Lifecycle::Detached))).await;
+    for sid in [root, linked, grandkid] {
+        s.append(sid, &NewMessage::new("user")).await.unwrap();
+        s.record_decision(sid, &NewDecision::new("d", "r"))
+            .await
+            .unwrap();
+    }
+    t.flush().await;
+    assert_eq!(
+        t.sqlite()
+            .query_row("SELECT count(*) FROM sessions", [], |r| r.get::<_, i64>(0))
+            .unwrap(),
+        4
+    );
+    assert_eq!(s.close_session(root, true).await.unwrap(), 3);
+    t.flush().await;
+    let db = t.sqlite();
+    let left: Vec<(String, String)> = db
+        .prepare("SELECT id, parent FROM sessions ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(left, vec![(detached.to_string(), String::new())]);
+    for table in ["messages", "decisions"] {
+        let n: i64 = db
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_openers_restore_a_session_once() {
+    let mut t = env().await;
+    let sid = t.store.create_session(&NewSession::new()).await.unwrap();
+    for _ in 0..20 {
+        t.store
+            .append(&sid, &NewMessage::new("user"))
+            .await
+            .unwrap();
+    }
+    t.flush().await;
+    t.lose_redis().await;
+    let (stop, daemon) = t.start_daemon().await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let s = t.store.clone();
+        let sid = sid.clone();
+        tasks.push(tokio::spawn(async move {
+            s.append(&sid, &NewMessage::new("user").content(format!("c{i}")))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut seqs = Vec::new();
+    for task in tasks {
+        seqs.push(task.await.unwrap());
+    }
+    seqs.sort();
+    assert_eq!(seqs, (21..=28).collect::<Vec<u64>>());
+    let all = t.store.messages(&sid, MessageQuery::all()).await.unwrap();
+    assert_eq!(
+        all.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        (1..=28).collect::<Vec<u64>>()
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_standby_takes_over_when_the_owner_dies_and_nothing_is_lost_or_doubled() {
+    let t = env().await;
+    let sid = t.store.create_session(&NewSession::new()).await.unwrap();
+    let writer = {
+        let s = t.store.clone();
+        let sid = sid.clone();
+        tokio::spawn(async move {
+            for _ in 0..400 {
+                s.append(&sid, &NewMessage::new("user")).await.unwrap();
+            }
+        })
+    };
+    // Owners die abruptly (task aborted at any await) while the writer runs.
+    for _ in 0..6 {
+        let (_stop, daemon) = t.start_daemon().await;
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        daemon.abort();
+        let _ = daemon.await;
+    }
+    writer.await.unwrap();
+    let (stop, daemon) = t.start_daemon().await;
+    let durable = t.store.with_durability(Durability::Durable);
+    assert_eq!(
+        durable
+            .append(&sid, &NewMessage::new("user"))
+            .await
+            .unwrap(),
+        401
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+    let db = t.sqlite();
+    let (n, lo, hi): (i64, i64, i64) = db
+        .query_row(
+            "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+            [&sid],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((n, lo, hi), (401, 1, 401));
+}
+
+/// Flusher throughput and rehydration time. Run in release mode:
+/// `cargo test --release --test it spill_bench -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn spill_bench() {
+    let t = env().await;
+    let figures = agentstate::spill::bench::run(&t.store, &t.db(), 200_000, 10_000)
+        .await
+        .unwrap();
+    println!("{}", serde_json::to_string_pretty(&figures).unwrap());
+    assert_eq!(figures.rehydrate_messages, 10_000);
+}
+
+/// `agentstate spill` as a child process of this test, against the test's Redis and SQLite.
+fn spill_process(t: &TestEnv, extra: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"));
+    cmd.arg("--redis")
+        .arg(t.server.url())
+        .arg("--db")
+        .arg(t.db())
+        .arg("spill")
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+#[tokio::test]
+async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing(
+) {
+    let t = env().await;
+    let sids: Vec<String> = (0..3).map(|i| format!("kill{i}")).collect();
+    for sid in &sids {
+        t.store
+            .create_session(&NewSession::new().id(sid))
+            .await
+            .unwrap();
+    }
+    let per_session = 300;
+    let writer = {
+        let s = t.store.clone();
+        let sids = sids.clone();
+        tokio::spawn(async move {
+            for i in 0..per_session {
+                for sid in &sids {
+                    s.append(sid, &NewMessage::new("user").content(format!("{i}")))
+                        .await
+                        .unwrap();
+                }
+                if i % 20 == 0 {
+                    s.record_decision(&sids[0], &NewDecision::new(format!("d{i}"), "r"))
+                        .await
+                        .unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let mut kills = 0;
+    while !writer.is_finished() || kills < 3 {
+        let mut child = spill_process(&t, &["--interval-ms", "5", "--lease-ms", "200"])
+            .spawn()
+            .unwrap();
+        // Long enough to take over the lapsed leases and flush; killed at a varying instant.
+        tokio::time::sleep(Duration::from_millis(250 + 37 * (kills % 5))).await;
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+    }
+    writer.await.unwrap();
+    let flushed_by_killed = count(
+        &t,
+        "SELECT count(*) FROM messages WHERE session_id = ?1",
+        &sids[2],
+    );
+    assert!(flushed_by_killed > 0, "the killed daemons flushed nothing");
+    tokio::time::sleep(Duration::from_millis(250)).await; // the last lease lapses
+    let out = spill_process(&t, &["--once"]).output().unwrap();
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["partitions"], 16, "{report}");
+    let db = t.sqlite();
+    for sid in &sids {
+        let (n, lo, hi): (i64, i64, i64) = db
+            .query_row(
+                "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+                [sid],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (n, lo, hi),
+            (per_session, 1, per_session),
+            "{sid} after {kills} kills"
+        );
+    }
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE session_id = ?1",
+            &sids[0]
+        ),
+        15
+    );
+}
+
+#[tokio::test]
+async fn sigterm_drains_commits_and_exits_zero() {
+    let t = env().await;
+    let sid = t.store.create_session(&NewSession::new()).await.unwrap();
+    let mut child = spill_process(&t, &["--interval-ms", "5"]).spawn().unwrap();
+    for _ in 0..50 {
+        t.store
+            .append(&sid, &NewMessage::new("user"))
+            .await
+            .unwrap();
+    }
+    let durable = t.store.with_durability(Durability::Durable);
+    assert_eq!(
+        durable
+            .append(&sid, &NewMessage::new("user"))
+            .await
+            .unwrap(),
+        51
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM messages WHERE session_id = ?1",
+            &sid
+        ),
+        51
+    );
+    // The leases were released: a new daemon takes over at once.
+    let mut c = t.redis();
+    let lease: Option<String> = redis::cmd("GET")
+        .arg(t.store.keys().lease(t.store.keys().partition(&sid)))
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(lease, None);
+}
+
+/// Runs `agentstate <args>` against the test's Redis and SQLite; returns (exit code, stdout).
+fn cli(t: &TestEnv, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"))
+        .arg("--redis")
+        .arg(t.server.url())
+        .arg("--db")
+        .arg(t.db())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn cli_export_stats_and_restore() {
+    let mut t = env().await;
+    let (sid, _) = rich_session(&t.store, "cli1").await;
+    let (code, stats) = cli(&t, &["--json", "stats"]);
+    assert_eq!(code, 0);
+    let p = t.store.keys().partition(&sid) as usize;
+    let row: serde_json::Value = serde_json::from_str(stats.lines().nth(p).unwrap()).unwrap();
+    assert_eq!(row["wal_pending"], t.xlen(&t.store.keys().wal(p as u32)));
+    assert_eq!(row["wal_committed"], serde_json::Value::Null);
+
+    assert_eq!(cli(&t, &["spill", "--once"]).0, 0);
+    let (_, stats) = cli(&t, &["--json", "stats"]);
+    let row: serde_json::Value = serde_json::from_str(stats.lines().nth(p).unwrap()).unwrap();
+    assert_eq!(
+        (row["wal_pending"].as_u64(), row["lag_ms"].as_u64()),
+        (Some(0), Some(0))
+    );
+
+    let (code, export) = cli(&t, &["export", &sid]);
+    assert_eq!(code, 0);
+    let kinds: Vec<String> = export
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let n = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    assert_eq!(kinds[0], "session");
+    assert_eq!(
+        (
+            n("message"),
+            n("compaction"),
+            n("usage"),
+            n("checkpoint"),
+            n("decision"),
+            n("round")
+        ),
+        (8, 2, 1, 3, 2, 2)
+    );
+    assert_eq!(cli(&t, &["export", "nosuch"]).0, 1);
+
+    t.lose_redis().await;
+    let mut daemon = spill_process(&t, &["--interval-ms", "5"]).spawn().unwrap();
+    t.wait_for_daemon().await;
+    assert_eq!(cli(&t, &["restore", &sid]), (0, "restored\n".into()));
+    assert_eq!(cli(&t, &["restore", &sid]), (0, "live\n".into()));
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+}
+
+#[tokio::test]
+async fn after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_cursor() {
+    let mut t = env().await;
+    t.store
+        .create_session(&NewSession::new().id("before"))
+        .await
+        .unwrap();
+    t.flush().await;
+    t.lose_redis().await;
+    // A Redis whose clock runs behind: its first wal entry gets a tiny id.
+    let p = t.store.keys().partition("before");
+    let late = (0..)
+        .map(|i| format!("late{i}"))
+        .find(|s| t.store.keys().partition(s) == p)
+        .unwrap();
+    let record = r#"{"user_id":null,"kind":"root","parent":null,"spawn_depth":0,"lifecycle":"ephemeral","status":"active","model":null,"system_prompt":null,"config":{},"metadata":{},"ttl":60,"created_at":5}"#;
+    let _: String = redis::cmd("XADD")
+        .arg(t.store.keys().wal(p))
+        .arg("1-1")
+        .arg("op")
+        .arg("session_create")
+        .arg("id")
+        .arg(&late)
+        .arg("d")
+        .arg(record)
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(t.flush().await.wal, 1);
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE id = ?1", &late),
+        1
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE id = ?1", "before"),
+        1
+    );
+    let committed: Option<String> = redis::cmd("HGET")
+        .arg(t.store.keys().committed(p))
+        .arg("wal")
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(committed.as_deref(), Some("1-1"));
+}
