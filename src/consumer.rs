@@ -314,7 +314,7 @@ impl Store {
                 .collect(),
             last_claim: None,
         };
-        consumer.join().await?;
+        consumer.join(consumer.options.start).await?;
         Ok(consumer)
     }
 
@@ -363,8 +363,8 @@ impl Consumer {
     }
 
     /// Creates the group on every partition where it is missing (BUSYGROUP is fine).
-    async fn join(&self) -> Result<()> {
-        let start = match self.options.start {
+    async fn join(&self, start: StartFrom) -> Result<()> {
+        let start = match start {
             StartFrom::Beginning => "0",
             StartFrom::Now => "$",
         };
@@ -390,9 +390,16 @@ impl Consumer {
         }
         let reply = match self.read_new().await {
             Err(e) if has_code(&e, "NOGROUP") => {
-                // The streams were lost (Redis restarted or flushed): join again.
-                self.join().await?;
+                // The streams were lost (Redis restarted or flushed): join again, from the
+                // beginning — everything in a stream recreated since is new to this group.
+                self.join(StartFrom::Beginning).await?;
                 self.read_new().await?
+            }
+            Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() => {
+                // The dedicated connection broke (Redis restarted): open a new one; the
+                // caller's next read goes through it.
+                self.reader = blocking_connection(&self.store, self.options.block).await?;
+                return Ok(Vec::new());
             }
             other => other?,
         };
@@ -479,7 +486,7 @@ impl Consumer {
         let mut conn = self.store.conn().await?;
         let replies: Vec<StreamAutoClaimReply> = match pipe.query_async(&mut conn).await {
             Err(e) if has_code(&e, "NOGROUP") => {
-                self.join().await?;
+                self.join(StartFrom::Beginning).await?;
                 return Ok(Vec::new());
             }
             other => other?,

@@ -5,6 +5,7 @@
 mod bench;
 mod checkpoint;
 mod decisions;
+mod demo;
 mod msg;
 mod render;
 mod session;
@@ -30,7 +31,7 @@ pub struct Cli {
     #[command(flatten)]
     global: Global,
     #[command(subcommand)]
-    command: Command,
+    command: TopCommand,
 }
 
 /// Options every command accepts.
@@ -40,14 +41,10 @@ pub struct Global {
     /// 127.0.0.1:6379, or start a private redis-server when nothing answers there.
     #[arg(long, env = "AGENTSTATE_REDIS_URL", global = true)]
     redis: Option<String>,
-    /// SQLite database of the spill daemon.
-    #[arg(
-        long,
-        env = "AGENTSTATE_DB",
-        default_value = "./agentstate.db",
-        global = true
-    )]
-    db: PathBuf,
+    /// SQLite database of the spill daemon [default: ./agentstate.db; for `demo`:
+    /// ./agentstate-demo.db, recreated by each run].
+    #[arg(long, env = "AGENTSTATE_DB", global = true)]
+    db: Option<PathBuf>,
     /// Key prefix of the namespace.
     #[arg(long, default_value = "as", global = true)]
     prefix: String,
@@ -59,6 +56,36 @@ pub struct Global {
     json: bool,
 }
 
+/// The SQLite file when `--db` is not given.
+pub const DEFAULT_DB: &str = "./agentstate.db";
+/// The demo's SQLite file when `--db` is not given (recreated by each demo run).
+pub const DEMO_DB: &str = "./agentstate-demo.db";
+
+impl Global {
+    /// The SQLite file: `--db`, or `./agentstate.db`.
+    pub fn db(&self) -> PathBuf {
+        self.db.clone().unwrap_or_else(|| DEFAULT_DB.into())
+    }
+
+    /// The demo's SQLite file: `--db`, or `./agentstate-demo.db`.
+    pub fn demo_db(&self) -> PathBuf {
+        self.db.clone().unwrap_or_else(|| DEMO_DB.into())
+    }
+}
+
+/// Commands that manage their own Redis, and the ones that run on a connected store.
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
+enum TopCommand {
+    /// Play a multi-agent scenario end to end and narrate it (the main job).
+    Demo(demo::DemoArgs),
+    /// Benchmark workloads side by side with redis-benchmark.
+    Bench(bench::BenchArgs),
+    #[command(flatten)]
+    Store(Command),
+}
+
+/// Commands that run on a store connected through `--redis` or the embedded default.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Sessions: create, show, list, close, archive, touch.
@@ -97,8 +124,6 @@ enum Command {
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
-    /// Benchmark workloads side by side with redis-benchmark.
-    Bench(bench::BenchArgs),
     /// Run the spill daemon: flush streams to SQLite, restore sessions, trim.
     Spill(spill::SpillArgs),
     /// Restore a session that is not live from SQLite (through a running daemon).
@@ -144,10 +169,16 @@ impl Ctx {
 /// Parses the arguments, runs the command, and maps the outcome to the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The demo narrates its own steps and checks every one; the embedded daemon's expected
+    // complaints while Redis is down would only interrupt the story.
+    let default_level = match cli.command {
+        TopCommand::Demo(_) => "off",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AGENTSTATE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| default_level.into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -168,11 +199,13 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
-    if let Command::Bench(args) = cli.command {
-        return bench::run(&cli.global, args).await;
-    }
+    let command = match cli.command {
+        TopCommand::Demo(args) => return demo::run(&cli.global, args).await,
+        TopCommand::Bench(args) => return bench::run(&cli.global, args).await,
+        TopCommand::Store(command) => command,
+    };
     let ctx = connect(cli.global).await?;
-    match cli.command {
+    match command {
         Command::Session(cmd) => session::run(&ctx, cmd).await,
         Command::Keys { sid } => session::keys(&ctx, &sid).await,
         Command::Work(cmd) => work::run(&ctx, cmd).await,
@@ -186,7 +219,6 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Decisions(cmd) => decisions::run(&ctx, cmd).await,
         Command::Tail(args) => tail::run(&ctx, args).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
-        Command::Bench(_) => unreachable!("handled above"),
         Command::Spill(args) => spill::spill(&ctx, args).await,
         Command::Restore { sid } => spill::restore(&ctx, &sid).await,
         Command::Export { sid } => spill::export(&ctx, &sid).await,
@@ -218,8 +250,15 @@ pub const NO_REDIS_HELP: &str =
 start one with `docker compose up -d redis`, or install the system package `redis-server` \
 (e.g. `sudo apt-get install -y redis-server`), or pass --redis URL";
 
+/// The address the embedded default probes: `redis://127.0.0.1:6379`, or
+/// `AGENTSTATE_DEFAULT_REDIS_URL` (lets tests play "nothing answers on the default address").
+fn default_redis_url() -> String {
+    std::env::var("AGENTSTATE_DEFAULT_REDIS_URL")
+        .unwrap_or_else(|_| agentstate::config::DEFAULT_REDIS_URL.to_string())
+}
+
 async fn embedded_default() -> Result<(String, Option<RedisServer>)> {
-    let default = agentstate::config::DEFAULT_REDIS_URL.to_string();
+    let default = default_redis_url();
     if redis_answers(&default).await {
         return Ok((default, None));
     }

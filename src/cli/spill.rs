@@ -26,7 +26,7 @@ pub struct SpillArgs {
 /// Runs the spill daemon until SIGINT/SIGTERM (drains the batch in flight, commits, exits
 /// 0), or once with `--once` (prints what it committed as JSON).
 pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
-    let config = SpillConfig::new(&ctx.global.db)
+    let config = SpillConfig::new(ctx.global.db())
         .interval(Duration::from_millis(args.interval_ms))
         .lease_ttl(Duration::from_millis(args.lease_ms.max(1)));
     let daemon = SpillDaemon::open(ctx.store.clone(), config).await?;
@@ -60,11 +60,11 @@ pub async fn restore(ctx: &Ctx, sid: &str) -> Result<()> {
 pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let lines = inspect::export_session(&ctx.store, &ctx.global.db, sid, &mut out)?;
+    let lines = inspect::export_session(&ctx.store, &ctx.global.db(), sid, &mut out)?;
     if lines == 0 {
         return Err(agentstate::Error::UnknownSession(format!(
             "{sid} (not in {})",
-            ctx.global.db.display()
+            ctx.global.db().display()
         )));
     }
     Ok(())

@@ -385,25 +385,32 @@ impl Store {
     }
 
     /// Whether `sid` may be restored: the partition's session index keeps an id until the
-    /// session is closed, so an id it lacks is unknown — answered at once, writing nothing.
-    /// After Redis lost its state the index is empty until a daemon re-seeds it when it takes
-    /// the partition (and publishes `<prefix>:{p}:committed`); while a daemon holds the lease
-    /// but has not published yet, this waits for it (bounded by `restore_wait`).
+    /// session is closed, so an id it lacks is unknown — answered at once, writing nothing,
+    /// as long as the namespace is intact (`<prefix>:config` exists) and no daemon is busy
+    /// taking the partition. After Redis lost its state (the config key is gone with it) the
+    /// index is empty until a daemon takes the partition, re-seeds it and publishes
+    /// `<prefix>:{p}:committed`; until then this waits (bounded by `restore_wait`, then
+    /// [`Error::NotLive`]) instead of calling a session unknown that SQLite may hold.
     async fn restorable(&self, sid: &str, conn: &mut deadpool_redis::Connection) -> Result<bool> {
         let p = self.keys().partition(sid);
-        let mut backoff = Backoff::new(self.config().restore_wait);
+        let wait = self.config().restore_wait;
+        let mut backoff = Backoff::new(wait);
         loop {
-            let (indexed, published, daemon): (bool, bool, bool) = redis::pipe()
+            let (indexed, published, daemon, intact): (bool, bool, bool, bool) = redis::pipe()
                 .sismember(self.keys().sessions_index(p), sid)
                 .exists(self.keys().committed(p))
                 .exists(self.keys().lease(p))
+                .exists(self.keys().config())
                 .query_async(conn)
                 .await?;
-            if indexed || published || !daemon {
+            if indexed || published || (intact && !daemon) {
                 return Ok(indexed);
             }
             if !backoff.pause().await {
-                return Ok(false);
+                return Err(Error::NotLive {
+                    sid: sid.to_string(),
+                    waited: wait,
+                });
             }
         }
     }

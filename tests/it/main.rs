@@ -8,6 +8,7 @@ mod cli;
 mod concurrency;
 mod consumer;
 mod decisions;
+mod demo;
 mod faults;
 mod key_protocol;
 mod messages;

@@ -1,0 +1,618 @@
+//! `agentstate demo`: the main job. Plays a multi-agent scenario end to end on the embedded
+//! default and narrates it; every step checks what it claims, and the command exits 0 only
+//! if all checks held.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agentstate::consumer::{ConsumerOptions, DecisionEvent, StartFrom};
+use agentstate::redis_server::{redis_server_available, RedisServer};
+use agentstate::spill::{inspect, SpillConfig, SpillDaemon};
+use agentstate::{
+    AppendOptions, Compaction, Config, Error, Lifecycle, MessageQuery, NewDecision, NewMessage,
+    NewSession, Result, Store, Usage,
+};
+use clap::Args;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::{redis_answers, Global, NO_REDIS_HELP};
+
+/// Messages each of the three agents appends to the planner's session.
+const MESSAGES_PER_AGENT: usize = 20;
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {}
+
+/// Where the demo's Redis lives, and how "Redis lost" is played.
+enum DemoRedis {
+    /// A private redis-server: lost by restarting it empty.
+    Private(RedisServer),
+    /// A Redis someone else runs: lost by wiping the demo's namespace.
+    Shared(String),
+}
+
+impl DemoRedis {
+    fn url(&self) -> String {
+        match self {
+            DemoRedis::Private(s) => s.url(),
+            DemoRedis::Shared(url) => url.clone(),
+        }
+    }
+}
+
+/// Prints the steps and remembers whether every check held.
+struct Narrator {
+    step: usize,
+    total: usize,
+    failures: Vec<String>,
+}
+
+impl Narrator {
+    fn step(&mut self, title: &str) {
+        self.step += 1;
+        println!("\n[{}/{}] {title}", self.step, self.total);
+    }
+    fn say(&self, text: impl AsRef<str>) {
+        println!("      {}", text.as_ref());
+    }
+    fn check(&mut self, ok: bool, claim: impl AsRef<str>) {
+        if ok {
+            println!("   ✓  {}", claim.as_ref());
+        } else {
+            println!("   ✗  {}", claim.as_ref());
+            self.failures
+                .push(format!("step {}: {}", self.step, claim.as_ref()));
+        }
+    }
+}
+
+pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
+    let started = Instant::now();
+    let redis = demo_redis(global).await?;
+    let prefix = if global.prefix == "as" {
+        "asdemo".to_string()
+    } else {
+        global.prefix.clone()
+    };
+    let db = global.demo_db();
+    if db == std::path::Path::new(super::DEMO_DB) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+    }
+    let config = Config::new(redis.url())
+        .prefix(&prefix)
+        .partitions(global.partitions);
+    let store = Store::connect(config).await?;
+    let mut n = Narrator {
+        step: 0,
+        total: 8,
+        failures: Vec::new(),
+    };
+    println!("agentstate demo — a planner agent and two worker sub-agents share a live session in Redis;");
+    println!(
+        "a spill daemon keeps it durable in SQLite, and restores it when Redis loses everything."
+    );
+    match &redis {
+        DemoRedis::Private(s) => println!(
+            "Redis:  private redis-server on {} (nothing answered on 127.0.0.1:6379)",
+            s.url()
+        ),
+        DemoRedis::Shared(url) => {
+            println!("Redis:  {url}, namespace `{prefix}:*` (wiped to play the loss of Redis)")
+        }
+    }
+    println!("SQLite: {}", db.display());
+
+    if let DemoRedis::Shared(_) = &redis {
+        wipe_namespace(&store).await?;
+    }
+    let cancel = CancellationToken::new();
+    let daemon = SpillDaemon::open(
+        store.clone(),
+        SpillConfig::new(&db).interval(Duration::from_millis(20)),
+    )
+    .await?;
+    let daemon_task = tokio::spawn(daemon.run(cancel.clone()));
+
+    let run_id = format!("{:06x}", rand::random::<u32>() >> 8);
+    let planner = format!("demo-{run_id}-planner");
+    let worker_a = format!("demo-{run_id}-worker-a");
+    let worker_b = format!("demo-{run_id}-worker-b");
+
+    // 1. sessions
+    n.step("Sessions: a planner and two worker sub-agents");
+    store
+        .create_session(
+            &NewSession::new()
+                .id(&planner)
+                .user("alice")
+                .model("planner-model"),
+        )
+        .await?;
+    store
+        .create_session(
+            &NewSession::new()
+                .id(&worker_a)
+                .parent(&planner, Lifecycle::Linked),
+        )
+        .await?;
+    store
+        .create_session(
+            &NewSession::new()
+                .id(&worker_b)
+                .parent(&planner, Lifecycle::Detached),
+        )
+        .await?;
+    n.say(format!(
+        "planner {planner} (user alice); {worker_a} linked, {worker_b} detached"
+    ));
+    let a = store.require_session(&worker_a).await?;
+    n.check(
+        a.spawn_depth == 1 && a.parent.as_deref() == Some(planner.as_str()),
+        "workers have spawn depth 1 and the planner as parent",
+    );
+    n.check(
+        store.children(&planner).await? == vec![worker_a.clone(), worker_b.clone()],
+        "the planner lists both workers as children",
+    );
+
+    // 2. working state with optimistic concurrency
+    n.step("Shared working state: both workers tick off plan steps concurrently (compare-and-set)");
+    store
+        .set_working(
+            &planner,
+            "plan",
+            &json!({"steps": ["research", "draft", "review"], "done": []}),
+        )
+        .await?;
+    let mut tasks = Vec::new();
+    for worker in ["worker-a", "worker-b"] {
+        let store = store.clone();
+        let planner = planner.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conflicts = 0;
+            for step in ["research", "draft", "review"] {
+                loop {
+                    let state = store.working(&planner).await?;
+                    let mut plan = state.values["plan"].clone();
+                    plan["done"]
+                        .as_array_mut()
+                        .expect("done list")
+                        .push(json!(format!("{worker}:{step}")));
+                    match store
+                        .set_working_if_version(&planner, "plan", &plan, state.version)
+                        .await
+                    {
+                        Ok(_) => break,
+                        Err(Error::Conflict { .. }) => conflicts += 1,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Ok::<usize, Error>(conflicts)
+        }));
+    }
+    let mut conflicts = 0;
+    for t in tasks {
+        conflicts += t.await.map_err(|e| Error::Io(e.to_string()))??;
+    }
+    let state = store.working(&planner).await?;
+    let done: BTreeSet<String> = state.values["plan"]["done"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    n.say(format!(
+        "{conflicts} stale writes were refused with a Conflict and retried on the new version"
+    ));
+    n.check(
+        done.len() == 6 && state.version == 7,
+        format!(
+            "all 6 ticks present, none lost; working-state version is {}",
+            state.version
+        ),
+    );
+
+    // 3. messages from three agents at once
+    n.step("Messages: three agents append to the planner's session at the same time");
+    let mut tasks = Vec::new();
+    for agent in ["planner", "worker-a", "worker-b"] {
+        let store = store.clone();
+        let planner = planner.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seqs = Vec::new();
+            for i in 0..MESSAGES_PER_AGENT {
+                let role = if agent == "planner" {
+                    "assistant"
+                } else {
+                    "tool"
+                };
+                let m = NewMessage::new(role)
+                    .name(agent)
+                    .content(format!("{agent} note {i}"))
+                    .round_index(1);
+                seqs.push(store.append(&planner, &m).await?);
+            }
+            Ok::<Vec<u64>, Error>(seqs)
+        }));
+    }
+    let mut seqs = Vec::new();
+    for t in tasks {
+        seqs.extend(t.await.map_err(|e| Error::Io(e.to_string()))??);
+    }
+    seqs.sort_unstable();
+    let expected: Vec<u64> = (1..=(3 * MESSAGES_PER_AGENT) as u64).collect();
+    n.check(
+        seqs == expected,
+        format!(
+            "seqs are exactly 1..={}: unique and gapless",
+            expected.len()
+        ),
+    );
+    let retry = AppendOptions::new().idempotency_key("final-answer");
+    let answer = NewMessage::new("assistant")
+        .name("planner")
+        .content("plan complete");
+    let first = store.append_with(&planner, &answer, &retry).await?;
+    let again = store.append_with(&planner, &answer, &retry).await?;
+    n.check(
+        first == again,
+        format!(
+            "a retried append (same idempotency key) returns seq {first} again and writes nothing"
+        ),
+    );
+    for w in [&worker_a, &worker_b] {
+        store
+            .append(w, &NewMessage::new("user").content("your part of the plan"))
+            .await?;
+    }
+    store
+        .record_usage(&planner, &Usage::new(1, 1200, 340).model("planner-model"))
+        .await?;
+
+    // 4. decisions consumed by a group
+    n.step(
+        "Decisions: the planner records decisions; a consumer group of two services acts on them",
+    );
+    let mut c1 = store
+        .consumer(
+            "executors",
+            "exec-1",
+            ConsumerOptions::new()
+                .start(StartFrom::Now)
+                .block(Duration::from_millis(200)),
+        )
+        .await?;
+    let mut c2 = store
+        .consumer(
+            "executors",
+            "exec-2",
+            ConsumerOptions::new()
+                .start(StartFrom::Now)
+                .block(Duration::from_millis(200)),
+        )
+        .await?;
+    let mut ids = Vec::new();
+    for (d, r, act) in [
+        ("publish the draft", "review passed", "deploy docs"),
+        ("notify the team", "release is ready", "send mail"),
+        ("archive worker-b", "its part is done", "archive"),
+    ] {
+        ids.push(
+            store
+                .record_decision(&planner, &NewDecision::new(d, r).action(act))
+                .await?,
+        );
+    }
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < ids.len() && Instant::now() < deadline {
+        for (name, c) in [("exec-1", &mut c1), ("exec-2", &mut c2)] {
+            let batch = c.read().await?;
+            for d in &batch {
+                if let DecisionEvent::Decision(dec) = &d.event {
+                    n.say(format!(
+                        "{name} got {:?} -> does {:?}",
+                        dec.decision,
+                        dec.planned_action.as_deref().unwrap_or("-")
+                    ));
+                    store
+                        .record_outcome(&dec.id, &format!("done by {name}"))
+                        .await?;
+                    seen.insert(dec.id.clone());
+                }
+            }
+            c.ack(&batch).await?;
+        }
+    }
+    n.check(
+        seen == ids.iter().cloned().collect(),
+        "every decision was delivered to the group and acted on",
+    );
+    n.check(
+        store.incomplete_decisions(Some(&planner)).await?.is_empty(),
+        "no decision is left without an outcome",
+    );
+
+    // 5. compaction
+    n.step("Compaction: the first 50 messages become one summary note");
+    let (compact_seq, note_seq) = store
+        .compact(
+            &planner,
+            &Compaction::new(1, 50, "Agents researched, drafted and reviewed the plan.")
+                .tokens(9000, 120)
+                .round_index(1),
+        )
+        .await?;
+    let active = store.messages(&planner, MessageQuery::active()).await?;
+    let all = store.messages(&planner, MessageQuery::all()).await?;
+    let active_seqs: Vec<u64> = active.iter().map(|m| m.seq).collect();
+    let want: Vec<u64> = (51..=first).chain([note_seq]).collect();
+    n.say(format!(
+        "compaction #{compact_seq}, note at seq {note_seq}; history keeps all {} messages",
+        all.len()
+    ));
+    n.check(
+        active_seqs == want,
+        format!(
+            "the active view is seqs 51..={first} plus the note: {} messages instead of {}",
+            active.len(),
+            all.len()
+        ),
+    );
+
+    // 6. checkpoint
+    n.step("Checkpoint: the finished plan is promoted from working state to durable state");
+    let ckpt = store
+        .checkpoint(&planner, "plan-done", Some(&["plan"]))
+        .await?;
+    let latest = store.checkpoint_latest(&planner, "plan-done").await?;
+    n.check(
+        latest.as_ref().map(|c| c.id.as_str()) == Some(ckpt.as_str()),
+        format!("checkpoint {ckpt} holds the plan"),
+    );
+
+    // 7. spill
+    n.step("Spill: the daemon copies the write-ahead log and decisions into SQLite");
+    let caught_up = wait_caught_up(&store, Duration::from_secs(15)).await?;
+    n.check(
+        caught_up,
+        "every wal and decisions entry is committed to SQLite",
+    );
+    let rows = sqlite_counts(&db, &planner)?;
+    n.say(format!(
+        "SQLite holds {} messages, {} decisions and {} checkpoints of the planner",
+        rows.0, rows.1, rows.2
+    ));
+    n.check(
+        rows.0 == all.len() as i64 && rows.1 == 3 && rows.2 == 1,
+        "SQLite has the full history, the decisions and the checkpoint",
+    );
+
+    // 8. Redis lost, session restored
+    n.step("Redis is lost; the next call restores the session from SQLite");
+    let before = session_image(&store, &planner).await?;
+    let redis = match redis {
+        DemoRedis::Private(mut server) => {
+            server.restart_empty()?;
+            n.say("the private redis-server was killed and restarted empty");
+            DemoRedis::Private(server)
+        }
+        DemoRedis::Shared(url) => {
+            wipe_namespace(&store).await?;
+            n.say(format!("every `{prefix}:*` key was deleted"));
+            DemoRedis::Shared(url)
+        }
+    };
+    let mut conn = store.conn().await?;
+    let live: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or_default();
+    n.check(
+        live.iter().all(|k| !k.contains(&planner)),
+        "nothing of the session is left in Redis",
+    );
+    let after = session_image(&store, &planner).await?;
+    let differs = differences(&before, &after);
+    n.check(differs.is_empty(), format!("session meta, all {} messages (seqs, states, bytes), compactions, usage, checkpoints and sub-agents are back exactly{}", all.len(), if differs.is_empty() { String::new() } else { format!("; differs: {}", differs.join(", ")) }));
+    n.check(
+        store.working(&planner).await?.values.is_empty(),
+        "working state is ephemeral: it comes back empty, as designed",
+    );
+    let next = store
+        .append(&planner, &NewMessage::new("user").content("thanks!"))
+        .await?;
+    n.check(
+        next == note_seq + 1,
+        format!("the next append gets seq {next}: allocation continues where it stopped"),
+    );
+    let follow_up = store
+        .record_decision(
+            &planner,
+            &NewDecision::new("ship the release", "the plan survived the outage").action("tag v1"),
+        )
+        .await?;
+    let mut got = false;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !got && Instant::now() < deadline {
+        let batch = c1.read().await?;
+        got = batch
+            .iter()
+            .any(|d| matches!(&d.event, DecisionEvent::Decision(dec) if dec.id == follow_up));
+        c1.ack(&batch).await?;
+    }
+    n.check(got, "the consumer group re-joins the recreated streams and receives a decision recorded after the loss");
+    n.check(
+        wait_caught_up(&store, Duration::from_secs(15)).await?,
+        "the daemon has flushed the post-outage writes to SQLite as well",
+    );
+
+    cancel.cancel();
+    daemon_task.await.map_err(|e| Error::Io(e.to_string()))??;
+
+    println!("\nLook for yourself:");
+    let p = store.keys().partition(&planner);
+    println!("  sqlite3 {} \"SELECT seq, json_extract(element,'$.state'), json_extract(element,'$.content') FROM messages WHERE session_id='{planner}' ORDER BY seq\"", db.display());
+    println!(
+        "  sqlite3 {} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\"",
+        db.display()
+    );
+    match &redis {
+        DemoRedis::Private(_) => {
+            println!("  (the private redis-server stops with the demo; run `docker compose up -d redis` or a local");
+            println!(
+                "   redis-server on 6379 and run the demo again to keep the live keys, then:)"
+            );
+        }
+        DemoRedis::Shared(_) => {}
+    }
+    println!("  redis-cli HGETALL '{prefix}:{{{p}}}:s:{planner}'");
+    println!("  redis-cli LRANGE '{prefix}:{{{p}}}:s:{planner}:msgs' 0 -1");
+    println!("  redis-cli XINFO GROUPS '{prefix}:{{{p}}}:decisions'");
+    println!("  redis-cli TTL '{prefix}:{{{p}}}:s:{planner}'");
+    println!(
+        "  agentstate --prefix {prefix} --db {} session show {planner}",
+        db.display()
+    );
+    println!(
+        "\n{} in {:.1} s",
+        if n.failures.is_empty() {
+            "all checks passed"
+        } else {
+            "SOME CHECKS FAILED"
+        },
+        started.elapsed().as_secs_f64()
+    );
+    if n.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "demo checks failed: {}",
+            n.failures.join("; ")
+        )))
+    }
+}
+
+/// The embedded default, for the demo: `--redis` or 127.0.0.1:6379 when something answers
+/// (shared: the demo works in its own namespace), else a private redis-server.
+async fn demo_redis(global: &Global) -> Result<DemoRedis> {
+    if let Some(url) = &global.redis {
+        return Ok(DemoRedis::Shared(url.clone()));
+    }
+    let default = super::default_redis_url();
+    if redis_answers(&default).await {
+        return Ok(DemoRedis::Shared(default));
+    }
+    if !redis_server_available() {
+        return Err(Error::RedisUnavailable(NO_REDIS_HELP.into()));
+    }
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .map_err(|e| Error::Io(e.to_string()))??;
+    Ok(DemoRedis::Private(server))
+}
+
+/// Deletes every key of the store's namespace (SCAN + UNLINK): "Redis lost" on a shared server.
+async fn wipe_namespace(store: &Store) -> Result<()> {
+    let mut conn = store.conn().await?;
+    let pattern = format!("{}:*", store.keys().prefix());
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        if !keys.is_empty() {
+            redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
+
+/// Waits until no partition has wal or decisions entries SQLite has not committed.
+async fn wait_caught_up(store: &Store, within: Duration) -> Result<bool> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let stats = inspect::stats(store).await?;
+        if stats
+            .iter()
+            .all(|s| s.wal_pending == 0 && s.decisions_pending == 0)
+        {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(false)
+}
+
+/// Rows of `sid` in SQLite: (messages, decisions, checkpoints), read-only.
+fn sqlite_counts(db: &PathBuf, sid: &str) -> Result<(i64, i64, i64)> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let count = |table: &str| -> Result<i64> {
+        Ok(conn.query_row(
+            &format!("SELECT count(*) FROM {table} WHERE session_id = ?1"),
+            [sid],
+            |r| r.get(0),
+        )?)
+    };
+    Ok((
+        count("messages")?,
+        count("decisions")?,
+        count("checkpoints")?,
+    ))
+}
+
+/// The top-level fields (and `session.*` fields) where two session images differ.
+fn differences(before: &Value, after: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(b), Some(a)) = (before.as_object(), after.as_object()) {
+        for (k, v) in b {
+            match (v.as_object(), a.get(k).and_then(Value::as_object)) {
+                (Some(bo), Some(ao)) => out.extend(
+                    bo.iter()
+                        .filter(|(f, fv)| ao.get(*f) != Some(fv))
+                        .map(|(f, _)| format!("{k}.{f}")),
+                ),
+                _ if a.get(k) != Some(v) => out.push(k.clone()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Everything durable about a session, as one comparable document. The working-state
+/// `version` is left out: working state is ephemeral, so a restored session starts at 0.
+async fn session_image(store: &Store, sid: &str) -> Result<Value> {
+    let mut session = serde_json::to_value(store.require_session(sid).await?)?;
+    if let Some(meta) = session.as_object_mut() {
+        meta.remove("version");
+    }
+    Ok(json!({
+        "session": session,
+        "messages": store.messages(sid, MessageQuery::all()).await?,
+        "compactions": store.compactions(sid).await?,
+        "usage": store.usage(sid).await?,
+        "checkpoints": store.checkpoints(sid).await?,
+        "children": store.children(sid).await?,
+    }))
+}
