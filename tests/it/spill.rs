@@ -935,3 +935,38 @@ async fn after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_c
         .unwrap();
     assert_eq!(committed.as_deref(), Some("1-1"));
 }
+
+#[tokio::test]
+async fn right_after_redis_restarts_empty_an_opener_waits_for_the_running_daemon() {
+    let mut t = env().await;
+    t.store
+        .create_session(&NewSession::new().id("kept").user("alice"))
+        .await
+        .unwrap();
+    for i in 0..5 {
+        t.store
+            .append("kept", &NewMessage::new("user").content(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    let (stop, daemon) = t.start_daemon().await;
+    let durable = t.store.with_durability(agentstate::Durability::Durable);
+    assert_eq!(
+        durable
+            .append("kept", &NewMessage::new("user"))
+            .await
+            .unwrap(),
+        6
+    );
+    // The same long-lived store (no reconnect: `<prefix>:config` is gone with Redis) and the
+    // same running daemon, which has not re-taken the partition yet.
+    t.server.restart_empty().unwrap();
+    let restored = t.store.require_session("kept").await.unwrap();
+    assert_eq!(restored.next_seq, 7);
+    assert_eq!(
+        t.store.list_sessions(Some("alice")).await.unwrap(),
+        vec!["kept"]
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
