@@ -6,7 +6,7 @@ use agentstate::spill::inspect;
 use agentstate::{Result, SpillConfig, SpillDaemon};
 use tokio_util::sync::CancellationToken;
 
-use super::{print_json, Ctx};
+use super::{print_json, render, Ctx};
 
 /// Arguments of `agentstate spill`.
 #[derive(Debug, clap::Args)]
@@ -80,22 +80,33 @@ pub async fn stats(ctx: &Ctx) -> Result<()> {
         }
         return Ok(());
     }
-    println!(
-        "{:>4} {:>10} {:>10} {:>16} {:>16} {:>10} {:>8}  owner",
-        "part", "wal_pend", "dec_pend", "wal_committed", "dec_committed", "rate/s", "lag_ms"
+    let rows: Vec<Vec<String>> = stats
+        .iter()
+        .map(|s| {
+            vec![
+                s.partition.to_string(),
+                s.wal_pending.to_string(),
+                s.decisions_pending.to_string(),
+                s.wal_committed.clone().unwrap_or_else(|| "-".into()),
+                s.decisions_committed.clone().unwrap_or_else(|| "-".into()),
+                s.flush_rate.map_or("-".into(), |r| format!("{r:.0}")),
+                s.lag_ms.to_string(),
+                s.owner.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    render::table(
+        &[
+            "part",
+            "wal pending",
+            "decisions pending",
+            "wal committed",
+            "decisions committed",
+            "rate/s",
+            "lag ms",
+            "owner",
+        ],
+        &rows,
     );
-    for s in &stats {
-        println!(
-            "{:>4} {:>10} {:>10} {:>16} {:>16} {:>10} {:>8}  {}",
-            s.partition,
-            s.wal_pending,
-            s.decisions_pending,
-            s.wal_committed.as_deref().unwrap_or("-"),
-            s.decisions_committed.as_deref().unwrap_or("-"),
-            s.flush_rate.map_or("-".into(), |r| format!("{r:.0}")),
-            s.lag_ms,
-            s.owner.as_deref().unwrap_or("-"),
-        );
-    }
     Ok(())
 }
