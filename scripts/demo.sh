@@ -3,5 +3,5 @@
 # nothing answers on 127.0.0.1:6379).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-redis.sh
+scripts/ensure-tools.sh redis-server
 cargo run --locked --release --quiet -- demo "$@"

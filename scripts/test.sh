@@ -3,5 +3,5 @@
 # free loopback port, so the only requirement is redis-server on PATH (installed if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-redis.sh
+scripts/ensure-tools.sh redis-server openssl
 cargo test --locked "$@"

@@ -54,6 +54,19 @@ pub(crate) fn build_pool(config: &Config) -> Result<Pool> {
         .map_err(|e| Error::RedisUnavailable(e.to_string()))
 }
 
+/// Installs rustls' ring crypto provider once per process (redis-rs brings rustls without
+/// one, and connecting to a `rediss://` URL without a provider panics).
+fn install_tls_provider() {
+    #[cfg(feature = "tls")]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // Err means another provider is installed already: fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+    }
+}
+
 impl Store {
     /// Connects, checks Redis answers, and records or verifies the namespace in
     /// `<prefix>:config` (a different partition count is [`Error::NamespaceMismatch`]).
@@ -62,6 +75,7 @@ impl Store {
             return Err(Error::InvalidInput("partitions must be at least 1".into()));
         }
         crate::keys::validate_id("prefix", &config.namespace.prefix)?;
+        install_tls_provider();
         let pool = build_pool(&config)?;
         let keys = Keys::new(&config.namespace.prefix, config.namespace.partitions);
         let store = Store {

@@ -16,5 +16,6 @@ mod rounds;
 mod sessions;
 mod smoke;
 mod spill;
+mod tls;
 mod users;
 mod working;
