@@ -87,6 +87,10 @@ impl NewMessage {
 
 /// A stored message: the appended fields plus `seq`, `state` and `created_at`, in the order
 /// they are stored (the JSON of a message is the Redis list element itself).
+///
+/// The fields of [`NewMessage`] are spelled out here rather than `#[serde(flatten)]`ed:
+/// flatten makes serde buffer every element before decoding it, and decoding messages is
+/// the hot read path (loading a history).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// Position in the session, 1-based, gapless.
