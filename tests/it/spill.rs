@@ -6,7 +6,7 @@ use std::time::Duration;
 use agentstate::*;
 use serde_json::json;
 
-use crate::support::{create, env, env_with, TestEnv};
+use crate::support::{create, env, env_with, json_lines, TestEnv};
 
 /// Builds a session with every kind of durable state; returns its id and its child's.
 async fn rich_session(s: &Store, sid: &str) -> (String, String) {
@@ -1180,4 +1180,65 @@ async fn the_user_reseed_script_never_overwrites_or_resurrects() {
     ]);
     let at = now.first().map_or("0-0".to_string(), |e| e.0.clone());
     assert_eq!(reseed("cy", &at, &[("a", "1"), ("b", "2")]), 2);
+}
+
+#[tokio::test]
+async fn cli_checkpoint_list_shows_the_full_history_and_what_is_not_flushed_yet() {
+    let t = env().await;
+    let s = &t.store;
+    create(&t, "hist", None, None).await;
+    // One checkpoint per millisecond at least, so created_at alone orders them.
+    let checkpoint = |label: &'static str| async move {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        s.checkpoint("hist", label, None).await.unwrap()
+    };
+    s.set_working("hist", "plan", &json!("p1")).await.unwrap();
+    let a1 = checkpoint("a").await;
+    s.set_working("hist", "plan", &json!("p2")).await.unwrap();
+    let a2 = checkpoint("a").await;
+    let b1 = checkpoint("b").await;
+    t.flush().await;
+    let db = t.db();
+    let db = db.to_str().unwrap();
+    let list = |db: &str| -> Vec<(String, String)> {
+        let lines = json_lines(&t.cli_ok(&["--db", db, "checkpoint", "list", "hist"]));
+        let mut created = Vec::new();
+        let listed = lines
+            .iter()
+            .map(|l| {
+                let keys: Vec<&String> = l.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["created_at", "id", "label"], "{l}");
+                created.push(l["created_at"].as_i64().unwrap());
+                (
+                    l["id"].as_str().unwrap().to_string(),
+                    l["label"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert!(
+            created.is_sorted(),
+            "not ordered by created_at: {created:?}"
+        );
+        listed
+    };
+    let pair = |id: &str, label: &str| (id.to_string(), label.to_string());
+    assert_eq!(list(db), [pair(&a1, "a"), pair(&a2, "a"), pair(&b1, "b")]);
+    // One more, not flushed: listed from Redis.
+    let c1 = checkpoint("c").await;
+    assert_eq!(
+        list(db),
+        [
+            pair(&a1, "a"),
+            pair(&a2, "a"),
+            pair(&b1, "b"),
+            pair(&c1, "c")
+        ]
+    );
+    // Without a SQLite file: the latest per label, from Redis.
+    let missing = t.server.path("missing.db");
+    assert_eq!(
+        list(missing.to_str().unwrap()),
+        [pair(&a2, "a"), pair(&b1, "b"), pair(&c1, "c")]
+    );
+    assert!(!missing.exists(), "the CLI created the SQLite file");
 }
