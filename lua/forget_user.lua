@@ -1,13 +1,17 @@
 --[[
   forget_user: GDPR erasure of a user's data in Redis, O(that user's keys); the wal entry
   tells the spill daemon to erase it from SQLite. Sessions, checkpoints and decisions are
-  not touched.
+  not touched. A short-lived tombstone keeps the daemon's re-seed after a Redis loss from
+  putting back values SQLite still holds until it applies the wal entry.
   KEYS[1] user hash    <prefix>:{p}:u:<uid>
   KEYS[2] wal stream   <prefix>:{p}:wal   (partition of the user id)
+  KEYS[3] tombstone    <prefix>:{p}:u:<uid>:forgotten   (value: forget time, ms)
   ARGV[1] user id
+  ARGV[2] tombstone TTL, seconds
   Returns: {names of the removed keys, wal entry id}
 ]]
 local names = redis.call('HKEYS', KEYS[1])
 redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[3], now_ms(), 'EX', ARGV[2])
 local id = redis.call('XADD', KEYS[2], '*', 'op', 'user_forget', 'id', ARGV[1], 'd', '{"keys":' .. #names .. '}')
 return {names, id}

@@ -212,6 +212,13 @@ impl Keys {
         format!("{}:{{{}}}:u:{uid}", self.prefix, self.partition(uid))
     }
 
+    /// `<prefix>:{p}:u:<uid>:forgotten` — set by `forget_user` for a day: the re-seed after
+    /// a Redis loss skips the user, so values SQLite still holds until the flush are not put
+    /// back.
+    pub fn user_forgotten(&self, uid: &str) -> String {
+        format!("{}:forgotten", self.user(uid))
+    }
+
     /// `<prefix>:{p}:r:<uid>:<session>` — StateService rounds of a user's session, in the
     /// partition of the user id.
     pub fn rounds(&self, uid: &str, session: &str) -> String {

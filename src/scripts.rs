@@ -59,6 +59,8 @@ lua_script!(/// `lua/delete_user_value.lua`
     DELETE_USER_VALUE, "delete_user_value");
 lua_script!(/// `lua/forget_user.lua`
     FORGET_USER, "forget_user");
+lua_script!(/// `lua/reseed_user_values.lua`
+    RESEED_USER_VALUES, "reseed_user_values");
 lua_script!(/// `lua/claim_lease.lua`
     CLAIM_LEASE, "claim_lease");
 lua_script!(/// `lua/restore_session.lua`
@@ -68,7 +70,7 @@ lua_script!(/// `lua/restore_rounds.lua`
 
 /// Every script with its file name, for pre-loading (SCRIPT LOAD before pipelines) and for
 /// the header test.
-pub(crate) fn all() -> [(&'static str, &'static Script); 22] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 23] {
     [
         ("create_session", &CREATE_SESSION),
         ("link_child", &LINK_CHILD),
@@ -89,6 +91,7 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 22] {
         ("set_user_value", &SET_USER_VALUE),
         ("delete_user_value", &DELETE_USER_VALUE),
         ("forget_user", &FORGET_USER),
+        ("reseed_user_values", &RESEED_USER_VALUES),
         ("claim_lease", &CLAIM_LEASE),
         ("restore_session", &RESTORE_SESSION),
         ("restore_rounds", &RESTORE_ROUNDS),

@@ -9,6 +9,10 @@ use crate::keys::validate_id;
 use crate::scripts;
 use crate::store::Store;
 
+/// How long `forget_user`'s tombstone lives: far longer than the window it closes (a
+/// forget after a Redis loss that the daemon has not flushed when it re-seeds user data).
+const FORGET_TOMBSTONE_TTL_SECS: u64 = 24 * 3600;
+
 /// What `forget_user` removed, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ForgetReceipt {
@@ -82,7 +86,11 @@ impl Store {
         let p = self.keys().partition(user);
         let redis_key = self.keys().user(user);
         let mut inv = scripts::FORGET_USER.prepare_invoke();
-        inv.key(&redis_key).key(self.keys().wal(p)).arg(user);
+        inv.key(&redis_key)
+            .key(self.keys().wal(p))
+            .key(self.keys().user_forgotten(user))
+            .arg(user)
+            .arg(FORGET_TOMBSTONE_TTL_SECS);
         let (mut removed_keys, wal_entry): (Vec<String>, String) = self.invoke(&inv).await?;
         removed_keys.sort();
         self.settle(p, &wal_entry).await?;

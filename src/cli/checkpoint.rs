@@ -1,5 +1,6 @@
 //! `agentstate checkpoint ...`.
 
+use agentstate::spill::inspect;
 use agentstate::Result;
 use clap::Subcommand;
 use serde_json::json;
@@ -28,7 +29,9 @@ pub enum CheckpointCmd {
         /// Label.
         label: String,
     },
-    /// Print the latest checkpoint of every label as JSON lines {id, label, created_at}.
+    /// Print every checkpoint as JSON lines {id, label, created_at}, oldest first: the full
+    /// history from the SQLite file (`--db`, read-only) and the latest per label from Redis;
+    /// only the latest per label when there is no SQLite file.
     List {
         /// Session id.
         sid: String,
@@ -57,7 +60,7 @@ pub async fn run(ctx: &Ctx, cmd: CheckpointCmd) -> Result<()> {
             print_opt_json(latest.map(|c| c.payload))?;
         }
         CheckpointCmd::List { sid } => {
-            for c in ctx.store.checkpoints(&sid).await? {
+            for c in inspect::checkpoint_history(&ctx.store, &ctx.global.db(), &sid).await? {
                 print_json(&json!({"id": c.id, "label": c.label, "created_at": c.created_at}))?;
             }
         }

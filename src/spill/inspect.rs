@@ -1,6 +1,7 @@
-//! Read-only views for operators: [`stats`] per partition from Redis alone, and
+//! Read-only views for operators: [`stats`] per partition from Redis alone,
 //! [`export_session`], the durable history of one session as JSON lines from SQLite
-//! (opened read-only).
+//! (opened read-only), and [`checkpoint_history`], SQLite's full checkpoint history merged
+//! with Redis' latest per label.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -10,8 +11,9 @@ use rusqlite::params;
 use serde::Serialize;
 use serde_json::{json, value::RawValue};
 
+use crate::checkpoints::Checkpoint;
 use crate::durability::parse_stream_id;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::Store;
 
 /// Pending entries are counted up to this many per stream.
@@ -114,6 +116,44 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
         });
     }
     Ok(out)
+}
+
+/// Every checkpoint of session `sid`, ordered by `created_at`: the full history from the
+/// SQLite file at `db_path` (opened read-only) merged with Redis' latest per label, so a
+/// checkpoint not flushed yet is listed too; each id once. Without a file at `db_path`, only
+/// Redis' latest per label ([`Store::checkpoints`]).
+pub async fn checkpoint_history(
+    store: &Store,
+    db_path: &Path,
+    sid: &str,
+) -> Result<Vec<Checkpoint>> {
+    let live = store.checkpoints(sid).await?;
+    if !db_path.exists() {
+        return Ok(live);
+    }
+    let (path, ns, id) = (
+        db_path.to_path_buf(),
+        store.config().namespace.clone(),
+        sid.to_string(),
+    );
+    let mut all = tokio::task::spawn_blocking(move || -> Result<Vec<Checkpoint>> {
+        let conn = super::schema::open_read_only(&path, &ns)?;
+        let mut stmt =
+            conn.prepare("SELECT record FROM checkpoints WHERE session_id = ?1 ORDER BY seq")?;
+        let rows = stmt.query_map(params![id], |r| r.get::<_, String>(0))?;
+        rows.map(|record| Ok(serde_json::from_str(&record?)?))
+            .collect()
+    })
+    .await
+    .map_err(|e| Error::Sqlite(format!("sqlite thread failed: {e}")))??;
+    for c in live {
+        if !all.iter().any(|h| h.id == c.id) {
+            all.push(c);
+        }
+    }
+    // Stable: checkpoints of the same millisecond keep SQLite's order.
+    all.sort_by_key(|c| c.created_at);
+    Ok(all)
 }
 
 /// Writes the durable history of session `sid` from the SQLite file at `db_path` as JSON

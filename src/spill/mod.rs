@@ -84,6 +84,10 @@ impl SpillConfig {
     }
 }
 
+/// Field of `<prefix>:{p}:committed` set once user data and rounds were re-seeded from
+/// SQLite into this Redis (its absence after a Redis loss makes the owner re-seed them).
+const SEEDED: &str = "seeded";
+
 /// What one or more passes did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PassReport {
@@ -128,6 +132,9 @@ struct Partition {
     flushed: u64,
     /// Whether the streams moved since the last trim.
     trim_due: bool,
+    /// Whether user data and rounds are still to be re-seeded from SQLite (Redis lost its
+    /// state: `<prefix>:{p}:committed` has no `seeded` field); done once the flush drained.
+    reseed_due: bool,
 }
 
 /// The spill daemon. Build it with [`SpillDaemon::open`], then [`run`](SpillDaemon::run) it
@@ -253,19 +260,24 @@ impl SpillDaemon {
                 continue;
             }
             report.partitions += 1;
-            loop {
+            let drained = loop {
                 let Some((w, d)) = self.flush_batch(p).await? else {
-                    break;
+                    break false;
                 };
                 report.wal += w as u64;
                 report.decisions += d as u64;
-                let full = w >= self.config.batch_size || d >= self.config.batch_size;
-                if !full || self.cancel.is_cancelled() || !self.hold_lease(p).await? {
-                    break;
+                if w < self.config.batch_size && d < self.config.batch_size {
+                    break true;
                 }
-            }
+                if self.cancel.is_cancelled() || !self.hold_lease(p).await? {
+                    break false;
+                }
+            };
             if self.parts[p as usize].token == 0 {
                 continue;
+            }
+            if drained && self.parts[p as usize].reseed_due {
+                self.reseed_user_data(p).await?;
             }
             report.restored += self.serve_restores(p).await?;
             if std::mem::take(&mut self.parts[p as usize].trim_due) {
@@ -310,7 +322,11 @@ impl SpillDaemon {
                 with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
             let key = self.store.keys().committed(p);
             let mut conn = self.store.conn().await?;
-            let known: u32 = redis::cmd("HLEN").arg(&key).query_async(&mut conn).await?;
+            let (known, seeded): (u32, bool) = redis::pipe()
+                .hlen(&key)
+                .hexists(&key, SEEDED)
+                .query_async(&mut conn)
+                .await?;
             if known == 0 {
                 // Redis lost its state (or this is the first run). A stream that no longer
                 // holds the committed entry (the trimmer always keeps it) is a new timeline:
@@ -351,6 +367,7 @@ impl SpillDaemon {
                 wal,
                 decisions,
                 trim_due: true,
+                reseed_due: !seeded,
                 ..Partition::default()
             };
         }
@@ -444,6 +461,23 @@ impl SpillDaemon {
         part.window_count += (nw + nd) as u64;
         tracing::debug!(partition = p, wal = nw, decisions = nd, "committed batch");
         Ok(Some((nw, nd)))
+    }
+
+    /// The after-loss step for user data, once the flush drained (so every erasure made in
+    /// the new Redis is in SQLite): puts user values and rounds back from SQLite, then marks
+    /// the partition `seeded`. A daemon that dies before the mark leaves it to the next owner.
+    async fn reseed_user_data(&mut self, p: u32) -> Result<()> {
+        let wal = self.parts[p as usize].wal.clone();
+        rehydrator::reseed_user_data(&self.store, &self.db, p, &wal).await?;
+        let mut conn = self.store.conn().await?;
+        let _: () = redis::cmd("HSET")
+            .arg(self.store.keys().committed(p))
+            .arg(SEEDED)
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        self.parts[p as usize].reseed_due = false;
+        Ok(())
     }
 
     /// Publishes this partition's figures in `<prefix>:{p}:spill` about once a second.

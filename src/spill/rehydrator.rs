@@ -62,6 +62,18 @@ fn merge_ranges(mut ranges: Vec<(i64, i64)>) -> String {
         .join(",")
 }
 
+/// Groups `(key, item)` rows sorted by key into one `(key, items)` entry per key.
+fn group_sorted<K: PartialEq, V>(rows: impl IntoIterator<Item = (K, V)>) -> Vec<(K, Vec<V>)> {
+    let mut groups: Vec<(K, Vec<V>)> = Vec::new();
+    for (key, item) in rows {
+        match groups.last_mut() {
+            Some((k, items)) if *k == key => items.push(item),
+            _ => groups.push((key, vec![item])),
+        }
+    }
+    groups
+}
+
 fn strings<P: rusqlite::Params>(conn: &Connection, sql: &str, p: P) -> Result<Vec<String>> {
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map(p, |r| r.get(0))?;
@@ -183,15 +195,8 @@ fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snapshot>> {
             "SELECT user_id, round_id, state FROM rounds WHERE session_id = ?1
              ORDER BY user_id, round_id",
         )?;
-        let mut rows = stmt.query(params![sid])?;
-        while let Some(r) = rows.next()? {
-            let user: String = r.get(0)?;
-            let round = (r.get(1)?, r.get(2)?);
-            match s.rounds.last_mut() {
-                Some((u, list)) if *u == user => list.push(round),
-                _ => s.rounds.push((user, vec![round])),
-            }
-        }
+        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+        s.rounds = group_sorted(rows.collect::<rusqlite::Result<Vec<_>>>()?);
     }
     s.children = strings(
         conn,
@@ -254,16 +259,102 @@ async fn write_snapshot(store: &Store, sid: &str, s: &Snapshot) -> Result<bool> 
     section(&mut inv, &s.decisions);
     let restored: i64 = store.invoke(&inv).await?;
     for (user, rounds) in &s.rounds {
-        let mut inv = scripts::RESTORE_ROUNDS.prepare_invoke();
-        inv.key(store.keys().rounds(user, sid))
-            .arg(s.ttl)
-            .arg(rounds.iter().map(|r| r.0).max().unwrap_or(0));
-        for (round, state) in rounds {
-            inv.arg(round).arg(state);
-        }
-        let _: i64 = store.invoke(&inv).await?;
+        restore_rounds(store, user, sid, s.ttl, rounds).await?;
     }
     Ok(restored == 1)
+}
+
+/// Writes the StateService rounds of `user`'s `session` with `restore_rounds.lua` (idle TTL
+/// `ttl` seconds) unless that rounds hash is live; true when it wrote them.
+async fn restore_rounds(
+    store: &Store,
+    user: &str,
+    session: &str,
+    ttl: i64,
+    rounds: &[(i64, String)],
+) -> Result<bool> {
+    let mut inv = scripts::RESTORE_ROUNDS.prepare_invoke();
+    inv.key(store.keys().rounds(user, session))
+        .arg(ttl)
+        .arg(rounds.iter().map(|r| r.0).max().unwrap_or(0));
+    for (round, state) in rounds {
+        inv.arg(round).arg(state);
+    }
+    let restored: i64 = store.invoke(&inv).await?;
+    Ok(restored == 1)
+}
+
+/// User values (user → key/value pairs) and StateService rounds of sessions that are not
+/// agentstate sessions ((user, session) → round/state pairs) SQLite holds for one partition.
+type UserData = (
+    Vec<(String, Vec<(String, String)>)>,
+    Vec<((String, String), Vec<(i64, String)>)>,
+);
+
+/// Reads the user data of partition `p` (the partition of the user id) from SQLite.
+fn load_user_data(conn: &Connection, keys: &crate::keys::Keys, p: u32) -> Result<UserData> {
+    let mut stmt =
+        conn.prepare_cached("SELECT user_id, key, value FROM user_values ORDER BY user_id, key")?;
+    let values = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))))?
+        .filter(|row| row.as_ref().map_or(true, |(u, _)| keys.partition(u) == p))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT user_id, session_id, round_id, state FROM rounds
+         WHERE session_id NOT IN (SELECT id FROM sessions)
+         ORDER BY user_id, session_id, round_id",
+    )?;
+    let rounds = stmt
+        .query_map([], |r| {
+            Ok(((r.get::<_, String>(0)?, r.get(1)?), (r.get(2)?, r.get(3)?)))
+        })?
+        .filter(|row| {
+            row.as_ref()
+                .map_or(true, |((u, _), _)| keys.partition(u) == p)
+        })
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok((group_sorted(values), group_sorted(rounds)))
+}
+
+/// After Redis lost its state: puts back the user values and the StateService rounds (of
+/// sessions that are not agentstate sessions, whose rounds come back with the session) that
+/// SQLite holds for partition `p`. Runs after the flush that applied every wal entry up to
+/// `wal_committed`, so erasures made in the new Redis are in SQLite already; what agents did
+/// since is never overwritten or resurrected (`reseed_user_values.lua`, `restore_rounds.lua`).
+/// Returns the values and the rounds hashes written.
+pub(super) async fn reseed_user_data(
+    store: &Store,
+    db: &Arc<Mutex<Connection>>,
+    p: u32,
+    wal_committed: &str,
+) -> Result<(u64, u64)> {
+    let keys = store.keys().clone();
+    let (values, rounds) = with_db(db, move |c| load_user_data(c, &keys, p)).await?;
+    let mut written = (0, 0);
+    for (user, pairs) in &values {
+        let mut inv = scripts::RESEED_USER_VALUES.prepare_invoke();
+        inv.key(store.keys().user(user))
+            .key(store.keys().user_forgotten(user))
+            .key(store.keys().wal(p))
+            .arg(user)
+            .arg(wal_committed);
+        for (key, value) in pairs {
+            inv.arg(key).arg(value);
+        }
+        let n: u64 = store.invoke(&inv).await?;
+        written.0 += n;
+    }
+    let ttl = store.config().session_ttl.as_secs().max(1) as i64;
+    for ((user, session), list) in &rounds {
+        written.1 += u64::from(restore_rounds(store, user, session, ttl, list).await?);
+    }
+    tracing::info!(
+        partition = p,
+        values = written.0,
+        rounds = written.1,
+        "re-seeded user data from SQLite"
+    );
+    Ok(written)
 }
 
 /// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis

@@ -326,16 +326,18 @@ impl TestEnv {
         (cancel, handle)
     }
 
-    /// Waits until a daemon has taken every partition (each has its `committed` hash), so a
-    /// Redis that lost its state has its session indexes back.
+    /// Waits until a daemon has taken every partition and re-seeded it (each `committed`
+    /// hash has its `seeded` field), so a Redis that lost its state has its session indexes,
+    /// user values and rounds back.
     pub async fn wait_for_daemon(&self) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let keys = self.store.keys();
         loop {
             let mut c = self.redis();
             let ready = (0..keys.partitions()).all(|p| {
-                redis::cmd("EXISTS")
+                redis::cmd("HEXISTS")
                     .arg(keys.committed(p))
+                    .arg("seeded")
                     .query::<bool>(&mut c)
                     .unwrap()
             });

@@ -53,6 +53,10 @@ async fn forgetting_a_user_erases_their_values_and_nothing_else() {
     assert_eq!(last[0].1["d"], r#"{"keys":2}"#);
 
     assert_eq!(t.cmd::<i64>(&["EXISTS", &receipt.redis_key]), 0);
+    // A day-long tombstone keeps a re-seed after a Redis loss from putting the values back.
+    let tombstone = s.keys().user_forgotten("una");
+    assert_eq!(tombstone, format!("as:{{{p}}}:u:una:forgotten"));
+    assert!((86_390..=86_400).contains(&t.ttl(&tombstone)));
     assert_eq!(s.user_value("una", "email").await.unwrap(), None);
     assert_eq!(
         s.user_value("other", "email").await.unwrap(),

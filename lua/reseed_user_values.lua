@@ -1,0 +1,36 @@
+--[[
+  reseed_user_values: after Redis lost its state, put one user's values back from SQLite
+  without overwriting or resurrecting what agents did in the new Redis since: a value Redis
+  holds stays (HSETNX); a user with a forget tombstone is skipped whole; a key deleted after
+  the values were read from SQLite (a `user_del` of this user in the wal after ARGV[2]) is
+  skipped.
+  KEYS[1] user hash    <prefix>:{p}:u:<uid>
+  KEYS[2] tombstone    <prefix>:{p}:u:<uid>:forgotten
+  KEYS[3] wal stream   <prefix>:{p}:wal   (partition of the user id)
+  ARGV[1] user id
+  ARGV[2] last wal id SQLite had committed when the values were read
+  ARGV[3..] (key, JSON value) pairs
+  Returns: the number of values written
+  Cost: O(values + wal entries after ARGV[2]).
+]]
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+local deleted = {}
+for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '(' .. ARGV[2], '+')) do
+  local f = entry[2]
+  local op, id, d
+  for i = 1, #f, 2 do
+    if f[i] == 'op' then op = f[i + 1] elseif f[i] == 'id' then id = f[i + 1] elseif f[i] == 'd' then d = f[i + 1] end
+  end
+  if op == 'user_del' and id == ARGV[1] then
+    deleted[cjson.decode(d).key] = true
+  end
+end
+local written = 0
+for i = 3, #ARGV, 2 do
+  if not deleted[ARGV[i]] then
+    written = written + redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+return written
