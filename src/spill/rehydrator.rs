@@ -344,9 +344,9 @@ impl SpillDaemon {
 }
 
 /// Restores session `sid` from `db_path` straight into Redis (no daemon involved); used by
-/// the rehydration benchmark. Returns the number of messages restored, or `None` when SQLite
+/// the rehydration benchmark (W6). Returns the number of messages restored, or `None` when SQLite
 /// does not know the session or it is live already.
-pub(super) async fn restore_direct(
+pub(crate) async fn restore_direct(
     store: &Store,
     db_path: &std::path::Path,
     sid: &str,

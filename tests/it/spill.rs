@@ -680,11 +680,11 @@ async fn a_standby_takes_over_when_the_owner_dies_and_nothing_is_lost_or_doubled
 #[ignore]
 async fn spill_bench() {
     let t = env().await;
-    let figures = agentstate::spill::bench::run(&t.store, &t.db(), 200_000, 10_000)
+    let figures = agentstate::bench::spill::run(&t.store, &t.db(), 200_000, 10_000)
         .await
         .unwrap();
     println!("{}", serde_json::to_string_pretty(&figures).unwrap());
-    assert_eq!(figures.rehydrate_messages, 10_000);
+    assert_eq!(figures.rehydrate.messages, 10_000);
 }
 
 /// `agentstate spill` as a child process of this test, against the test's Redis and SQLite.

@@ -1,126 +1,20 @@
-//! The benchmark workloads behind `agentstate bench` (W1 append, W2 load, W3 state, memory),
-//! each measured next to `redis-benchmark` running the equivalent raw command on the same
-//! Redis at the same concurrency. Figures are reported, never asserted.
+//! W1 append, W2 load and W3 state: our library under 8 concurrent workers, and the raw
+//! commands (our own scripts by EVALSHA with the same arguments) redis-benchmark runs to
+//! compare.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::json;
 
+use super::{Latencies, Row, Sizes, CONTENT_CHARS, WORKERS};
 use crate::error::{Error, Result};
 use crate::messages::{MessageQuery, NewMessage};
 use crate::sessions::NewSession;
 use crate::store::Store;
 
-/// Concurrent workers in W1–W3 (also redis-benchmark's `-c`).
-pub const WORKERS: usize = 8;
-
-/// One row of the benchmark table.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    /// Workload name (`W1 append`, ...).
-    pub workload: String,
-    /// Operations measured.
-    pub ops: u64,
-    /// Our throughput, operations (or the unit named in `unit`) per second.
-    pub per_sec: f64,
-    /// What `per_sec` counts (`msgs`, `saves`, ...).
-    pub unit: String,
-    /// Median latency of one call, microseconds.
-    pub p50_us: Option<u64>,
-    /// 99th percentile latency of one call, microseconds.
-    pub p99_us: Option<u64>,
-    /// redis-benchmark's throughput for the equivalent raw command, same unit.
-    pub raw_per_sec: Option<f64>,
-    /// The raw command redis-benchmark ran.
-    pub raw_command: Option<String>,
-}
-
-impl Row {
-    /// `per_sec / raw_per_sec`.
-    pub fn ratio(&self) -> Option<f64> {
-        self.raw_per_sec.map(|raw| self.per_sec / raw)
-    }
-}
-
-/// Call latencies of one workload.
-#[derive(Debug, Default)]
-pub struct Latencies(Vec<u32>);
-
-impl Latencies {
-    /// Records one call that started at `start`.
-    pub fn record(&mut self, start: Instant) {
-        self.push(start.elapsed());
-    }
-
-    /// Records one latency.
-    pub fn push(&mut self, latency: Duration) {
-        self.0
-            .push(latency.as_micros().min(u32::MAX as u128) as u32);
-    }
-
-    /// Merges another worker's latencies.
-    pub fn extend(&mut self, other: Latencies) {
-        self.0.extend(other.0);
-    }
-
-    /// The `q` quantile (0..=1), microseconds.
-    pub fn quantile(&mut self, q: f64) -> Option<u64> {
-        if self.0.is_empty() {
-            return None;
-        }
-        self.0.sort_unstable();
-        let i = ((self.0.len() - 1) as f64 * q).round() as usize;
-        Some(u64::from(self.0[i]))
-    }
-}
-
-/// Sizes of W1–W3 (`quick` shrinks them for a fast smoke run).
-#[derive(Debug, Clone, Copy)]
-pub struct Sizes {
-    /// W1 sessions.
-    pub sessions: usize,
-    /// W1 messages per session.
-    pub messages: usize,
-    /// W2 loads of each session.
-    pub loads: usize,
-    /// W3 sessions.
-    pub state_sessions: usize,
-    /// W3 rounds per session.
-    pub rounds: usize,
-    /// Requests per redis-benchmark run.
-    pub raw_requests: usize,
-}
-
-impl Sizes {
-    /// The published workload sizes, or a tenth of them when `quick`.
-    pub fn new(quick: bool) -> Sizes {
-        if quick {
-            Sizes {
-                sessions: 16,
-                messages: 100,
-                loads: 2,
-                state_sessions: 8,
-                rounds: 40,
-                raw_requests: 5_000,
-            }
-        } else {
-            Sizes {
-                sessions: 64,
-                messages: 500,
-                loads: 5,
-                state_sessions: 16,
-                rounds: 200,
-                raw_requests: 50_000,
-            }
-        }
-    }
-}
-
-/// 256 random printable ASCII characters.
+/// `CONTENT_CHARS` random printable ASCII characters.
 fn random_content() -> String {
-    (0..256)
+    (0..CONTENT_CHARS)
         .map(|_| char::from(b'a' + rand::random::<u8>() % 26))
         .collect()
 }
@@ -236,66 +130,6 @@ pub async fn w3_state(store: &Store, sizes: Sizes) -> Result<Row> {
     Ok(row("W3 state", "saves", ops, started.elapsed(), lat))
 }
 
-async fn join(tasks: Vec<tokio::task::JoinHandle<Result<Latencies>>>) -> Result<Latencies> {
-    let mut all = Latencies::default();
-    for t in tasks {
-        all.extend(t.await.map_err(|e| Error::Io(e.to_string()))??);
-    }
-    Ok(all)
-}
-
-fn row(name: &str, unit: &str, ops: u64, elapsed: Duration, mut lat: Latencies) -> Row {
-    Row {
-        workload: name.into(),
-        ops,
-        per_sec: ops as f64 / elapsed.as_secs_f64(),
-        unit: unit.into(),
-        p50_us: lat.quantile(0.5),
-        p99_us: lat.quantile(0.99),
-        raw_per_sec: None,
-        raw_command: None,
-    }
-}
-
-/// Runs `redis-benchmark -q -c WORKERS -P 1 -n requests` with one command against `port`
-/// and returns its requests per second.
-pub fn redis_benchmark(port: u16, requests: usize, command: &[String]) -> Result<f64> {
-    let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-c", &WORKERS.to_string(), "-P", "1", "-q"])
-        .args(["-n", &requests.to_string()])
-        .args(command)
-        .output()
-        .map_err(|e| Error::Io(format!("cannot run redis-benchmark: {e}")))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // The last line reads "<cmd>: 12345.67 requests per second, p50=..."; earlier
-    // lines are progress output separated by carriage returns.
-    text.rsplit(['\r', '\n'])
-        .find_map(|line| {
-            let (_, rest) = line.rsplit_once(": ")?;
-            rest.split_whitespace().next()?.parse::<f64>().ok()
-        })
-        .or_else(|| {
-            text.split("requests per second")
-                .next()
-                .and_then(|s| s.rsplit(' ').find_map(|w| w.trim().parse().ok()))
-        })
-        .ok_or_else(|| Error::Io(format!("could not read redis-benchmark output: {text}")))
-}
-
-/// `used_memory` of the server, bytes.
-pub async fn used_memory(store: &Store) -> Result<u64> {
-    let mut conn = store.conn().await?;
-    let info: String = redis::cmd("INFO")
-        .arg("memory")
-        .query_async(&mut conn)
-        .await?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| Error::Redis("INFO memory has no used_memory".into()))
-}
-
 /// The redis-benchmark command lines equivalent to W1–W3: our own scripts by EVALSHA with the
 /// same arguments our library sends (so the ratio shows the cost of the client, not of Lua).
 pub struct RawCommands {
@@ -344,7 +178,7 @@ impl RawCommands {
         let load = evalsha(
             crate::scripts::LOAD_MESSAGES.get_hash(),
             &[&lk.meta, &lk.msgs],
-            vec!["active".into(), "0".into(), "0".into()],
+            vec!["active".into(), "0".into(), String::new()],
         );
         let rounds = store.keys().rounds("benchraw", "default");
         let wal = store.keys().wal(store.keys().partition("benchraw"));
@@ -374,17 +208,39 @@ impl RawCommands {
     }
 }
 
-/// A short, readable rendering of a raw command for the table (long arguments elided).
-pub fn describe(command: &[String]) -> String {
-    command
-        .iter()
-        .map(|a| {
-            if a.len() > 24 {
-                format!("<{} bytes>", a.len())
-            } else {
-                a.clone()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+async fn join(tasks: Vec<tokio::task::JoinHandle<Result<Latencies>>>) -> Result<Latencies> {
+    let mut all = Latencies::default();
+    for t in tasks {
+        all.extend(t.await.map_err(|e| Error::Io(e.to_string()))??);
+    }
+    Ok(all)
+}
+
+fn row(name: &str, unit: &str, ops: u64, elapsed: Duration, mut lat: Latencies) -> Row {
+    Row {
+        workload: name.into(),
+        ops,
+        per_sec: ops as f64 / elapsed.as_secs_f64(),
+        unit: unit.into(),
+        p50_us: lat.quantile(0.5),
+        p99_us: lat.quantile(0.99),
+        raw_per_sec: None,
+        raw_command: None,
+    }
+}
+
+/// Bytes of the message elements stored in `sessions` (the JSON Redis holds per message).
+pub async fn stored_bytes(store: &Store, sessions: &[String]) -> Result<u64> {
+    let mut conn = store.conn().await?;
+    let mut total = 0;
+    for sid in sessions {
+        let elements: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(store.keys().session(sid).msgs)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut conn)
+            .await?;
+        total += elements.iter().map(|e| e.len() as u64).sum::<u64>();
+    }
+    Ok(total)
 }
