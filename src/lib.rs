@@ -28,6 +28,8 @@
 //!   redis-benchmark.
 //! - [`spill`]: the spill daemon (flusher, rehydrator, trimmer, leases) and the SQLite
 //!   schema; the only SQLite writer.
+//! - [`pool`]: the connection pool (multiplexed connections, no PING per checkout in steady
+//!   use).
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
 pub mod bench;
@@ -39,6 +41,7 @@ pub mod durability;
 pub mod error;
 pub mod keys;
 pub mod messages;
+pub mod pool;
 pub mod redis_server;
 pub mod rounds;
 mod scripts;

@@ -389,7 +389,7 @@ impl Store {
     /// After Redis lost its state the index is empty until a daemon re-seeds it when it takes
     /// the partition (and publishes `<prefix>:{p}:committed`); while a daemon holds the lease
     /// but has not published yet, this waits for it (bounded by `restore_wait`).
-    async fn restorable(&self, sid: &str, conn: &mut deadpool_redis::Connection) -> Result<bool> {
+    async fn restorable(&self, sid: &str, conn: &mut crate::pool::Connection) -> Result<bool> {
         let p = self.keys().partition(sid);
         let mut backoff = Backoff::new(self.config().restore_wait);
         loop {
