@@ -2,6 +2,7 @@
 //! commands (our own scripts by EVALSHA with the same arguments) redis-benchmark runs to
 //! compare.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -40,29 +41,23 @@ pub async fn w1_append(store: &Store, sizes: Sizes) -> Result<(Row, Vec<String>)
         sessions.push(sid);
     }
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..WORKERS {
-        let store = store.clone();
-        let mine: Vec<String> = sessions.iter().skip(w).step_by(WORKERS).cloned().collect();
-        let per = sizes.messages;
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Latencies::default();
-            for sid in &mine {
-                for m in 0..per {
-                    let role = if m % 2 == 0 { "user" } else { "assistant" };
-                    let msg = NewMessage::new(role).content(random_content());
-                    let t = Instant::now();
-                    store.append(sid, &msg).await?;
-                    lat.record(t);
-                }
+    let per = sizes.messages;
+    let (lat, msgs) = on_workers(store, &sessions, move |store, mine| async move {
+        let mut lat = Latencies::default();
+        for sid in &mine {
+            for m in 0..per {
+                let role = if m % 2 == 0 { "user" } else { "assistant" };
+                let msg = NewMessage::new(role).content(random_content());
+                let t = Instant::now();
+                store.append(sid, &msg).await?;
+                lat.record(t);
             }
-            Ok::<_, Error>(lat)
-        }));
-    }
-    let lat = join(tasks).await?;
-    let ops = (sizes.sessions * sizes.messages) as u64;
+        }
+        Ok((lat, (mine.len() * per) as u64))
+    })
+    .await?;
     Ok((
-        row("W1 append", "msgs", ops, started.elapsed(), lat),
+        row("W1 append", "msgs", msgs, started.elapsed(), lat),
         sessions,
     ))
 }
@@ -70,31 +65,20 @@ pub async fn w1_append(store: &Store, sizes: Sizes) -> Result<(Row, Vec<String>)
 /// W2: each worker loads the full active history of each of its sessions `sizes.loads` times.
 pub async fn w2_load(store: &Store, sessions: &[String], sizes: Sizes) -> Result<Row> {
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..WORKERS {
-        let store = store.clone();
-        let mine: Vec<String> = sessions.iter().skip(w).step_by(WORKERS).cloned().collect();
-        let loads = sizes.loads;
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Latencies::default();
-            let mut count = 0u64;
-            for _ in 0..loads {
-                for sid in &mine {
-                    let t = Instant::now();
-                    count += store.messages(sid, MessageQuery::active()).await?.len() as u64;
-                    lat.record(t);
-                }
+    let loads = sizes.loads;
+    let (lat, msgs) = on_workers(store, sessions, move |store, mine| async move {
+        let mut lat = Latencies::default();
+        let mut count = 0u64;
+        for _ in 0..loads {
+            for sid in &mine {
+                let t = Instant::now();
+                count += store.messages(sid, MessageQuery::active()).await?.len() as u64;
+                lat.record(t);
             }
-            Ok::<_, Error>((lat, count))
-        }));
-    }
-    let mut lat = Latencies::default();
-    let mut msgs = 0;
-    for t in tasks {
-        let (l, c) = t.await.map_err(|e| Error::Io(e.to_string()))??;
-        lat.extend(l);
-        msgs += c;
-    }
+        }
+        Ok((lat, count))
+    })
+    .await?;
     Ok(row("W2 load", "msgs", msgs, started.elapsed(), lat))
 }
 
@@ -102,32 +86,30 @@ pub async fn w2_load(store: &Store, sessions: &[String], sizes: Sizes) -> Result
 /// state then reads the latest back. Latency is of the save.
 pub async fn w3_state(store: &Store, sizes: Sizes) -> Result<Row> {
     let docs: Vec<serde_json::Value> = (0..8).map(state_doc).collect();
+    let sessions: Vec<String> = (0..sizes.state_sessions)
+        .map(|s| format!("w3s{s}"))
+        .collect();
     let started = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..WORKERS {
-        let store = store.clone();
+    let rounds = sizes.rounds;
+    let (lat, saves) = on_workers(store, &sessions, move |store, mine| {
         let docs = docs.clone();
-        let mine: Vec<usize> = (0..sizes.state_sessions).skip(w).step_by(WORKERS).collect();
-        let rounds = sizes.rounds;
-        tasks.push(tokio::spawn(async move {
+        async move {
             let mut lat = Latencies::default();
-            for s in &mine {
-                let session = format!("w3s{s}");
+            for session in &mine {
                 for r in 0..rounds {
                     let t = Instant::now();
                     store
-                        .save_state("bench", &docs[r % docs.len()], Some(&session), None)
+                        .save_state("bench", &docs[r % docs.len()], Some(session), None)
                         .await?;
                     lat.record(t);
-                    store.export_state("bench", Some(&session), None).await?;
+                    store.export_state("bench", Some(session), None).await?;
                 }
             }
-            Ok::<_, Error>(lat)
-        }));
-    }
-    let lat = join(tasks).await?;
-    let ops = (sizes.state_sessions * sizes.rounds) as u64;
-    Ok(row("W3 state", "saves", ops, started.elapsed(), lat))
+            Ok((lat, (mine.len() * rounds) as u64))
+        }
+    })
+    .await?;
+    Ok(row("W3 state", "saves", saves, started.elapsed(), lat))
 }
 
 /// The redis-benchmark command lines equivalent to W1–W3: our own scripts by EVALSHA with the
@@ -208,10 +190,24 @@ impl RawCommands {
     }
 }
 
-async fn join(tasks: Vec<tokio::task::JoinHandle<Result<Latencies>>>) -> Result<Latencies> {
-    let mut all = Latencies::default();
+/// Runs `work` on `WORKERS` tasks at once, worker `w` owning every `WORKERS`-th item from
+/// `w`; merges the latencies and sums the counts the workers return.
+async fn on_workers<F, Fut>(store: &Store, items: &[String], work: F) -> Result<(Latencies, u64)>
+where
+    F: Fn(Store, Vec<String>) -> Fut,
+    Fut: Future<Output = Result<(Latencies, u64)>> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let mine = items.iter().skip(w).step_by(WORKERS).cloned().collect();
+            tokio::spawn(work(store.clone(), mine))
+        })
+        .collect();
+    let mut all = (Latencies::default(), 0);
     for t in tasks {
-        all.extend(t.await.map_err(|e| Error::Io(e.to_string()))??);
+        let (lat, count) = t.await.map_err(|e| Error::Io(e.to_string()))??;
+        all.0.extend(lat);
+        all.1 += count;
     }
     Ok(all)
 }
