@@ -4,10 +4,14 @@
 //!
 //! deadpool-redis checks a connection out by sending `UNWATCH` + `PING` and waiting for the
 //! answer: one extra round trip per library call (an append was two round trips). Here a
-//! connection is pinged only when it was last checked out more than [`FRESH`] ago. A
-//! connection whose socket closed (its driver reports a `Disconnection` push the moment Redis
-//! goes away) or whose command failed on I/O or timed out is discarded at its next checkout,
-//! so after a Redis restart only calls already in flight on the old connections fail.
+//! connection is pinged only when it was last checked out more than [`FRESH`] ago. A request
+//! that finds its connection closed already (Redis went away since; the connection's driver
+//! task has ended, so the request fails before anything is sent) moves to the next
+//! connection of the pool, and a connection whose command failed on I/O or timed out is
+//! discarded at its next checkout. So after a Redis restart the calls that fail are those in
+//! flight on the old connections, and — only when the runtime had no thread free to let a
+//! driver see its socket close (a single-threaded runtime blocked during the restart) — one
+//! call per stale connection, as `RedisUnavailable`.
 
 use std::future::Future;
 use std::pin::pin;
