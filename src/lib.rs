@@ -23,23 +23,25 @@
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
-//! - [`consumer_bench`]: benchmark workload W4 (record → consume → ack, blocked-read latency).
 //! - [`durability`]: `Live` / `Durable` writes.
-//! - [`bench`]: the `agentstate bench` workloads, measured next to redis-benchmark.
+//! - [`bench`]: the `agentstate bench` workloads W1–W6 and memory, measured next to
+//!   redis-benchmark.
 //! - [`spill`]: the spill daemon (flusher, rehydrator, trimmer, leases) and the SQLite
 //!   schema; the only SQLite writer.
+//! - [`pool`]: the connection pool (multiplexed connections, no PING per checkout in steady
+//!   use).
 //! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
 
 pub mod bench;
 pub mod checkpoints;
 pub mod config;
 pub mod consumer;
-pub mod consumer_bench;
 pub mod decisions;
 pub mod durability;
 pub mod error;
 pub mod keys;
 pub mod messages;
+pub mod pool;
 pub mod redis_server;
 pub mod rounds;
 mod scripts;

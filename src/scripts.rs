@@ -98,6 +98,14 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 23] {
     ]
 }
 
+/// The file name of the registered script whose SHA1 is `sha` (for readable benchmark output).
+pub(crate) fn name_of(sha: &str) -> Option<&'static str> {
+    all()
+        .into_iter()
+        .find(|(_, script)| script.get_hash().eq_ignore_ascii_case(sha))
+        .map(|(name, _)| name)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

@@ -1,16 +1,17 @@
-//! [`Store`]: the handle agent processes share — a deadpool-redis pool, the namespace and
-//! the limits. Capability methods live in their concept modules (`sessions`, `messages`, ...)
+//! [`Store`]: the handle agent processes share — a connection pool ([`crate::pool`]), the
+//! namespace and the limits. Capability methods live in their concept modules (`sessions`, `messages`, ...)
 //! as further `impl Store` blocks.
 
 use std::sync::Arc;
 
-use deadpool_redis::{Connection, Manager, Pool, Runtime};
+use deadpool_redis::Runtime;
 use redis::{AsyncConnectionConfig, FromRedisValue, ScriptInvocation};
 
 use crate::config::Config;
 use crate::durability::Durability;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
+use crate::pool::{Connection, Manager, Pool};
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
 ///
@@ -45,8 +46,8 @@ pub(crate) fn build_pool(config: &Config) -> Result<Pool> {
     let conn_config = AsyncConnectionConfig::new()
         .set_response_timeout(Some(config.response_timeout))
         .set_connection_timeout(Some(std::time::Duration::from_secs(3)));
-    let manager = Manager::new_with_config(config.redis_url.as_str(), conn_config)
-        .map_err(Error::from_redis)?;
+    let manager =
+        Manager::new(config.redis_url.as_str(), conn_config).map_err(Error::from_redis)?;
     Pool::builder(manager)
         .max_size(config.pool_size)
         .runtime(Runtime::Tokio1)

@@ -1,7 +1,6 @@
 //! `agentstate bench`: the benchmark workloads side by side with redis-benchmark.
 
-use agentstate::bench::{self, RawCommands, Row, Sizes};
-use agentstate::consumer_bench::W4Sizes;
+use agentstate::bench::{self, Options, Report, Row};
 use agentstate::redis_server::RedisServer;
 use agentstate::{Config, Error, Result, Store};
 use clap::Args;
@@ -18,7 +17,7 @@ pub struct BenchArgs {
 /// Runs on `--redis` when given (prefix `asbench` unless --prefix is set), else on a private
 /// redis-server so the figures are not disturbed by other clients.
 pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
-    let private = match &global.redis {
+    let mut private = match &global.redis {
         Some(_) => None,
         None => Some(
             tokio::task::spawn_blocking(RedisServer::start)
@@ -48,91 +47,61 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
             .partitions(global.partitions),
     )
     .await?;
-    let sizes = Sizes::new(args.quick);
-    let mut rows: Vec<Row> = Vec::new();
-
-    eprintln!(
-        "W1 append: {} sessions x {} messages, {} workers...",
-        sizes.sessions,
-        sizes.messages,
-        bench::WORKERS
-    );
-    let mem_before = bench::used_memory(&store).await?;
-    let (mut w1, sessions) = bench::w1_append(&store, sizes).await?;
-    let mem_after = bench::used_memory(&store).await?;
-    let raw = RawCommands::prepare(&store, &sessions[0]).await?;
-    w1.raw_per_sec = Some(bench::redis_benchmark(
-        port,
-        sizes.raw_requests,
-        &raw.append,
-    )?);
-    w1.raw_command = Some(bench::describe(&raw.append));
-    rows.push(w1);
-
-    eprintln!("W2 load: {} loads of each session...", sizes.loads);
-    let mut w2 = bench::w2_load(&store, &sessions, sizes).await?;
-    let loads = bench::redis_benchmark(port, sizes.raw_requests / 10, &raw.load)?;
-    w2.raw_per_sec = Some(loads * sizes.messages as f64);
-    w2.raw_command = Some(bench::describe(&raw.load));
-    rows.push(w2);
-
-    eprintln!(
-        "W3 state: {} sessions x {} rounds...",
-        sizes.state_sessions, sizes.rounds
-    );
-    let mut w3 = bench::w3_state(&store, sizes).await?;
-    let save = bench::redis_benchmark(port, sizes.raw_requests / 5, &raw.save)?;
-    let read = bench::redis_benchmark(port, sizes.raw_requests / 5, &raw.read)?;
-    w3.raw_per_sec = Some(1.0 / (1.0 / save + 1.0 / read));
-    w3.raw_command = Some(format!(
-        "{} + {}",
-        bench::describe(&raw.save),
-        bench::describe(&raw.read)
-    ));
-    rows.push(w3);
-
-    eprintln!("W4 decisions: record -> consume -> ack with 2 consumers...");
-    let w4 = agentstate::consumer_bench::w4_consumers(&store, W4Sizes::new(args.quick)).await?;
-    rows.push(Row {
-        workload: "W4 decisions".into(),
-        ops: w4.decisions as u64,
-        per_sec: w4.agentstate.per_sec,
-        unit: "decisions".into(),
-        p50_us: Some(w4.agentstate.from_call_p50_us),
-        p99_us: Some(w4.agentstate.from_call_p99_us),
-        raw_per_sec: Some(w4.raw.per_sec),
-        raw_command: Some("XADD + XREADGROUP COUNT 100 + XACK, same shape (in-process)".into()),
-    });
-
-    let msgs = (sizes.sessions * sizes.messages) as f64;
-    let content_bytes = msgs * 256.0;
-    let memory = serde_json::json!({
-        "used_memory_growth_bytes": mem_after.saturating_sub(mem_before),
-        "per_message_bytes": (mem_after.saturating_sub(mem_before)) as f64 / msgs,
-        "per_session_bytes": (mem_after.saturating_sub(mem_before)) as f64 / sizes.sessions as f64,
-        "raw_content_bytes": content_bytes,
-        "ratio_to_raw": (mem_after.saturating_sub(mem_before)) as f64 / content_bytes,
-    });
-
+    let db_dir = tempfile::tempdir()?;
+    let report = bench::run(
+        &store,
+        Options {
+            quick: args.quick,
+            port,
+            db_path: db_dir.path().join("bench.db"),
+            server: private.as_mut(),
+            progress: true,
+        },
+    )
+    .await?;
     if global.json {
-        println!(
-            "{}",
-            serde_json::json!({"rows": rows, "memory_after_w1": memory})
-        );
+        println!("{}", serde_json::to_string(&report)?);
     } else {
-        print_table(&rows);
-        println!(
-            "W4 latency, record_decision returning -> blocked consumer holding it: p50 {} us, p99 {} us (raw XADD: {} / {} us); W4 p50/p99 above are from calling record_decision",
-            w4.agentstate.p50_us, w4.agentstate.p99_us, w4.raw.p50_us, w4.raw.p99_us
-        );
-        println!(
-            "memory after W1 (wal not yet trimmed): {:.0} B/message, {:.0} B/session, {:.2}x the raw content bytes",
-            memory["per_message_bytes"].as_f64().unwrap_or(0.0),
-            memory["per_session_bytes"].as_f64().unwrap_or(0.0),
-            memory["ratio_to_raw"].as_f64().unwrap_or(0.0),
-        );
+        print_report(&report);
     }
     Ok(())
+}
+
+fn print_report(report: &Report) {
+    let m = &report.machine;
+    let load = |l: Option<f64>| l.map_or("?".into(), |l| format!("{l:.2}"));
+    println!(
+        "{} cores, Redis {}, load {} -> {}{}",
+        m.cores,
+        m.redis_version,
+        load(m.load_start),
+        load(m.load_end),
+        if report.quick { ", --quick sizes" } else { "" }
+    );
+    print_table(&report.rows);
+    let (w4, w5, w6) = (&report.w4, &report.w5, &report.w6);
+    println!(
+        "W4 latency, record_decision returning -> blocked consumer holding it: p50 {} us, p99 {} us (raw XADD: {} / {} us); W4 p50/p99 above are from calling record_decision",
+        w4.agentstate.p50_us, w4.agentstate.p99_us, w4.raw.p50_us, w4.raw.p99_us
+    );
+    println!(
+        "W5 flush: {} wal entries of W1 into SQLite in {:.2} s = {:.0} entries/s; lag from W1's last append to all of it committed: {:.0} ms",
+        w5.entries, w5.secs, w5.per_sec, w5.lag_ms
+    );
+    println!(
+        "W6 rehydrate: {} messages after Redis loss ({}): {:.1} ms through the daemon (request -> live), {:.1} ms straight from SQLite",
+        w6.messages, w6.loss, w6.request_ms, w6.direct_ms
+    );
+    let mem = &report.memory;
+    for (when, f) in [
+        ("before the trim (wal holds W1)", &mem.before_trim),
+        ("after W5 (flushed, wal trimmed)", &mem.after_trim),
+    ] {
+        println!(
+            "memory after W1, {when}: {:.0} B/message, {:.0} B/session, {:.2}x the content bytes, {:.2}x the stored message JSON",
+            f.per_message_bytes, f.per_session_bytes, f.ratio_to_content, f.ratio_to_stored
+        );
+    }
 }
 
 fn print_table(rows: &[Row]) {

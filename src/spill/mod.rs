@@ -10,10 +10,8 @@
 //! - `lease`: the partition lease with its fencing token.
 //! - `rehydrator`: restore requests (agent side) and restores (daemon side).
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
-//! - [`bench`]: flusher throughput and rehydration time.
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
-pub mod bench;
 mod flusher;
 pub mod inspect;
 mod lease;
@@ -32,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use flusher::{Applied, Batch, Entry};
+pub(crate) use rehydrator::restore_direct;
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]

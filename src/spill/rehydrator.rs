@@ -435,9 +435,9 @@ impl SpillDaemon {
 }
 
 /// Restores session `sid` from `db_path` straight into Redis (no daemon involved); used by
-/// the rehydration benchmark. Returns the number of messages restored, or `None` when SQLite
+/// the rehydration benchmark (W6). Returns the number of messages restored, or `None` when SQLite
 /// does not know the session or it is live already.
-pub(super) async fn restore_direct(
+pub(crate) async fn restore_direct(
     store: &Store,
     db_path: &std::path::Path,
     sid: &str,
@@ -482,7 +482,7 @@ impl Store {
     /// index is empty until a daemon takes the partition, re-seeds it and publishes
     /// `<prefix>:{p}:committed`; until then this waits (bounded by `restore_wait`, then
     /// [`Error::NotLive`]) instead of calling a session unknown that SQLite may hold.
-    async fn restorable(&self, sid: &str, conn: &mut deadpool_redis::Connection) -> Result<bool> {
+    async fn restorable(&self, sid: &str, conn: &mut crate::pool::Connection) -> Result<bool> {
         let p = self.keys().partition(sid);
         let wait = self.config().restore_wait;
         let mut backoff = Backoff::new(wait);

@@ -301,3 +301,29 @@ async fn session_create_options_and_close_without_cascade() {
     ]);
     assert!(line.starts_with("error: invalid input"), "{line}");
 }
+
+/// `bench --quick --json` runs every workload (W1–W6 and memory) on the test's Redis and
+/// prints one document with every figure; the figures themselves are not checked.
+#[tokio::test]
+async fn bench_quick_prints_one_json_document_with_every_workload() {
+    let t = env().await;
+    let out = t.cli_ok(&["--json", "bench", "--quick"]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let rows: Vec<&str> = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(rows, ["W1 append", "W2 load", "W3 state", "W4 decisions"]);
+    assert_eq!(
+        report["rows"][0]["raw_command"],
+        "EVALSHA append_message (9 keys)"
+    );
+    assert!(report["w5"]["entries"].as_u64().unwrap() >= 16 * 100);
+    assert_eq!(report["w6"]["messages"], 1_000);
+    assert_eq!(report["w6"]["loss"], "session keys deleted");
+    for when in ["before_trim", "after_trim"] {
+        assert!(report["memory"][when]["per_message_bytes"].is_number());
+    }
+}

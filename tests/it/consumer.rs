@@ -396,11 +396,11 @@ async fn consumer_ids_are_validated_before_redis_is_touched() {
 #[tokio::test]
 async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {
     let t = env().await;
-    let sizes = agentstate::consumer_bench::W4Sizes {
+    let sizes = agentstate::bench::decisions::W4Sizes {
         decisions: 400,
         latency_samples: 20,
     };
-    let report = agentstate::consumer_bench::w4_consumers(&t.store, sizes)
+    let report = agentstate::bench::decisions::w4_consumers(&t.store, sizes)
         .await
         .unwrap();
     assert_eq!((report.decisions, report.latency_samples), (400, 20));

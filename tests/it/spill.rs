@@ -688,11 +688,11 @@ async fn a_standby_takes_over_when_the_owner_dies_and_nothing_is_lost_or_doubled
 #[ignore]
 async fn spill_bench() {
     let t = env().await;
-    let figures = agentstate::spill::bench::run(&t.store, &t.db(), 200_000, 10_000)
+    let figures = agentstate::bench::spill::run(&t.store, &t.db(), 200_000, 10_000)
         .await
         .unwrap();
     println!("{}", serde_json::to_string_pretty(&figures).unwrap());
-    assert_eq!(figures.rehydrate_messages, 10_000);
+    assert_eq!(figures.rehydrate.messages, 10_000);
 }
 
 /// `agentstate spill` as a child process of this test, against the test's Redis and SQLite.
@@ -944,7 +944,9 @@ async fn after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_c
     assert_eq!(committed.as_deref(), Some("1-1"));
 }
 
-#[tokio::test]
+/// Multi-threaded, as agent processes run: a connection's driver sees the restart close its
+/// socket while the test thread is blocked restarting Redis (see `src/pool.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn right_after_redis_restarts_empty_an_opener_waits_for_the_running_daemon() {
     let mut t = env().await;
     t.store

@@ -1,4 +1,4 @@
-//! Benchmark workload W4 (decision consumers), for `agentstate bench`: end-to-end decision
+//! W4 decisions, for `agentstate bench`: end-to-end decision
 //! throughput (record → consume → ack) with two consumers in one group, and the latency from
 //! `record_decision` returning to a blocked consumer receiving the decision — each measured
 //! next to the same shape built from raw XADD / XREADGROUP / XACK on one scratch stream of
@@ -13,7 +13,7 @@ use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use serde::Serialize;
 
-use crate::bench::Latencies;
+use super::{Latencies, Row};
 use crate::consumer::{
     blocking_connection, create_group, Consumer, ConsumerOptions, DecisionEvent,
 };
@@ -396,4 +396,19 @@ pub async fn w4_consumers(store: &Store, sizes: W4Sizes) -> Result<W4Report> {
         raw,
         raw_xadd: raw_xadd(&key, &sids[0], "d"),
     })
+}
+
+/// W4's row of the table: our throughput and the latency of calling `record_decision` until
+/// a blocked consumer holds the decision, next to the raw shape.
+pub fn row(report: &W4Report) -> Row {
+    Row {
+        workload: "W4 decisions".into(),
+        ops: report.decisions as u64,
+        per_sec: report.agentstate.per_sec,
+        unit: "decisions".into(),
+        p50_us: Some(report.agentstate.from_call_p50_us),
+        p99_us: Some(report.agentstate.from_call_p99_us),
+        raw_per_sec: Some(report.raw.per_sec),
+        raw_command: Some("XADD + XREADGROUP COUNT 100 + XACK, same shape (in-process)".into()),
+    }
 }

@@ -1,0 +1,456 @@
+//! The benchmark workloads behind `agentstate bench`, each measured next to the same work done
+//! with raw commands on the same Redis at the same concurrency (mostly by `redis-benchmark`).
+//! Figures are reported, never asserted.
+//!
+//! # Layout
+//! - this file: the shared harness ([`Row`], [`Latencies`], [`Sizes`], [`redis_benchmark`],
+//!   [`used_memory`], [`describe`]), the memory figures and [`run`], which runs everything in
+//!   order and returns one [`Report`].
+//! - [`live`]: W1 append, W2 load, W3 state, and the raw commands they are compared with.
+//! - [`decisions`]: W4, decisions recorded, consumed and acked by two consumers.
+//! - [`spill`]: W5 flusher throughput and lag, W6 rehydration after Redis lost a session.
+
+pub mod decisions;
+pub mod live;
+pub mod spill;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::redis_server::RedisServer;
+use crate::spill::SpillConfig;
+use crate::store::Store;
+use decisions::{W4Report, W4Sizes};
+use live::RawCommands;
+use spill::{FlushFigures, Loss, RehydrateFigures};
+
+/// Concurrent workers in W1–W3 (also redis-benchmark's `-c`).
+pub const WORKERS: usize = 8;
+
+/// Characters of content in every W1 message.
+pub const CONTENT_CHARS: usize = 256;
+
+/// One row of the benchmark table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Workload name (`W1 append`, ...).
+    pub workload: String,
+    /// Operations measured.
+    pub ops: u64,
+    /// Our throughput, operations (or the unit named in `unit`) per second.
+    pub per_sec: f64,
+    /// What `per_sec` counts (`msgs`, `saves`, ...).
+    pub unit: String,
+    /// Median latency of one call, microseconds.
+    pub p50_us: Option<u64>,
+    /// 99th percentile latency of one call, microseconds.
+    pub p99_us: Option<u64>,
+    /// redis-benchmark's throughput for the equivalent raw command, same unit.
+    pub raw_per_sec: Option<f64>,
+    /// The raw command redis-benchmark ran.
+    pub raw_command: Option<String>,
+}
+
+impl Row {
+    /// `per_sec / raw_per_sec`.
+    pub fn ratio(&self) -> Option<f64> {
+        self.raw_per_sec.map(|raw| self.per_sec / raw)
+    }
+}
+
+/// Call latencies of one workload.
+#[derive(Debug, Default)]
+pub struct Latencies(Vec<u32>);
+
+impl Latencies {
+    /// Records one call that started at `start`.
+    pub fn record(&mut self, start: Instant) {
+        self.push(start.elapsed());
+    }
+
+    /// Records one latency.
+    pub fn push(&mut self, latency: Duration) {
+        self.0
+            .push(latency.as_micros().min(u32::MAX as u128) as u32);
+    }
+
+    /// Merges another worker's latencies.
+    pub fn extend(&mut self, other: Latencies) {
+        self.0.extend(other.0);
+    }
+
+    /// The `q` quantile (0..=1), microseconds.
+    pub fn quantile(&mut self, q: f64) -> Option<u64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        self.0.sort_unstable();
+        let i = ((self.0.len() - 1) as f64 * q).round() as usize;
+        Some(u64::from(self.0[i]))
+    }
+}
+
+/// Sizes of the workloads (`quick` shrinks them for a fast smoke run).
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// W1 sessions.
+    pub sessions: usize,
+    /// W1 messages per session.
+    pub messages: usize,
+    /// W2 loads of each session.
+    pub loads: usize,
+    /// W3 sessions.
+    pub state_sessions: usize,
+    /// W3 rounds per session.
+    pub rounds: usize,
+    /// Requests per redis-benchmark run.
+    pub raw_requests: usize,
+    /// W4 sizes.
+    pub w4: W4Sizes,
+    /// Messages of the session W6 rehydrates.
+    pub rehydrate_messages: usize,
+}
+
+impl Sizes {
+    /// The published workload sizes, or much smaller ones when `quick`.
+    pub fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                sessions: 16,
+                messages: 100,
+                loads: 2,
+                state_sessions: 8,
+                rounds: 40,
+                raw_requests: 5_000,
+                w4: W4Sizes::new(true),
+                rehydrate_messages: 1_000,
+            }
+        } else {
+            Sizes {
+                sessions: 64,
+                messages: 500,
+                loads: 5,
+                state_sessions: 16,
+                rounds: 200,
+                raw_requests: 50_000,
+                w4: W4Sizes::new(false),
+                rehydrate_messages: 10_000,
+            }
+        }
+    }
+}
+
+/// Runs `redis-benchmark -q -c WORKERS -P 1 -n requests` with one command against `port`
+/// and returns its requests per second.
+pub fn redis_benchmark(port: u16, requests: usize, command: &[String]) -> Result<f64> {
+    let out = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", &WORKERS.to_string(), "-P", "1", "-q"])
+        .args(["-n", &requests.to_string()])
+        .args(command)
+        .output()
+        .map_err(|e| Error::Io(format!("cannot run redis-benchmark: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The last line reads "<cmd>: 12345.67 requests per second, p50=..."; earlier
+    // lines are progress output separated by carriage returns.
+    text.rsplit(['\r', '\n'])
+        .find_map(|line| {
+            let (_, rest) = line.rsplit_once(": ")?;
+            rest.split_whitespace().next()?.parse::<f64>().ok()
+        })
+        .ok_or_else(|| Error::Io(format!("could not read redis-benchmark output: {text}")))
+}
+
+/// A field of `INFO <section>`.
+async fn info_field(store: &Store, section: &str, field: &str) -> Result<String> {
+    let mut conn = store.conn().await?;
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn)
+        .await?;
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+        .ok_or_else(|| Error::Redis(format!("INFO {section} has no {field}")))
+}
+
+/// `used_memory` of the server, bytes.
+pub async fn used_memory(store: &Store) -> Result<u64> {
+    info_field(store, "memory", "used_memory")
+        .await?
+        .parse()
+        .map_err(|e| Error::Redis(format!("used_memory: {e}")))
+}
+
+/// A short, readable rendering of a raw command for the table: `EVALSHA <script> (<n> keys)`
+/// for our scripts, other commands with long arguments elided.
+pub fn describe(command: &[String]) -> String {
+    if let [evalsha, sha, keys, ..] = command {
+        if evalsha == "EVALSHA" {
+            if let Some(name) = crate::scripts::name_of(sha) {
+                return format!("EVALSHA {name} ({keys} keys)");
+            }
+        }
+    }
+    command
+        .iter()
+        .map(|a| {
+            if a.len() > 24 {
+                format!("<{} bytes>", a.len())
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Redis memory taken by W1's sessions, against the bytes they hold.
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    /// Messages W1 stored.
+    pub messages: u64,
+    /// Sessions W1 created.
+    pub sessions: u64,
+    /// Message content: `messages × 256` bytes.
+    pub content_bytes: u64,
+    /// The stored message elements (JSON with seq, role, state, created_at, content).
+    pub stored_bytes: u64,
+    /// `used_memory` growth over W1, wal included (not yet flushed).
+    pub before_trim: MemoryFigures,
+    /// The same once the flusher committed the wal and the trimmer trimmed it (after W5).
+    pub after_trim: MemoryFigures,
+}
+
+/// `used_memory` growth at one moment, per message and per session.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryFigures {
+    /// Growth of `used_memory` since before W1, bytes.
+    pub growth_bytes: u64,
+    /// Growth per message, bytes.
+    pub per_message_bytes: f64,
+    /// Growth per session, bytes.
+    pub per_session_bytes: f64,
+    /// Growth over the content bytes.
+    pub ratio_to_content: f64,
+    /// Growth over the stored message elements.
+    pub ratio_to_stored: f64,
+}
+
+impl Memory {
+    /// The figures for `messages` W1 messages in `sessions` sessions whose stored elements
+    /// take `stored_bytes`, from the growth before and after the trim.
+    fn new(messages: u64, sessions: u64, stored_bytes: u64, [before, after]: [u64; 2]) -> Memory {
+        let content_bytes = messages * CONTENT_CHARS as u64;
+        let figures = |growth: u64| {
+            let g = growth as f64;
+            MemoryFigures {
+                growth_bytes: growth,
+                per_message_bytes: g / messages.max(1) as f64,
+                per_session_bytes: g / sessions.max(1) as f64,
+                ratio_to_content: g / content_bytes.max(1) as f64,
+                ratio_to_stored: g / stored_bytes.max(1) as f64,
+            }
+        };
+        Memory {
+            messages,
+            sessions,
+            content_bytes,
+            stored_bytes,
+            before_trim: figures(before),
+            after_trim: figures(after),
+        }
+    }
+}
+
+/// The machine and Redis the figures come from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cores: usize,
+    /// `redis_version` of the server.
+    pub redis_version: String,
+    /// 1-minute load average when the run started (`/proc/loadavg`; figures taken at a load
+    /// above the core count are noisy).
+    pub load_start: Option<f64>,
+    /// The same when it ended.
+    pub load_end: Option<f64>,
+}
+
+/// Everything [`run`] measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Whether the sizes were the `--quick` ones.
+    pub quick: bool,
+    /// Where it ran.
+    pub machine: Machine,
+    /// W1–W4, each next to its raw-command baseline.
+    pub rows: Vec<Row>,
+    /// W4 in full (blocked-read latency, raw side).
+    pub w4: W4Report,
+    /// W5: flushing W1's wal into SQLite.
+    pub w5: FlushFigures,
+    /// W6: restoring a large session after Redis lost it.
+    pub w6: RehydrateFigures,
+    /// Memory after W1, before and after the trim.
+    pub memory: Memory,
+}
+
+/// How [`run`] runs.
+#[derive(Debug)]
+pub struct Options<'a> {
+    /// The published sizes, or the quick ones.
+    pub quick: bool,
+    /// Port of the Redis behind `store` (redis-benchmark connects to it).
+    pub port: u16,
+    /// A fresh SQLite file for the spill workloads.
+    pub db_path: PathBuf,
+    /// The private server behind `store`, if any: W6 restarts it empty (a real loss of
+    /// Redis); without one, W6 deletes the session's keys instead.
+    pub server: Option<&'a mut RedisServer>,
+    /// Draw a spinner per workload on stderr (hidden when stderr is not a terminal).
+    pub progress: bool,
+}
+
+/// A spinner naming the workload in flight, with the time it has run.
+fn stage(progress: bool, what: String) -> ProgressBar {
+    if !progress {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner().with_message(what);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+/// 1-minute load average from `/proc/loadavg` (Linux).
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Runs every workload in order on `store` (a namespace of its own, ideally a private Redis):
+/// W1, W5 on the wal W1 produced (and memory before and after the trim), W1's raw baseline,
+/// W2, W3, W4, then W6 (last: it loses Redis' contents).
+pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
+    let Options {
+        quick,
+        port,
+        db_path,
+        server,
+        progress,
+    } = options;
+    let sizes = Sizes::new(quick);
+    let machine_at_start = Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        redis_version: info_field(store, "server", "redis_version").await?,
+        load_start: load_average(),
+        load_end: None,
+    };
+    let spill_config = SpillConfig::new(&db_path).interval(Duration::from_millis(5));
+
+    let bar = stage(
+        progress,
+        format!(
+            "W1 append: {} sessions x {} messages, {WORKERS} workers",
+            sizes.sessions, sizes.messages
+        ),
+    );
+    let mem_before = used_memory(store).await?;
+    let (mut w1, sessions) = live::w1_append(store, sizes).await?;
+    let written = Instant::now();
+    let mem_w1 = used_memory(store).await?;
+    bar.finish_and_clear();
+
+    let bar = stage(progress, "W5 flush: W1's wal into SQLite".into());
+    let w5 = spill::w5_flush(store, &spill_config, written).await?;
+    let mem_trimmed = used_memory(store).await?;
+    let messages = (sizes.sessions * sizes.messages) as u64;
+    let memory = Memory::new(
+        messages,
+        sizes.sessions as u64,
+        live::stored_bytes(store, &sessions).await?,
+        [mem_w1, mem_trimmed].map(|m| m.saturating_sub(mem_before)),
+    );
+    bar.finish_and_clear();
+
+    let bar = stage(progress, "W1 raw: redis-benchmark".into());
+    let raw = RawCommands::prepare(store, &sessions[0]).await?;
+    w1.raw_per_sec = Some(redis_benchmark(port, sizes.raw_requests, &raw.append)?);
+    w1.raw_command = Some(describe(&raw.append));
+    bar.finish_and_clear();
+
+    let bar = stage(
+        progress,
+        format!("W2 load: {} loads of each session", sizes.loads),
+    );
+    let mut w2 = live::w2_load(store, &sessions, sizes).await?;
+    let loads = redis_benchmark(port, sizes.raw_requests / 10, &raw.load)?;
+    w2.raw_per_sec = Some(loads * sizes.messages as f64);
+    w2.raw_command = Some(describe(&raw.load));
+    bar.finish_and_clear();
+
+    let bar = stage(
+        progress,
+        format!(
+            "W3 state: {} sessions x {} rounds",
+            sizes.state_sessions, sizes.rounds
+        ),
+    );
+    let mut w3 = live::w3_state(store, sizes).await?;
+    let save = redis_benchmark(port, sizes.raw_requests / 5, &raw.save)?;
+    let read = redis_benchmark(port, sizes.raw_requests / 5, &raw.read)?;
+    w3.raw_per_sec = Some(1.0 / (1.0 / save + 1.0 / read));
+    w3.raw_command = Some(format!("{} + {}", describe(&raw.save), describe(&raw.read)));
+    bar.finish_and_clear();
+
+    let bar = stage(
+        progress,
+        format!(
+            "W4 decisions: {} recorded, consumed and acked by 2 consumers",
+            sizes.w4.decisions
+        ),
+    );
+    let w4 = decisions::w4_consumers(store, sizes.w4).await?;
+    let w4_row = decisions::row(&w4);
+    bar.finish_and_clear();
+
+    let bar = stage(
+        progress,
+        format!(
+            "W6 rehydrate: a {}-message session after Redis loss",
+            sizes.rehydrate_messages
+        ),
+    );
+    let loss = match server {
+        Some(server) => Loss::Restart(server),
+        None => Loss::DeleteKeys,
+    };
+    let w6 = spill::w6_rehydrate(store, &spill_config, sizes.rehydrate_messages, loss).await?;
+    bar.finish_and_clear();
+
+    Ok(Report {
+        quick,
+        machine: Machine {
+            load_end: load_average(),
+            ..machine_at_start
+        },
+        rows: vec![w1, w2, w3, w4_row],
+        w4,
+        w5,
+        w6,
+        memory,
+    })
+}
