@@ -56,11 +56,39 @@ pub async fn restore(ctx: &Ctx, sid: &str) -> Result<()> {
     Ok(())
 }
 
+/// Counts the JSON lines written through it on a spinner on stderr (indicatif hides it when
+/// stderr is not a terminal), so a long export shows it is moving.
+struct Counted<W> {
+    inner: W,
+    bar: indicatif::ProgressBar,
+}
+
+impl<W: std::io::Write> std::io::Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bar
+            .inc(buf[..n].iter().filter(|b| **b == b'\n').count() as u64);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// `agentstate export SID`: the durable history from SQLite as JSON lines.
 pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let bar = indicatif::ProgressBar::new_spinner().with_message(format!("exporting {sid}"));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg}: {pos} records")
+            .expect("a valid template"),
+    );
+    let mut out = Counted {
+        inner: std::io::BufWriter::new(std::io::stdout().lock()),
+        bar: bar.clone(),
+    };
     let lines = inspect::export_session(&ctx.store, &ctx.global.db(), sid, &mut out)?;
+    std::io::Write::flush(&mut out)?;
+    bar.finish_and_clear();
     if lines == 0 {
         return Err(agentstate::Error::UnknownSession(format!(
             "{sid} (not in {})",
