@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agentstate::consumer::{ConsumerOptions, DecisionEvent, StartFrom};
+use agentstate::consumer::{Consumer, ConsumerOptions, DecisionEvent, StartFrom};
 use agentstate::redis_server::{redis_server_available, RedisServer};
 use agentstate::spill::{inspect, SpillConfig, SpillDaemon};
 use agentstate::{
@@ -22,6 +22,7 @@ use super::{redis_answers, Global, NO_REDIS_HELP};
 /// Messages each of the three agents appends to the planner's session.
 const MESSAGES_PER_AGENT: usize = 20;
 
+/// `agentstate demo` takes only the global options.
 #[derive(Debug, Args)]
 pub struct DemoArgs {}
 
@@ -34,6 +35,7 @@ enum DemoRedis {
 }
 
 impl DemoRedis {
+    /// The URL the demo's store connects to.
     fn url(&self) -> String {
         match self {
             DemoRedis::Private(s) => s.url(),
@@ -50,13 +52,16 @@ struct Narrator {
 }
 
 impl Narrator {
+    /// Starts the next step.
     fn step(&mut self, title: &str) {
         self.step += 1;
         println!("\n[{}/{}] {title}", self.step, self.total);
     }
+    /// Narrates a fact.
     fn say(&self, text: impl AsRef<str>) {
         println!("      {}", text.as_ref());
     }
+    /// Prints a claim as held (✓) or not (✗, remembered as a failure).
     fn check(&mut self, ok: bool, claim: impl AsRef<str>) {
         if ok {
             println!("   ✓  {}", claim.as_ref());
@@ -66,6 +71,20 @@ impl Narrator {
                 .push(format!("step {}: {}", self.step, claim.as_ref()));
         }
     }
+}
+
+/// The scenario's cast and where it writes.
+struct Scenario {
+    /// The store every agent of the demo shares.
+    store: Store,
+    /// The planner's session id (`demo-<run>-planner`).
+    planner: String,
+    /// The two workers' session ids: linked and detached sub-agents of the planner.
+    workers: [String; 2],
+    /// The demo's SQLite file.
+    db: PathBuf,
+    /// The demo's key prefix.
+    prefix: String,
 }
 
 pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
@@ -86,11 +105,6 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         .prefix(&prefix)
         .partitions(global.partitions);
     let store = Store::connect(config).await?;
-    let mut n = Narrator {
-        step: 0,
-        total: 8,
-        failures: Vec::new(),
-    };
     println!("agentstate demo — a planner agent and two worker sub-agents share a live session in Redis;");
     println!(
         "a spill daemon keeps it durable in SQLite, and restores it when Redis loses everything."
@@ -101,14 +115,12 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
             s.url()
         ),
         DemoRedis::Shared(url) => {
-            println!("Redis:  {url}, namespace `{prefix}:*` (wiped to play the loss of Redis)")
+            println!("Redis:  {url}, namespace `{prefix}:*` (wiped to play the loss of Redis)");
+            wipe_namespace(&store).await?;
         }
     }
     println!("SQLite: {}", db.display());
 
-    if let DemoRedis::Shared(_) = &redis {
-        wipe_namespace(&store).await?;
-    }
     let cancel = CancellationToken::new();
     let daemon = SpillDaemon::open(
         store.clone(),
@@ -118,16 +130,74 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     let daemon_task = tokio::spawn(daemon.run(cancel.clone()));
 
     let run_id = format!("{:06x}", rand::random::<u32>() >> 8);
-    let planner = format!("demo-{run_id}-planner");
-    let worker_a = format!("demo-{run_id}-worker-a");
-    let worker_b = format!("demo-{run_id}-worker-b");
+    let sc = Scenario {
+        store,
+        planner: format!("demo-{run_id}-planner"),
+        workers: [
+            format!("demo-{run_id}-worker-a"),
+            format!("demo-{run_id}-worker-b"),
+        ],
+        db,
+        prefix,
+    };
+    let mut n = Narrator {
+        step: 0,
+        total: 8,
+        failures: Vec::new(),
+    };
+    sessions(&sc, &mut n).await?;
+    working_state(&sc, &mut n).await?;
+    let last_seq = messages(&sc, &mut n).await?;
+    let mut consumer = decisions(&sc, &mut n).await?;
+    let (note_seq, history) = compaction(&sc, &mut n, last_seq).await?;
+    checkpoint(&sc, &mut n).await?;
+    spill(&sc, &mut n, history).await?;
+    let redis = redis_lost(&sc, &mut n, redis, &mut consumer, note_seq, history).await?;
 
-    // 1. sessions
+    cancel.cancel();
+    daemon_task.await.map_err(|e| Error::Io(e.to_string()))??;
+    look_for_yourself(&sc, &redis);
+    println!(
+        "\n{} in {:.1} s",
+        if n.failures.is_empty() {
+            "all checks passed"
+        } else {
+            "SOME CHECKS FAILED"
+        },
+        started.elapsed().as_secs_f64()
+    );
+    if n.failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(format!(
+            "demo checks failed: {}",
+            n.failures.join("; ")
+        )))
+    }
+}
+
+/// Waits for spawned agent tasks and collects what they return.
+async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<Result<T>>>) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        out.push(t.await.map_err(|e| Error::Io(e.to_string()))??);
+    }
+    Ok(out)
+}
+
+/// Step 1: the planner and its two workers (one linked, one detached).
+async fn sessions(sc: &Scenario, n: &mut Narrator) -> Result<()> {
+    let Scenario {
+        store,
+        planner,
+        workers: [worker_a, worker_b],
+        ..
+    } = sc;
     n.step("Sessions: a planner and two worker sub-agents");
     store
         .create_session(
             &NewSession::new()
-                .id(&planner)
+                .id(planner)
                 .user("alice")
                 .model("planner-model"),
         )
@@ -135,35 +205,40 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     store
         .create_session(
             &NewSession::new()
-                .id(&worker_a)
-                .parent(&planner, Lifecycle::Linked),
+                .id(worker_a)
+                .parent(planner, Lifecycle::Linked),
         )
         .await?;
     store
         .create_session(
             &NewSession::new()
-                .id(&worker_b)
-                .parent(&planner, Lifecycle::Detached),
+                .id(worker_b)
+                .parent(planner, Lifecycle::Detached),
         )
         .await?;
     n.say(format!(
         "planner {planner} (user alice); {worker_a} linked, {worker_b} detached"
     ));
-    let a = store.require_session(&worker_a).await?;
+    let a = store.require_session(worker_a).await?;
     n.check(
         a.spawn_depth == 1 && a.parent.as_deref() == Some(planner.as_str()),
         "workers have spawn depth 1 and the planner as parent",
     );
     n.check(
-        store.children(&planner).await? == vec![worker_a.clone(), worker_b.clone()],
+        store.children(planner).await? == vec![worker_a.clone(), worker_b.clone()],
         "the planner lists both workers as children",
     );
+    Ok(())
+}
 
-    // 2. working state with optimistic concurrency
+/// Step 2: both workers tick off plan steps in the planner's working state at the same time,
+/// with compare-and-set, retrying on a conflict.
+async fn working_state(sc: &Scenario, n: &mut Narrator) -> Result<()> {
+    let Scenario { store, planner, .. } = sc;
     n.step("Shared working state: both workers tick off plan steps concurrently (compare-and-set)");
     store
         .set_working(
-            &planner,
+            planner,
             "plan",
             &json!({"steps": ["research", "draft", "review"], "done": []}),
         )
@@ -192,14 +267,11 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
                     }
                 }
             }
-            Ok::<usize, Error>(conflicts)
+            Ok(conflicts)
         }));
     }
-    let mut conflicts = 0;
-    for t in tasks {
-        conflicts += t.await.map_err(|e| Error::Io(e.to_string()))??;
-    }
-    let state = store.working(&planner).await?;
+    let conflicts: usize = join_all(tasks).await?.into_iter().sum();
+    let state = store.working(planner).await?;
     let done: BTreeSet<String> = state.values["plan"]["done"]
         .as_array()
         .map(|a| {
@@ -218,8 +290,18 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
             state.version
         ),
     );
+    Ok(())
+}
 
-    // 3. messages from three agents at once
+/// Step 3: three agents append to the planner's session at once, plus a retried append.
+/// Returns the last seq.
+async fn messages(sc: &Scenario, n: &mut Narrator) -> Result<u64> {
+    let Scenario {
+        store,
+        planner,
+        workers,
+        ..
+    } = sc;
     n.step("Messages: three agents append to the planner's session at the same time");
     let mut tasks = Vec::new();
     for agent in ["planner", "worker-a", "worker-b"] {
@@ -239,13 +321,10 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
                     .round_index(1);
                 seqs.push(store.append(&planner, &m).await?);
             }
-            Ok::<Vec<u64>, Error>(seqs)
+            Ok(seqs)
         }));
     }
-    let mut seqs = Vec::new();
-    for t in tasks {
-        seqs.extend(t.await.map_err(|e| Error::Io(e.to_string()))??);
-    }
+    let mut seqs: Vec<u64> = join_all(tasks).await?.into_iter().flatten().collect();
     seqs.sort_unstable();
     let expected: Vec<u64> = (1..=(3 * MESSAGES_PER_AGENT) as u64).collect();
     n.check(
@@ -259,45 +338,42 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     let answer = NewMessage::new("assistant")
         .name("planner")
         .content("plan complete");
-    let first = store.append_with(&planner, &answer, &retry).await?;
-    let again = store.append_with(&planner, &answer, &retry).await?;
+    let first = store.append_with(planner, &answer, &retry).await?;
+    let again = store.append_with(planner, &answer, &retry).await?;
     n.check(
         first == again,
         format!(
             "a retried append (same idempotency key) returns seq {first} again and writes nothing"
         ),
     );
-    for w in [&worker_a, &worker_b] {
+    for w in workers {
         store
             .append(w, &NewMessage::new("user").content("your part of the plan"))
             .await?;
     }
     store
-        .record_usage(&planner, &Usage::new(1, 1200, 340).model("planner-model"))
+        .record_usage(planner, &Usage::new(1, 1200, 340).model("planner-model"))
         .await?;
+    Ok(first)
+}
 
-    // 4. decisions consumed by a group
+/// A member of the demo's consumer group `executors`.
+async fn executor(store: &Store, name: &str) -> Result<Consumer> {
+    let options = ConsumerOptions::new()
+        .start(StartFrom::Now)
+        .block(Duration::from_millis(200));
+    store.consumer("executors", name, options).await
+}
+
+/// Step 4: the planner records decisions; two consumers of one group act on them and record
+/// outcomes. Returns the first consumer, which step 8 uses again.
+async fn decisions(sc: &Scenario, n: &mut Narrator) -> Result<Consumer> {
+    let Scenario { store, planner, .. } = sc;
     n.step(
         "Decisions: the planner records decisions; a consumer group of two services acts on them",
     );
-    let mut c1 = store
-        .consumer(
-            "executors",
-            "exec-1",
-            ConsumerOptions::new()
-                .start(StartFrom::Now)
-                .block(Duration::from_millis(200)),
-        )
-        .await?;
-    let mut c2 = store
-        .consumer(
-            "executors",
-            "exec-2",
-            ConsumerOptions::new()
-                .start(StartFrom::Now)
-                .block(Duration::from_millis(200)),
-        )
-        .await?;
+    let mut c1 = executor(store, "exec-1").await?;
+    let mut c2 = executor(store, "exec-2").await?;
     let mut ids = Vec::new();
     for (d, r, act) in [
         ("publish the draft", "review passed", "deploy docs"),
@@ -306,7 +382,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     ] {
         ids.push(
             store
-                .record_decision(&planner, &NewDecision::new(d, r).action(act))
+                .record_decision(planner, &NewDecision::new(d, r).action(act))
                 .await?,
         );
     }
@@ -336,24 +412,29 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         "every decision was delivered to the group and acted on",
     );
     n.check(
-        store.incomplete_decisions(Some(&planner)).await?.is_empty(),
+        store.incomplete_decisions(Some(planner)).await?.is_empty(),
         "no decision is left without an outcome",
     );
+    Ok(c1)
+}
 
-    // 5. compaction
+/// Step 5: the first 50 messages become one note. Returns the note's seq and the number of
+/// messages in the history.
+async fn compaction(sc: &Scenario, n: &mut Narrator, last_seq: u64) -> Result<(u64, usize)> {
+    let Scenario { store, planner, .. } = sc;
     n.step("Compaction: the first 50 messages become one summary note");
     let (compact_seq, note_seq) = store
         .compact(
-            &planner,
+            planner,
             &Compaction::new(1, 50, "Agents researched, drafted and reviewed the plan.")
                 .tokens(9000, 120)
                 .round_index(1),
         )
         .await?;
-    let active = store.messages(&planner, MessageQuery::active()).await?;
-    let all = store.messages(&planner, MessageQuery::all()).await?;
+    let active = store.messages(planner, MessageQuery::active()).await?;
+    let all = store.messages(planner, MessageQuery::all()).await?;
     let active_seqs: Vec<u64> = active.iter().map(|m| m.seq).collect();
-    let want: Vec<u64> = (51..=first).chain([note_seq]).collect();
+    let want: Vec<u64> = (51..=last_seq).chain([note_seq]).collect();
     n.say(format!(
         "compaction #{compact_seq}, note at seq {note_seq}; history keeps all {} messages",
         all.len()
@@ -361,43 +442,70 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     n.check(
         active_seqs == want,
         format!(
-            "the active view is seqs 51..={first} plus the note: {} messages instead of {}",
+            "the active view is seqs 51..={last_seq} plus the note: {} messages instead of {}",
             active.len(),
             all.len()
         ),
     );
+    Ok((note_seq, all.len()))
+}
 
-    // 6. checkpoint
+/// Step 6: the plan is promoted from working state to a durable checkpoint.
+async fn checkpoint(sc: &Scenario, n: &mut Narrator) -> Result<()> {
+    let Scenario { store, planner, .. } = sc;
     n.step("Checkpoint: the finished plan is promoted from working state to durable state");
     let ckpt = store
-        .checkpoint(&planner, "plan-done", Some(&["plan"]))
+        .checkpoint(planner, "plan-done", Some(&["plan"]))
         .await?;
-    let latest = store.checkpoint_latest(&planner, "plan-done").await?;
+    let latest = store.checkpoint_latest(planner, "plan-done").await?;
     n.check(
         latest.as_ref().map(|c| c.id.as_str()) == Some(ckpt.as_str()),
         format!("checkpoint {ckpt} holds the plan"),
     );
+    Ok(())
+}
 
-    // 7. spill
+/// Step 7: the daemon catches up; SQLite holds the history, decisions and checkpoint.
+async fn spill(sc: &Scenario, n: &mut Narrator, history: usize) -> Result<()> {
+    let Scenario {
+        store, planner, db, ..
+    } = sc;
     n.step("Spill: the daemon copies the write-ahead log and decisions into SQLite");
-    let caught_up = wait_caught_up(&store, Duration::from_secs(15)).await?;
+    let caught_up = wait_caught_up(store, Duration::from_secs(15)).await?;
     n.check(
         caught_up,
         "every wal and decisions entry is committed to SQLite",
     );
-    let rows = sqlite_counts(&db, &planner)?;
+    let rows = sqlite_counts(db, planner)?;
     n.say(format!(
-        "SQLite holds {} messages, {} decisions and {} checkpoints of the planner",
+        "SQLite holds {} messages, {} decisions and {} checkpoint of the planner",
         rows.0, rows.1, rows.2
     ));
     n.check(
-        rows.0 == all.len() as i64 && rows.1 == 3 && rows.2 == 1,
+        rows.0 == history as i64 && rows.1 == 3 && rows.2 == 1,
         "SQLite has the full history, the decisions and the checkpoint",
     );
+    Ok(())
+}
 
-    // 8. Redis lost, session restored
+/// Step 8: Redis loses everything; the next calls restore the session from SQLite, seqs go
+/// on, and the consumer group receives a decision recorded after the loss.
+async fn redis_lost(
+    sc: &Scenario,
+    n: &mut Narrator,
+    redis: DemoRedis,
+    consumer: &mut Consumer,
+    note_seq: u64,
+    history: usize,
+) -> Result<DemoRedis> {
+    let Scenario {
+        store,
+        planner,
+        prefix,
+        ..
+    } = sc;
     n.step("Redis is lost; the next call restores the session from SQLite");
-    let before = session_image(&store, &planner).await?;
+    let before = session_image(store, planner).await?;
     let redis = match redis {
         DemoRedis::Private(mut server) => {
             server.restart_empty()?;
@@ -405,7 +513,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
             DemoRedis::Private(server)
         }
         DemoRedis::Shared(url) => {
-            wipe_namespace(&store).await?;
+            wipe_namespace(store).await?;
             n.say(format!("every `{prefix}:*` key was deleted"));
             DemoRedis::Shared(url)
         }
@@ -417,18 +525,29 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         .await
         .unwrap_or_default();
     n.check(
-        live.iter().all(|k| !k.contains(&planner)),
+        live.iter().all(|k| !k.contains(planner.as_str())),
         "nothing of the session is left in Redis",
     );
-    let after = session_image(&store, &planner).await?;
+    let after = session_image(store, planner).await?;
     let differs = differences(&before, &after);
-    n.check(differs.is_empty(), format!("session meta, all {} messages (seqs, states, bytes), compactions, usage, checkpoints and sub-agents are back exactly{}", all.len(), if differs.is_empty() { String::new() } else { format!("; differs: {}", differs.join(", ")) }));
     n.check(
-        store.working(&planner).await?.values.is_empty(),
+        differs.is_empty(),
+        format!(
+            "session meta, all {history} messages (seqs, states, bytes), compactions, usage, \
+             checkpoints and sub-agents are back exactly{}",
+            if differs.is_empty() {
+                String::new()
+            } else {
+                format!("; differs: {}", differs.join(", "))
+            }
+        ),
+    );
+    n.check(
+        store.working(planner).await?.values.is_empty(),
         "working state is ephemeral: it comes back empty, as designed",
     );
     let next = store
-        .append(&planner, &NewMessage::new("user").content("thanks!"))
+        .append(planner, &NewMessage::new("user").content("thanks!"))
         .await?;
     n.check(
         next == note_seq + 1,
@@ -436,69 +555,54 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     );
     let follow_up = store
         .record_decision(
-            &planner,
+            planner,
             &NewDecision::new("ship the release", "the plan survived the outage").action("tag v1"),
         )
         .await?;
     let mut got = false;
     let deadline = Instant::now() + Duration::from_secs(5);
     while !got && Instant::now() < deadline {
-        let batch = c1.read().await?;
+        let batch = consumer.read().await?;
         got = batch
             .iter()
             .any(|d| matches!(&d.event, DecisionEvent::Decision(dec) if dec.id == follow_up));
-        c1.ack(&batch).await?;
+        consumer.ack(&batch).await?;
     }
-    n.check(got, "the consumer group re-joins the recreated streams and receives a decision recorded after the loss");
     n.check(
-        wait_caught_up(&store, Duration::from_secs(15)).await?,
+        got,
+        "the consumer group re-joins the recreated streams and receives a decision recorded \
+         after the loss",
+    );
+    n.check(
+        wait_caught_up(store, Duration::from_secs(15)).await?,
         "the daemon has flushed the post-outage writes to SQLite as well",
     );
+    Ok(redis)
+}
 
-    cancel.cancel();
-    daemon_task.await.map_err(|e| Error::Io(e.to_string()))??;
-
+/// The `sqlite3`, `redis-cli` and `agentstate` commands to look at what the demo left.
+fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) {
+    let Scenario {
+        store,
+        planner,
+        db,
+        prefix,
+        ..
+    } = sc;
+    let db = db.display();
+    let p = store.keys().partition(planner);
     println!("\nLook for yourself:");
-    let p = store.keys().partition(&planner);
-    println!("  sqlite3 {} \"SELECT seq, json_extract(element,'$.state'), json_extract(element,'$.content') FROM messages WHERE session_id='{planner}' ORDER BY seq\"", db.display());
-    println!(
-        "  sqlite3 {} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\"",
-        db.display()
-    );
-    match &redis {
-        DemoRedis::Private(_) => {
-            println!("  (the private redis-server stops with the demo; run `docker compose up -d redis` or a local");
-            println!(
-                "   redis-server on 6379 and run the demo again to keep the live keys, then:)"
-            );
-        }
-        DemoRedis::Shared(_) => {}
+    println!("  sqlite3 {db} \"SELECT seq, json_extract(element,'$.state'), json_extract(element,'$.content') FROM messages WHERE session_id='{planner}' ORDER BY seq\"");
+    println!("  sqlite3 {db} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\"");
+    if let DemoRedis::Private(_) = redis {
+        println!("  (the private redis-server stops with the demo; run `docker compose up -d redis` or a local");
+        println!("   redis-server on 6379 and run the demo again to keep the live keys, then:)");
     }
     println!("  redis-cli HGETALL '{prefix}:{{{p}}}:s:{planner}'");
     println!("  redis-cli LRANGE '{prefix}:{{{p}}}:s:{planner}:msgs' 0 -1");
     println!("  redis-cli XINFO GROUPS '{prefix}:{{{p}}}:decisions'");
     println!("  redis-cli TTL '{prefix}:{{{p}}}:s:{planner}'");
-    println!(
-        "  agentstate --prefix {prefix} --db {} session show {planner}",
-        db.display()
-    );
-    println!(
-        "\n{} in {:.1} s",
-        if n.failures.is_empty() {
-            "all checks passed"
-        } else {
-            "SOME CHECKS FAILED"
-        },
-        started.elapsed().as_secs_f64()
-    );
-    if n.failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::InvalidInput(format!(
-            "demo checks failed: {}",
-            n.failures.join("; ")
-        )))
-    }
+    println!("  agentstate --prefix {prefix} --db {db} session show {planner}");
 }
 
 /// The embedded default, for the demo: `--redis` or 127.0.0.1:6379 when something answers
@@ -564,7 +668,7 @@ async fn wait_caught_up(store: &Store, within: Duration) -> Result<bool> {
 }
 
 /// Rows of `sid` in SQLite: (messages, decisions, checkpoints), read-only.
-fn sqlite_counts(db: &PathBuf, sid: &str) -> Result<(i64, i64, i64)> {
+fn sqlite_counts(db: &std::path::Path, sid: &str) -> Result<(i64, i64, i64)> {
     let conn =
         rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let count = |table: &str| -> Result<i64> {
