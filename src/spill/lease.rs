@@ -23,6 +23,13 @@ pub(crate) async fn claim(
     Ok((token > 0).then_some(token))
 }
 
+/// The lease key's value while `owner` holds the lease with `token` — the format
+/// `claim_lease.lua` writes, which scripts compare to check the caller still owns the
+/// partition.
+pub(crate) fn value(owner: &str, token: i64) -> String {
+    format!("{owner} {token}")
+}
+
 /// Gives the lease of partition `p` up (if `owner` holds it), so a standby takes over at once.
 pub(crate) async fn release(store: &Store, p: u32, owner: &str) -> Result<()> {
     invoke(store, p, owner, 0, 0).await.map(|_: i64| ())

@@ -466,8 +466,9 @@ impl SpillDaemon {
     /// the new Redis is in SQLite): puts user values and rounds back from SQLite, then marks
     /// the partition `seeded`. A daemon that dies before the mark leaves it to the next owner.
     async fn reseed_user_data(&mut self, p: u32) -> Result<()> {
-        let wal = self.parts[p as usize].wal.clone();
-        rehydrator::reseed_user_data(&self.store, &self.db, p, &wal).await?;
+        let part = &self.parts[p as usize];
+        let (wal, lease) = (part.wal.clone(), lease::value(&self.owner, part.token));
+        rehydrator::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
         let mut conn = self.store.conn().await?;
         let _: () = redis::cmd("HSET")
             .arg(self.store.keys().committed(p))

@@ -322,11 +322,15 @@ fn load_user_data(conn: &Connection, keys: &crate::keys::Keys, p: u32) -> Result
 /// `wal_committed`, so erasures made in the new Redis are in SQLite already; what agents did
 /// since is never overwritten or resurrected (`reseed_user_values.lua`, `restore_rounds.lua`).
 /// Returns the values and the rounds hashes written.
+/// `lease` is the owner's lease value (`"<owner> <token>"`): a daemon that lost the partition
+/// meanwhile writes nothing and gets [`Error::Redis`] ("lease lost"), leaving the re-seed to
+/// the new owner.
 pub(super) async fn reseed_user_data(
     store: &Store,
     db: &Arc<Mutex<Connection>>,
     p: u32,
     wal_committed: &str,
+    lease: &str,
 ) -> Result<(u64, u64)> {
     let keys = store.keys().clone();
     let (values, rounds) = with_db(db, move |c| load_user_data(c, &keys, p)).await?;
@@ -336,13 +340,20 @@ pub(super) async fn reseed_user_data(
         inv.key(store.keys().user(user))
             .key(store.keys().user_forgotten(user))
             .key(store.keys().wal(p))
+            .key(store.keys().lease(p))
             .arg(user)
-            .arg(wal_committed);
+            .arg(wal_committed)
+            .arg(lease);
         for (key, value) in pairs {
             inv.arg(key).arg(value);
         }
-        let n: u64 = store.invoke(&inv).await?;
-        written.0 += n;
+        let n: i64 = store.invoke(&inv).await?;
+        if n < 0 {
+            return Err(Error::Redis(format!(
+                "lease on partition {p} lost during the user re-seed; the new owner repeats it"
+            )));
+        }
+        written.0 += n as u64;
     }
     let ttl = store.config().session_ttl.as_secs().max(1) as i64;
     for ((user, session), list) in &rounds {

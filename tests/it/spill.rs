@@ -1134,18 +1134,27 @@ async fn the_user_reseed_script_never_overwrites_or_resurrects() {
         include_str!("../../lua/_prelude.lua"),
         include_str!("../../lua/reseed_user_values.lua")
     ));
-    let reseed = |user: &str, cursor: &str, pairs: &[(&str, &str)]| -> i64 {
+    // The caller holds every partition's lease as "me 7".
+    for p in 0..s.keys().partitions() {
+        let _: () = t.cmd(&["SET", &s.keys().lease(p), "me 7"]);
+    }
+    let reseed_as = |lease: &str, user: &str, cursor: &str, pairs: &[(&str, &str)]| -> i64 {
+        let p = s.keys().partition(user);
         let mut inv = script.prepare_invoke();
         inv.key(s.keys().user(user))
             .key(s.keys().user_forgotten(user))
-            .key(s.keys().wal(s.keys().partition(user)))
+            .key(s.keys().wal(p))
+            .key(s.keys().lease(p))
             .arg(user)
-            .arg(cursor);
+            .arg(cursor)
+            .arg(lease);
         for (k, v) in pairs {
             inv.arg(*k).arg(*v);
         }
         inv.invoke(&mut t.redis()).unwrap()
     };
+    let reseed =
+        |user: &str, cursor: &str, pairs: &[(&str, &str)]| reseed_as("me 7", user, cursor, pairs);
     s.set_user_value("ann", "email", &json!("new"))
         .await
         .unwrap();
@@ -1181,6 +1190,9 @@ async fn the_user_reseed_script_never_overwrites_or_resurrects() {
         "1",
     ]);
     let at = now.first().map_or("0-0".to_string(), |e| e.0.clone());
+    // A daemon whose lease lapsed (another owner took the partition) writes nothing.
+    assert_eq!(reseed_as("me 6", "cy", &at, &[("a", "1")]), -1);
+    assert!(!t.cmd::<bool>(&["EXISTS", &s.keys().user("cy")]));
     assert_eq!(reseed("cy", &at, &[("a", "1"), ("b", "2")]), 2);
 }
 
