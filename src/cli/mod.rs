@@ -126,11 +126,8 @@ enum Command {
     User(user::UserCmd),
     /// Run the spill daemon: flush streams to SQLite, restore sessions, trim.
     Spill(spill::SpillArgs),
-    /// Restore a session that is not live from SQLite (through a running daemon).
-    Restore {
-        /// Session id.
-        sid: String,
-    },
+    /// Restore sessions that are not live from SQLite (through a running daemon).
+    Restore(spill::RestoreArgs),
     /// Print a session's durable history from SQLite as JSON lines.
     Export {
         /// Session id.
@@ -220,7 +217,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Tail(args) => tail::run(&ctx, args).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
         Command::Spill(args) => spill::spill(&ctx, args).await,
-        Command::Restore { sid } => spill::restore(&ctx, &sid).await,
+        Command::Restore(args) => spill::restore(&ctx, args).await,
         Command::Export { sid } => spill::export(&ctx, &sid).await,
         Command::Stats => spill::stats(&ctx).await,
     }

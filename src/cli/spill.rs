@@ -48,11 +48,50 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
     daemon.run(cancel).await
 }
 
-/// `agentstate restore SID`: makes the session live from SQLite through a running daemon;
-/// prints `restored`, or `live` when it was live already.
-pub async fn restore(ctx: &Ctx, sid: &str) -> Result<()> {
-    let restored = ctx.store.restore_session(sid).await?;
-    println!("{}", if restored { "restored" } else { "live" });
+/// Arguments of `agentstate restore`.
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// Session ids.
+    sids: Vec<String>,
+    /// Every session the index lists (after Redis lost its state: all of SQLite's, once a
+    /// daemon re-seeded the index).
+    #[arg(long)]
+    all: bool,
+}
+
+/// `agentstate restore SID... | --all`: makes each session live from SQLite through a
+/// running daemon; prints `restored`, or `live` when it was live already (for several
+/// sessions `<sid> restored|live` per line, with a progress bar on stderr).
+pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
+    let sids = match (args.all, args.sids.is_empty()) {
+        (true, true) => ctx.store.list_sessions(None).await?,
+        (false, false) => args.sids,
+        _ => {
+            return Err(agentstate::Error::InvalidInput(
+                "give session ids or --all, not both or neither".into(),
+            ))
+        }
+    };
+    let bar = indicatif::ProgressBar::new(sids.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} sessions {msg}")
+            .expect("a valid template"),
+    );
+    if sids.len() < 2 {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    for sid in &sids {
+        bar.set_message(sid.clone());
+        let restored = ctx.store.restore_session(sid).await?;
+        let state = if restored { "restored" } else { "live" };
+        if sids.len() == 1 {
+            println!("{state}");
+        } else {
+            bar.suspend(|| println!("{sid} {state}"));
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
     Ok(())
 }
 

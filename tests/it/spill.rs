@@ -1256,3 +1256,37 @@ async fn cli_checkpoint_list_shows_the_full_history_and_what_is_not_flushed_yet(
     );
     assert!(!missing.exists(), "the CLI created the SQLite file");
 }
+
+/// Multi-threaded: the in-process daemon serves the restores while the test thread waits for
+/// the CLI process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_restore_all_brings_every_indexed_session_back() {
+    let mut t = env().await;
+    for sid in ["r1", "r2"] {
+        create(&t, sid, Some("ann"), None).await;
+        t.store
+            .append(sid, &NewMessage::new("user").content(sid))
+            .await
+            .unwrap();
+    }
+    t.flush().await;
+    t.lose_redis().await;
+    let (stop, daemon) = t.start_daemon().await;
+    assert_eq!(
+        cli(&t, &["restore", "--all"]),
+        (0, "r1 restored\nr2 restored\n".into())
+    );
+    assert_eq!(
+        cli(&t, &["restore", "r1", "r2"]),
+        (0, "r1 live\nr2 live\n".into())
+    );
+    assert_eq!(cli(&t, &["restore"]).0, 1);
+    assert_eq!(
+        t.store.messages("r2", MessageQuery::all()).await.unwrap()[0]
+            .content
+            .as_deref(),
+        Some("r2")
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
