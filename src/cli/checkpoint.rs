@@ -22,12 +22,17 @@ pub enum CheckpointCmd {
         #[arg(long)]
         durable: bool,
     },
-    /// Print the latest payload under LABEL, or null.
+    /// Print the latest payload under LABEL, or the payload of checkpoint `--id` (from the
+    /// full history), or null.
     Get {
         /// Session id.
         sid: String,
         /// Label.
-        label: String,
+        #[arg(required_unless_present = "id", conflicts_with = "id")]
+        label: Option<String>,
+        /// A checkpoint id (`ckpt_...`) instead of a label.
+        #[arg(long)]
+        id: Option<String>,
     },
     /// Print every checkpoint as JSON lines {id, label, created_at}, oldest first: the full
     /// history from the SQLite file (`--db`, read-only) and the latest per label from Redis;
@@ -55,9 +60,21 @@ pub async fn run(ctx: &Ctx, cmd: CheckpointCmd) -> Result<()> {
                 .await?;
             println!("{id}");
         }
-        CheckpointCmd::Get { sid, label } => {
+        CheckpointCmd::Get {
+            sid,
+            label: Some(label),
+            ..
+        } => {
             let latest = ctx.store.checkpoint_latest(&sid, &label).await?;
             print_opt_json(latest.map(|c| c.payload))?;
+        }
+        CheckpointCmd::Get { sid, id, .. } => {
+            let id = id.unwrap_or_default();
+            let found = inspect::checkpoint_history(&ctx.store, &ctx.global.db(), &sid)
+                .await?
+                .into_iter()
+                .find(|c| c.id == id);
+            print_opt_json(found.map(|c| c.payload))?;
         }
         CheckpointCmd::List { sid } => {
             for c in inspect::checkpoint_history(&ctx.store, &ctx.global.db(), &sid).await? {

@@ -1255,6 +1255,16 @@ async fn cli_checkpoint_list_shows_the_full_history_and_what_is_not_flushed_yet(
         [pair(&a2, "a"), pair(&b1, "b"), pair(&c1, "c")]
     );
     assert!(!missing.exists(), "the CLI created the SQLite file");
+    // Get by id reaches the whole history: a1 was replaced in Redis by a2, SQLite has it.
+    let get = |args: &[&str]| {
+        let mut all = vec!["--db", db, "checkpoint", "get", "hist"];
+        all.extend_from_slice(args);
+        t.cli_ok(&all)
+    };
+    assert_eq!(get(&["--id", &a1]), "{\"plan\":\"p1\"}\n");
+    assert_eq!(get(&["--id", &c1]), "{\"plan\":\"p2\"}\n");
+    assert_eq!(get(&["a"]), "{\"plan\":\"p2\"}\n");
+    assert_eq!(get(&["--id", "ckpt_nosuch"]), "null\n");
 }
 
 /// Multi-threaded: the in-process daemon serves the restores while the test thread waits for
