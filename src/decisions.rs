@@ -140,7 +140,9 @@ impl Store {
         Ok(id)
     }
 
-    /// Records the outcome of a decision. Returns `false` when it already had one.
+    /// Records the outcome of a decision. Returns `false` (and writes nothing) when the decision
+    /// is no longer open: it already had an outcome, or its session was closed. A decision id
+    /// that the stream never held (or trimmed) is `InvalidInput`.
     pub async fn record_outcome(&self, decision_id: &str, outcome: &str) -> Result<bool> {
         let id = DecisionId::parse(decision_id, self.keys().partitions())?;
         if outcome.len() > self.config().limits.message {

@@ -56,7 +56,8 @@ pub async fn decide(ctx: &Ctx, a: DecideArgs) -> Result<()> {
     Ok(())
 }
 
-/// Prints `true` when the outcome was recorded, `false` when the decision already had one.
+/// Prints `true` when the outcome was recorded, `false` when the decision was no longer open
+/// (it already had an outcome, or its session was closed).
 pub async fn outcome(ctx: &Ctx, a: OutcomeArgs) -> Result<()> {
     println!(
         "{}",
