@@ -24,7 +24,7 @@
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - [`durability`]: `Live` / `Durable` writes.
-//! - [`bench`]: the `agentstate bench` workloads W1–W6 and memory, measured next to
+//! - [`bench`](mod@bench): the `agentstate bench` workloads W1–W6 and memory, measured next to
 //!   redis-benchmark.
 //! - [`spill`]: the spill daemon (flusher, rehydrator, trimmer, leases) and the SQLite
 //!   schema; the only SQLite writer.

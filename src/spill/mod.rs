@@ -1,7 +1,7 @@
 //! The spill daemon: the only SQLite writer. Per partition it holds a lease, flushes the
-//! `wal` and `decisions` streams into SQLite ([`flusher`]), serves restore requests from
-//! agent processes ([`rehydrator`]) and trims the streams below what SQLite committed
-//! ([`trimmer`]). Runs embedded ([`SpillDaemon::run`] with a `CancellationToken`) or as
+//! `wal` and `decisions` streams into SQLite (`flusher`), serves restore requests from
+//! agent processes (`rehydrator`) and trims the streams below what SQLite committed
+//! (`trimmer`). Runs embedded ([`SpillDaemon::run`] with a `CancellationToken`) or as
 //! `agentstate spill`.
 //!
 //! # Layout
