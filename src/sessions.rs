@@ -472,8 +472,12 @@ impl Store {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>> {
         Box::pin(async move {
             for child in self.children(sid).await? {
-                let Some(meta) = self.session(&child).await? else {
-                    continue;
+                // A child that expired from Redis is restored first, so its index entries
+                // and its own children are handled too; one SQLite no longer knows is gone.
+                let meta = match self.require_session(&child).await {
+                    Ok(meta) => meta,
+                    Err(Error::UnknownSession(_)) => continue,
+                    Err(e) => return Err(e),
                 };
                 if !cascade || meta.lifecycle == Lifecycle::Detached {
                     self.update_session(&child, r#"{"parent":null}"#, &[("parent", String::new())])

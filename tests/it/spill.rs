@@ -1300,3 +1300,26 @@ async fn cli_restore_all_brings_every_indexed_session_back() {
     stop.cancel();
     daemon.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn closing_a_parent_restores_and_closes_a_child_that_expired_from_redis() {
+    let t = env().await;
+    create(&t, "boss", Some("ann"), None).await;
+    create(&t, "kid", Some("ann"), Some(("boss", Lifecycle::Linked))).await;
+    t.flush().await;
+    // The child idled out of Redis; its index entries remain (they last until close).
+    let keys = t.store.session_key_names("kid").await.unwrap();
+    let _: () = t.cmd(
+        &[
+            &["DEL"],
+            &keys.iter().map(String::as_str).collect::<Vec<_>>()[..],
+        ]
+        .concat(),
+    );
+    let (stop, daemon) = t.start_daemon().await;
+    assert_eq!(t.store.close_session("boss", true).await.unwrap(), 2);
+    assert!(t.store.list_sessions(None).await.unwrap().is_empty());
+    assert!(t.store.list_sessions(Some("ann")).await.unwrap().is_empty());
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
