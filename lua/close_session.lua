@@ -14,10 +14,11 @@ local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('SREM', KEYS[10], ARGV[1])
 redis.call('SREM', KEYS[11], ARGV[1])
+-- Open decisions of this session: the record starts {"id":"...","session_id":"<sid>"
+-- (decision_record), so only that field is matched, never text inside the caller's meta.
 local open = redis.call('HGETALL', KEYS[12])
-local needle = '"session_id":"' .. ARGV[1] .. '"'
 for i = 1, #open, 2 do
-  if string.find(open[i + 1], needle, 1, true) then
+  if string.match(open[i + 1], '^{"id":"[^"]*","session_id":"([^"]*)"') == ARGV[1] then
     redis.call('HDEL', KEYS[12], open[i])
   end
 end

@@ -2,6 +2,21 @@
 
 use std::time::Duration;
 
+/// The longest idle TTL a session may have (10 years): far beyond any idle time, and well
+/// inside what Redis' EXPIRE accepts.
+pub const MAX_TTL_SECS: u64 = 10 * 365 * 24 * 3600;
+
+/// Checks an idle TTL in seconds is within 1..=[`MAX_TTL_SECS`].
+pub fn check_ttl(secs: u64) -> crate::Result<()> {
+    if (1..=MAX_TTL_SECS).contains(&secs) {
+        Ok(())
+    } else {
+        Err(crate::Error::InvalidInput(format!(
+            "session ttl {secs} s: expected 1 to {MAX_TTL_SECS} s"
+        )))
+    }
+}
+
 /// Default Redis URL when neither `--redis` nor `AGENTSTATE_REDIS_URL` is given.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 

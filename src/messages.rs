@@ -266,13 +266,14 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Usage of `round_index` with prompt and completion tokens; total is their sum.
+    /// Usage of `round_index` with prompt and completion tokens; total is their sum (absent
+    /// when the sum overflows: set it with [`Usage::total`]).
     pub fn new(round_index: i64, prompt_tokens: i64, completion_tokens: i64) -> Self {
         Usage {
             round_index,
             prompt_tokens: Some(prompt_tokens),
             completion_tokens: Some(completion_tokens),
-            total_tokens: Some(prompt_tokens + completion_tokens),
+            total_tokens: prompt_tokens.checked_add(completion_tokens),
             ..Default::default()
         }
     }

@@ -229,23 +229,13 @@ impl Store {
         if let Some(user) = &new.user_id {
             validate_id("user", user)?;
         }
-        let ttl = new
-            .ttl
-            .unwrap_or(self.config().session_ttl)
-            .as_secs()
-            .max(1);
+        let ttl = new.ttl.unwrap_or(self.config().session_ttl).as_secs();
+        crate::config::check_ttl(ttl)?;
         let mut depth = 0;
         if let Some(parent) = &new.parent {
             validate_id("parent session", parent)?;
-            let pkeys = self.keys().session(parent);
-            let mut conn = self.conn().await?;
-            let parent_depth: Option<u32> = redis::cmd("HGET")
-                .arg(&pkeys.meta)
-                .arg("spawn_depth")
-                .query_async(&mut conn)
-                .await?;
-            let parent_depth = parent_depth.ok_or_else(|| Error::UnknownSession(parent.clone()))?;
-            depth = parent_depth + 1;
+            // A parent that expired from Redis is restored first, like any session it calls.
+            depth = self.require_session(parent).await?.spawn_depth + 1;
             if depth > self.config().max_spawn_depth {
                 return Err(Error::SpawnDepthExceeded {
                     depth,

@@ -76,6 +76,7 @@ impl Store {
             return Err(Error::InvalidInput("partitions must be at least 1".into()));
         }
         crate::keys::validate_id("prefix", &config.namespace.prefix)?;
+        crate::config::check_ttl(config.session_ttl.as_secs())?;
         install_tls_provider();
         let pool = build_pool(&config)?;
         let keys = Keys::new(&config.namespace.prefix, config.namespace.partitions);

@@ -385,3 +385,22 @@ async fn reads_of_an_unknown_session_are_errors() {
         t.cli_rejected(args);
     }
 }
+
+#[tokio::test]
+async fn an_out_of_range_ttl_is_rejected_and_writes_nothing() {
+    let t = populated().await;
+    let s = &t.store;
+    for ttl in [0, agentstate::config::MAX_TTL_SECS + 1, u64::MAX / 2] {
+        let new = NewSession::new()
+            .id("ttl")
+            .ttl(std::time::Duration::from_secs(ttl));
+        let err = t.rejected(s.create_session(&new)).await;
+        assert!(matches!(err, Error::InvalidInput(_)), "{ttl}: {err:?}");
+    }
+    let err =
+        Store::connect(Config::new(t.server.url()).session_ttl(std::time::Duration::from_secs(0)))
+            .await
+            .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    assert_eq!(Usage::new(1, i64::MAX, 1).total_tokens, None);
+}

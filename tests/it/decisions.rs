@@ -81,3 +81,28 @@ async fn incomplete_decisions_are_those_without_an_outcome() {
     let left = open_ids(s, None).await;
     assert_eq!(left, [d3]);
 }
+
+#[tokio::test]
+async fn closing_a_session_keeps_open_decisions_of_others_whose_meta_names_it() {
+    let t = env().await;
+    let s = &t.store;
+    let a = "alpha";
+    // A second session in the same partition (one open-decisions hash).
+    let b = (0..)
+        .map(|i| format!("b{i}"))
+        .find(|b| s.keys().partition(b) == s.keys().partition(a))
+        .unwrap();
+    for sid in [a, b.as_str()] {
+        s.create_session(&NewSession::new().id(sid)).await.unwrap();
+    }
+    let d = s
+        .record_decision(
+            a,
+            &NewDecision::new("d", "r").meta(json!({"session_id": b})),
+        )
+        .await
+        .unwrap();
+    s.close_session(&b, true).await.unwrap();
+    assert_eq!(open_ids(s, Some(a)).await, vec![d.clone()]);
+    assert!(s.record_outcome(&d, "done").await.unwrap());
+}

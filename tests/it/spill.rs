@@ -1323,3 +1323,27 @@ async fn closing_a_parent_restores_and_closes_a_child_that_expired_from_redis() 
     stop.cancel();
     daemon.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_sub_agent_can_be_spawned_under_a_parent_that_expired_from_redis() {
+    let t = env().await;
+    create(&t, "elder", None, None).await;
+    t.flush().await;
+    let keys = t.store.session_key_names("elder").await.unwrap();
+    let _: () = t.cmd(
+        &[
+            &["DEL"],
+            &keys.iter().map(String::as_str).collect::<Vec<_>>()[..],
+        ]
+        .concat(),
+    );
+    let (stop, daemon) = t.start_daemon().await;
+    create(&t, "young", None, Some(("elder", Lifecycle::Linked))).await;
+    assert_eq!(
+        t.store.require_session("young").await.unwrap().spawn_depth,
+        1
+    );
+    assert_eq!(t.store.children("elder").await.unwrap(), vec!["young"]);
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
