@@ -8,10 +8,11 @@
   ARGV[7] model or ''         ARGV[8] system prompt or ''   ARGV[9] config JSON
   ARGV[10] metadata JSON      ARGV[11] idle TTL, seconds
   Returns: the wal entry id
-  Errors:  EXISTS when the session is live already
-  Atomic: the existence check runs before the first write.
+  Errors:  EXISTS when the session is live already, or indexed (expired from Redis but
+           restorable from SQLite: creating it anew would replace its durable history)
+  Atomic: the existence checks run before the first write.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('SISMEMBER', KEYS[10], ARGV[1]) == 1 then
   return fail('EXISTS', 'session ' .. ARGV[1])
 end
 local now = now_ms()

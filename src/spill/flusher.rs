@@ -219,8 +219,10 @@ fn apply_wal(
         }
         "session_create" => {
             let r: CreateRecord = serde_json::from_str(d)?;
-            // A create for an id SQLite still holds replaces the old incarnation.
-            delete_sessions(tx, &[subject.to_string()])?;
+            // A create for an id SQLite still holds replaces the old incarnation; decisions
+            // come through their own stream and may already hold the new incarnation's
+            // (recorded after this create), which stay.
+            delete_sessions(tx, &[subject.to_string()], r.created_at)?;
             tx.prepare_cached(
                 "INSERT INTO sessions (id, partition, user_id, kind, parent, spawn_depth, lifecycle,
                  status, model, system_prompt, config, metadata, ttl, created_at, updated_at,
@@ -398,24 +400,30 @@ fn close_session(tx: &Transaction<'_>, sid: &str, cascade: bool, closed_at: i64)
         tomb.execute(params![id, closed_at])?;
         orphan.execute(params![id])?;
     }
-    delete_sessions(tx, &doomed)
+    // Decisions recorded after the close belong to a new incarnation (their stream may be
+    // applied ahead of the wal); the tombstone keeps late ones of the old one out.
+    delete_sessions(tx, &doomed, closed_at + 1)
 }
 
 /// Deletes every row of the given sessions (meta, messages, compactions, usage,
-/// checkpoints, decisions).
-fn delete_sessions(tx: &Transaction<'_>, ids: &[String]) -> Result<()> {
+/// checkpoints) and their decisions recorded before `decisions_before` (ms).
+fn delete_sessions(tx: &Transaction<'_>, ids: &[String], decisions_before: i64) -> Result<()> {
     for table in [
         "sessions WHERE id",
         "messages WHERE session_id",
         "compactions WHERE session_id",
         "usage WHERE session_id",
         "checkpoints WHERE session_id",
-        "decisions WHERE session_id",
     ] {
         let mut stmt = tx.prepare_cached(&format!("DELETE FROM {table} = ?1"))?;
         for id in ids {
             stmt.execute(params![id])?;
         }
+    }
+    let mut stmt =
+        tx.prepare_cached("DELETE FROM decisions WHERE session_id = ?1 AND created_at < ?2")?;
+    for id in ids {
+        stmt.execute(params![id, decisions_before])?;
     }
     Ok(())
 }

@@ -1347,3 +1347,73 @@ async fn a_sub_agent_can_be_spawned_under_a_parent_that_expired_from_redis() {
     stop.cancel();
     daemon.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn an_expired_session_id_cannot_be_created_anew_over_its_durable_history() {
+    let t = env().await;
+    create(&t, "once", None, None).await;
+    t.store
+        .append("once", &NewMessage::new("user").content("keep me"))
+        .await
+        .unwrap();
+    t.flush().await;
+    let keys = t.store.session_key_names("once").await.unwrap();
+    let _: () = t.cmd(
+        &[
+            &["DEL"],
+            &keys.iter().map(String::as_str).collect::<Vec<_>>()[..],
+        ]
+        .concat(),
+    );
+    let err = t
+        .rejected(t.store.create_session(&NewSession::new().id("once")))
+        .await;
+    assert!(matches!(err, Error::AlreadyExists(_)), "{err:?}");
+    t.flush().await;
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM messages WHERE session_id = ?1",
+            "once"
+        ),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_decision_applied_before_its_sessions_create_survives_the_create() {
+    let t = env().await;
+    create(&t, "busy", None, None).await;
+    for i in 0..10 {
+        t.store
+            .append("busy", &NewMessage::new("user").content(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    // "late" lands in busy's partition: its wal entries queue behind busy's ten messages.
+    let late = (0..)
+        .map(|i| format!("late{i}"))
+        .find(|s| t.store.keys().partition(s) == t.store.keys().partition("busy"))
+        .unwrap();
+    create(&t, &late, None, None).await;
+    let d = t
+        .store
+        .record_decision(&late, &NewDecision::new("go", "now"))
+        .await
+        .unwrap();
+    // Batches of 4: the decision is applied in the first batch, its session's create later.
+    agentstate::SpillDaemon::open(t.store.clone(), t.spill_config().batch_size(4))
+        .await
+        .unwrap()
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM decisions WHERE id = ?1", &d),
+        1
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE id = ?1", &late),
+        1
+    );
+}
