@@ -6,14 +6,15 @@
   ARGV[1] user id       ARGV[2] session id (StateService's, default "default")
   ARGV[3] round id or '' (at most 2^53 - 1, checked by the caller)
   ARGV[4] state JSON (validated by the caller)
-  ARGV[5] idle TTL, seconds
-  ARGV[6] size limit, bytes
+  ARGV[5] size limit, bytes
+  The hash has no TTL: it is durable state whose max_round must not be forgotten (after an
+  expiry a new save would start again at round 1 and overwrite SQLite's round 1).
   Returns: {round id, wal entry id}
   Errors:  TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
-if #ARGV[4] > tonumber(ARGV[6]) then
-  return fail('TOO_LARGE', #ARGV[4] .. ' ' .. ARGV[6])
+if #ARGV[4] > tonumber(ARGV[5]) then
+  return fail('TOO_LARGE', #ARGV[4] .. ' ' .. ARGV[5])
 end
 local max = tonumber(redis.call('HGET', KEYS[1], 'max_round') or '0')
 local round = max + 1
@@ -22,7 +23,6 @@ redis.call('HSET', KEYS[1], round, ARGV[4])
 if round > max then
   redis.call('HSET', KEYS[1], 'max_round', round)
 end
-redis.call('EXPIRE', KEYS[1], ARGV[5])
 local record = '{"user_id":"' .. ARGV[1] .. '","session_id":"' .. ARGV[2] .. '","round_id":' .. string.format('%d', round)
   .. ',"created_at":' .. now_ms() .. ',"state":' .. ARGV[4] .. '}'
 local id = redis.call('XADD', KEYS[2], '*', 'op', 'round', 'id', ARGV[1], 'd', record)

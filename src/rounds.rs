@@ -55,7 +55,6 @@ impl Store {
             .arg(session)
             .arg(round.map(|r| r.to_string()).unwrap_or_default())
             .arg(&text)
-            .arg(self.config().session_ttl.as_secs().max(1))
             .arg(limit);
         let (round, wal_id): (u64, String) = self.invoke(&inv).await?;
         self.settle(p, &wal_id).await?;

@@ -172,7 +172,6 @@ impl RawCommands {
                 "default".into(),
                 String::new(),
                 state_doc(0).to_string(),
-                "3600".into(),
                 store.config().limits.state.to_string(),
             ],
         );

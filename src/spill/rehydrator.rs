@@ -259,23 +259,21 @@ async fn write_snapshot(store: &Store, sid: &str, s: &Snapshot) -> Result<bool> 
     section(&mut inv, &s.decisions);
     let restored: i64 = store.invoke(&inv).await?;
     for (user, rounds) in &s.rounds {
-        restore_rounds(store, user, sid, s.ttl, rounds).await?;
+        restore_rounds(store, user, sid, rounds).await?;
     }
     Ok(restored == 1)
 }
 
-/// Writes the StateService rounds of `user`'s `session` with `restore_rounds.lua` (idle TTL
-/// `ttl` seconds) unless that rounds hash is live; true when it wrote them.
+/// Writes the StateService rounds of `user`'s `session` with `restore_rounds.lua` unless that
+/// rounds hash is live; true when it wrote them.
 async fn restore_rounds(
     store: &Store,
     user: &str,
     session: &str,
-    ttl: i64,
     rounds: &[(i64, String)],
 ) -> Result<bool> {
     let mut inv = scripts::RESTORE_ROUNDS.prepare_invoke();
     inv.key(store.keys().rounds(user, session))
-        .arg(ttl)
         .arg(rounds.iter().map(|r| r.0).max().unwrap_or(0));
     for (round, state) in rounds {
         inv.arg(round).arg(state);
@@ -355,9 +353,8 @@ pub(super) async fn reseed_user_data(
         }
         written.0 += n as u64;
     }
-    let ttl = store.config().session_ttl.as_secs().max(1) as i64;
     for ((user, session), list) in &rounds {
-        written.1 += u64::from(restore_rounds(store, user, session, ttl, list).await?);
+        written.1 += u64::from(restore_rounds(store, user, session, list).await?);
     }
     tracing::info!(
         partition = p,
