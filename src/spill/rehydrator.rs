@@ -10,6 +10,7 @@ use std::time::Instant;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{with_db, SpillDaemon};
+use crate::decisions::Decision;
 use crate::durability::Backoff;
 use crate::error::{Error, Result};
 use crate::scripts;
@@ -378,9 +379,30 @@ pub(super) async fn reseed_indexes(
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     })
     .await?;
-    if rows.is_empty() {
-        return Ok(());
-    }
+    // Decisions still without an outcome, so crash recovery (`incomplete_decisions`) and
+    // `record_outcome` work again; HSETNX leaves any the new Redis holds alone.
+    let open: Vec<Decision> = with_db(db, move |c| {
+        let mut stmt = c.prepare_cached(
+            "SELECT id, session_id, decision, rationale, planned_action, meta, created_at
+             FROM decisions WHERE id LIKE ?1 AND outcome IS NULL ORDER BY created_at",
+        )?;
+        let rows = stmt.query_map(params![format!("{p}:%")], |r| {
+            let action: String = r.get(4)?;
+            let meta: String = r.get(5)?;
+            Ok(Decision {
+                id: r.get(0)?,
+                session_id: r.get(1)?,
+                decision: r.get(2)?,
+                rationale: r.get(3)?,
+                planned_action: Some(action).filter(|a| !a.is_empty()),
+                meta: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
+                outcome: None,
+                created_at: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    })
+    .await?;
     let mut conn = store.conn().await?;
     for chunk in rows.chunks(1000) {
         let mut pipe = redis::pipe();
@@ -392,10 +414,23 @@ pub(super) async fn reseed_indexes(
         }
         let _: () = pipe.query_async(&mut conn).await?;
     }
+    for chunk in open.chunks(1000) {
+        let mut pipe = redis::pipe();
+        for d in chunk {
+            pipe.hset_nx(
+                store.keys().open_decisions(p),
+                &d.id,
+                serde_json::to_string(d)?,
+            )
+            .ignore();
+        }
+        let _: () = pipe.query_async(&mut conn).await?;
+    }
     tracing::info!(
         partition = p,
         sessions = rows.len(),
-        "re-seeded the session indexes from SQLite"
+        open_decisions = open.len(),
+        "re-seeded the session indexes and open decisions from SQLite"
     );
     Ok(())
 }

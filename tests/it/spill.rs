@@ -1416,3 +1416,48 @@ async fn a_decision_applied_before_its_sessions_create_survives_the_create() {
         1
     );
 }
+
+#[tokio::test]
+async fn open_decisions_come_back_after_redis_loss_for_crash_recovery() {
+    let mut t = env().await;
+    create(&t, "dec", None, None).await;
+    let open = t
+        .store
+        .record_decision("dec", &NewDecision::new("open", "pending").action("act"))
+        .await
+        .unwrap();
+    let done = t
+        .store
+        .record_decision("dec", &NewDecision::new("done", "finished"))
+        .await
+        .unwrap();
+    assert!(t.store.record_outcome(&done, "ok").await.unwrap());
+    t.flush().await;
+    t.lose_redis().await;
+    let (stop, daemon) = t.start_daemon().await;
+    let incomplete = t.store.incomplete_decisions(None).await.unwrap();
+    assert_eq!(incomplete.len(), 1, "{incomplete:?}");
+    assert_eq!(incomplete[0].id, open);
+    assert_eq!(incomplete[0].planned_action.as_deref(), Some("act"));
+    assert_eq!(
+        t.store.incomplete_decisions(Some("dec")).await.unwrap(),
+        incomplete
+    );
+    assert!(t
+        .store
+        .record_outcome(&open, "late but recorded")
+        .await
+        .unwrap());
+    assert!(t.store.incomplete_decisions(None).await.unwrap().is_empty());
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+    t.flush().await;
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE id = ?1 AND outcome = 'late but recorded'",
+            &open
+        ),
+        1
+    );
+}
