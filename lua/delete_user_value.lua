@@ -3,10 +3,10 @@
   KEYS[1] user hash    <prefix>:{p}:u:<uid>
   KEYS[2] wal stream   <prefix>:{p}:wal   (partition of the user id)
   ARGV[1] user id      ARGV[2] key
-  Returns: 1 when a value was removed, 0 when there was none (nothing is logged then)
+  Returns: {1, wal entry id} when a value was removed, {0, ''} when there was none (nothing
+  is logged then)
 ]]
-local removed = redis.call('HDEL', KEYS[1], ARGV[2])
-if removed == 1 then
-  redis.call('XADD', KEYS[2], '*', 'op', 'user_del', 'id', ARGV[1], 'd', '{"key":"' .. ARGV[2] .. '"}')
+if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then
+  return {0, ''}
 end
-return removed
+return {1, redis.call('XADD', KEYS[2], '*', 'op', 'user_del', 'id', ARGV[1], 'd', '{"key":"' .. ARGV[2] .. '"}')}

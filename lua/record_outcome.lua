@@ -6,7 +6,8 @@
   ARGV[1] decision id "<p>:<entry id>"
   ARGV[2] the stream entry id part of it
   ARGV[3] outcome text
-  Returns: 1 when recorded, 0 when the decision already had an outcome
+  Returns: {1, outcome entry id} when recorded, {0, ''} when the decision was no longer open
+  (it already had an outcome, or its session was closed)
   Errors:  NO_DECISION when the decision is neither open nor in the stream
   Atomic: every check runs before the first write.
 ]]
@@ -15,10 +16,10 @@ if not open then
   if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then
     return fail('NO_DECISION', ARGV[1])
   end
-  return 0
+  return {0, ''}
 end
 local sid = string.match(open, '"session_id":"([^"]+)"')
-redis.call('XADD', KEYS[1], '*', 'type', 'outcome', 'decision_id', ARGV[1], 'session_id', sid,
-  'outcome', ARGV[3], 'created_at', now_ms())
+local entry = redis.call('XADD', KEYS[1], '*', 'type', 'outcome', 'decision_id', ARGV[1],
+  'session_id', sid, 'outcome', ARGV[3], 'created_at', now_ms())
 redis.call('HDEL', KEYS[2], ARGV[1])
-return 1
+return {1, entry}

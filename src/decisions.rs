@@ -158,12 +158,16 @@ impl Store {
             .arg(decision_id)
             .arg(&id.entry)
             .arg(outcome);
-        let recorded: u8 = self.invoke(&inv).await.map_err(|e| match e {
+        let (recorded, entry): (u8, String) = self.invoke(&inv).await.map_err(|e| match e {
             Error::Redis(msg) if msg.contains("NO_DECISION") => {
                 Error::InvalidInput(format!("unknown decision {decision_id}"))
             }
             other => other,
         })?;
+        if recorded == 1 {
+            self.settle_stream(id.partition, "decisions", &entry)
+                .await?;
+        }
         Ok(recorded == 1)
     }
 

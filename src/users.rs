@@ -75,7 +75,10 @@ impl Store {
             .key(self.keys().wal(self.keys().partition(user)))
             .arg(user)
             .arg(key);
-        let removed: u8 = self.invoke(&inv).await?;
+        let (removed, wal_id): (u8, String) = self.invoke(&inv).await?;
+        if removed == 1 {
+            self.settle(self.keys().partition(user), &wal_id).await?;
+        }
         Ok(removed == 1)
     }
 

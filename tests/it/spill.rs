@@ -345,6 +345,16 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .unwrap_err();
     assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(3));
+    // Every durable write waits, deletions and outcomes too.
+    s.set_user_value("u1", "k", &json!(1)).await.unwrap();
+    let err = durable.delete_user_value("u1", "k").await.unwrap_err();
+    assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
+    let d = s
+        .record_decision(&sid, &NewDecision::new("d", "r"))
+        .await
+        .unwrap();
+    let err = durable.record_outcome(&d, "o").await.unwrap_err();
+    assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
     // With a daemon, an indexed session SQLite does not know is answered `unknown`.
     let (stop, daemon) = t.start_daemon().await;
     let patient = Store::connect(s.config().clone().daemon_wait(Duration::from_secs(10)))
