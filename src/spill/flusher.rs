@@ -212,7 +212,12 @@ fn apply_wal(
         "msg" => {
             let m: Stamped = serde_json::from_str(d)?;
             tx.prepare_cached(
-                "INSERT INTO messages (session_id, seq, element, idem_key) VALUES (?1, ?2, ?3, ?4)",
+                // Redis is the live truth: should it come back behind SQLite (an old AOF or
+                // RDB) and hand out a seq again, the message it holds now replaces the old one
+                // instead of failing the batch forever.
+                "INSERT INTO messages (session_id, seq, element, idem_key) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (session_id, seq) DO UPDATE
+                 SET element = excluded.element, idem_key = excluded.idem_key",
             )?
             .execute(params![subject, m.seq, d, fields.get("k")])?;
             touch(touched, subject, m.created_at);

@@ -248,51 +248,68 @@ impl SpillDaemon {
     }
 
     /// One pass over every partition: hold the lease, flush to the end, serve restore
-    /// requests, trim.
+    /// requests, trim. A partition that fails (an entry SQLite rejects, say) is logged and
+    /// retried next pass without holding the others back; the pass fails only when no
+    /// partition could be worked on (Redis down).
     pub async fn pass(&mut self) -> Result<PassReport> {
         let mut report = PassReport::default();
+        let (mut worked, mut failure) = (false, None);
         for p in 0..self.store.keys().partitions() {
             if self.cancel.is_cancelled() {
                 break;
             }
-            if !self.hold_lease(p).await? {
-                continue;
-            }
-            report.partitions += 1;
-            let drained = loop {
-                let Some((w, d)) = self.flush_batch(p).await? else {
-                    break false;
-                };
-                report.wal += w as u64;
-                report.decisions += d as u64;
-                if w < self.config.batch_size && d < self.config.batch_size {
-                    break true;
+            match self.pass_partition(p, &mut report).await {
+                Ok(()) => worked = true,
+                Err(err) => {
+                    tracing::error!(partition = p, error = %err, "partition pass failed; the others go on");
+                    failure = Some(err);
                 }
-                if self.cancel.is_cancelled() || !self.hold_lease(p).await? {
-                    break false;
-                }
-            };
-            if self.parts[p as usize].token == 0 {
-                continue;
             }
-            if drained && self.parts[p as usize].reseed_due {
-                self.reseed_user_data(p).await?;
-            }
-            report.restored += self.serve_restores(p).await?;
-            if std::mem::take(&mut self.parts[p as usize].trim_due) {
-                let part = &self.parts[p as usize];
-                trimmer::trim(
-                    &self.store,
-                    p,
-                    &part.wal,
-                    &part.decisions,
-                    self.config.decisions_cap,
-                )
-                .await?;
-            }
-            self.publish_stats(p).await?;
         }
-        Ok(report)
+        match failure {
+            Some(err) if !worked => Err(err),
+            _ => Ok(report),
+        }
+    }
+
+    /// The pass over partition `p` (see [`SpillDaemon::pass`]); adds what it did to `report`.
+    async fn pass_partition(&mut self, p: u32, report: &mut PassReport) -> Result<()> {
+        if !self.hold_lease(p).await? {
+            return Ok(());
+        }
+        report.partitions += 1;
+        let drained = loop {
+            let Some((w, d)) = self.flush_batch(p).await? else {
+                break false;
+            };
+            report.wal += w as u64;
+            report.decisions += d as u64;
+            if w < self.config.batch_size && d < self.config.batch_size {
+                break true;
+            }
+            if self.cancel.is_cancelled() || !self.hold_lease(p).await? {
+                break false;
+            }
+        };
+        if self.parts[p as usize].token == 0 {
+            return Ok(());
+        }
+        if drained && self.parts[p as usize].reseed_due {
+            self.reseed_user_data(p).await?;
+        }
+        report.restored += self.serve_restores(p).await?;
+        if std::mem::take(&mut self.parts[p as usize].trim_due) {
+            let part = &self.parts[p as usize];
+            trimmer::trim(
+                &self.store,
+                p,
+                &part.wal,
+                &part.decisions,
+                self.config.decisions_cap,
+            )
+            .await?;
+        }
+        self.publish_stats(p).await
     }
 
     /// Acquires or renews the lease of `p`; on a new lease, loads the cursors from SQLite

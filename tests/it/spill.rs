@@ -1471,3 +1471,78 @@ async fn open_decisions_come_back_after_redis_loss_for_crash_recovery() {
         1
     );
 }
+
+#[tokio::test]
+async fn a_partition_with_an_entry_sqlite_rejects_does_not_hold_the_others_back() {
+    let t = env().await;
+    let p_bad = t.store.keys().partition("sick");
+    let well = (0..)
+        .map(|i| format!("well{i}"))
+        .find(|s| t.store.keys().partition(s) != p_bad)
+        .unwrap();
+    create(&t, &well, None, None).await;
+    t.store
+        .append(&well, &NewMessage::new("user").content("fine"))
+        .await
+        .unwrap();
+    // A wal entry no flusher can apply (not JSON), in another partition.
+    let _: String = t.cmd(&[
+        "XADD",
+        &t.store.keys().wal(p_bad),
+        "*",
+        "op",
+        "msg",
+        "id",
+        "sick",
+        "d",
+        "not json",
+    ]);
+    let report = agentstate::SpillDaemon::open(t.store.clone(), t.spill_config())
+        .await
+        .unwrap()
+        .pass()
+        .await
+        .unwrap();
+    assert!(report.wal >= 2, "{report:?}");
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM messages WHERE session_id = ?1",
+            &well
+        ),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_message() {
+    let t = env().await;
+    create(&t, "rewound", None, None).await;
+    for c in ["one", "two", "three"] {
+        t.store
+            .append("rewound", &NewMessage::new("user").content(c))
+            .await
+            .unwrap();
+    }
+    t.flush().await;
+    // Redis comes back with an older state: message 3 never happened there.
+    let k = t.store.keys().session("rewound");
+    let _: String = t.cmd(&["RPOP", &k.msgs]);
+    let _: i64 = t.cmd(&["HSET", &k.meta, "next_seq", "3"]);
+    let seq = t
+        .store
+        .append("rewound", &NewMessage::new("user").content("three again"))
+        .await
+        .unwrap();
+    assert_eq!(seq, 3);
+    t.flush().await;
+    let element: String = t
+        .sqlite()
+        .query_row(
+            "SELECT element FROM messages WHERE session_id = 'rewound' AND seq = 3",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(element.contains("three again"), "{element}");
+}
