@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentstate::consumer::{Consumer, ConsumerOptions, DecisionEvent, StartFrom};
-use agentstate::redis_server::{redis_server_available, RedisServer};
+use agentstate::redis_server::RedisServer;
 use agentstate::spill::{inspect, SpillConfig, SpillDaemon};
 use agentstate::{
     AppendOptions, Compaction, Config, Error, Lifecycle, MessageQuery, NewDecision, NewMessage,
@@ -17,7 +17,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{redis_answers, Global, NO_REDIS_HELP};
+use super::Global;
 
 /// Messages each of the three agents appends to the planner's session.
 const MESSAGES_PER_AGENT: usize = 20;
@@ -608,20 +608,10 @@ fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) {
 /// The embedded default, for the demo: `--redis` or 127.0.0.1:6379 when something answers
 /// (shared: the demo works in its own namespace), else a private redis-server.
 async fn demo_redis(global: &Global) -> Result<DemoRedis> {
-    if let Some(url) = &global.redis {
-        return Ok(DemoRedis::Shared(url.clone()));
-    }
-    let default = super::default_redis_url();
-    if redis_answers(&default).await {
-        return Ok(DemoRedis::Shared(default));
-    }
-    if !redis_server_available() {
-        return Err(Error::RedisUnavailable(NO_REDIS_HELP.into()));
-    }
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .map_err(|e| Error::Io(e.to_string()))??;
-    Ok(DemoRedis::Private(server))
+    Ok(match super::embedded_default(global).await? {
+        (_, Some(server)) => DemoRedis::Private(server),
+        (url, None) => DemoRedis::Shared(url),
+    })
 }
 
 /// Deletes every key of the store's namespace (SCAN + UNLINK): "Redis lost" on a shared server.

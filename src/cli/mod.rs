@@ -226,10 +226,13 @@ async fn run(cli: Cli) -> Result<()> {
 /// Connects to `--redis`, or applies the embedded default: the default address when
 /// something answers there, else a private `redis-server` for this command's lifetime.
 async fn connect(global: Global) -> Result<Ctx> {
-    let (url, private) = match &global.redis {
-        Some(url) => (url.clone(), None),
-        None => embedded_default().await?,
-    };
+    let (url, private) = embedded_default(&global).await?;
+    if let Some(server) = &private {
+        eprintln!(
+            "agentstate: nothing answers on 127.0.0.1:6379; started a private redis-server on {} for this command",
+            server.url()
+        );
+    }
     let config = Config::new(url)
         .prefix(global.prefix.clone())
         .partitions(global.partitions);
@@ -254,7 +257,13 @@ fn default_redis_url() -> String {
         .unwrap_or_else(|_| agentstate::config::DEFAULT_REDIS_URL.to_string())
 }
 
-async fn embedded_default() -> Result<(String, Option<RedisServer>)> {
+/// The Redis to use: `--redis` (or its env var); else the default address when something
+/// answers there; else a private `redis-server` (returned, so it lives as long as the caller
+/// keeps it); else [`NO_REDIS_HELP`].
+async fn embedded_default(global: &Global) -> Result<(String, Option<RedisServer>)> {
+    if let Some(url) = &global.redis {
+        return Ok((url.clone(), None));
+    }
     let default = default_redis_url();
     if redis_answers(&default).await {
         return Ok((default, None));
@@ -265,10 +274,6 @@ async fn embedded_default() -> Result<(String, Option<RedisServer>)> {
     let server = tokio::task::spawn_blocking(RedisServer::start)
         .await
         .map_err(|e| Error::Io(e.to_string()))??;
-    eprintln!(
-        "agentstate: nothing answers on 127.0.0.1:6379; started a private redis-server on {} for this command",
-        server.url()
-    );
     Ok((server.url(), Some(server)))
 }
 

@@ -1317,14 +1317,7 @@ async fn closing_a_parent_restores_and_closes_a_child_that_expired_from_redis() 
     create(&t, "kid", Some("ann"), Some(("boss", Lifecycle::Linked))).await;
     t.flush().await;
     // The child idled out of Redis; its index entries remain (they last until close).
-    let keys = t.store.session_key_names("kid").await.unwrap();
-    let _: () = t.cmd(
-        &[
-            &["DEL"],
-            &keys.iter().map(String::as_str).collect::<Vec<_>>()[..],
-        ]
-        .concat(),
-    );
+    t.expire_session("kid");
     let (stop, daemon) = t.start_daemon().await;
     assert_eq!(t.store.close_session("boss", true).await.unwrap(), 2);
     assert!(t.store.list_sessions(None).await.unwrap().is_empty());
@@ -1338,14 +1331,7 @@ async fn a_sub_agent_can_be_spawned_under_a_parent_that_expired_from_redis() {
     let t = env().await;
     create(&t, "elder", None, None).await;
     t.flush().await;
-    let keys = t.store.session_key_names("elder").await.unwrap();
-    let _: () = t.cmd(
-        &[
-            &["DEL"],
-            &keys.iter().map(String::as_str).collect::<Vec<_>>()[..],
-        ]
-        .concat(),
-    );
+    t.expire_session("elder");
     let (stop, daemon) = t.start_daemon().await;
     create(&t, "young", None, Some(("elder", Lifecycle::Linked))).await;
     assert_eq!(
@@ -1366,14 +1352,7 @@ async fn an_expired_session_id_cannot_be_created_anew_over_its_durable_history()
         .await
         .unwrap();
     t.flush().await;
-    let keys = t.store.session_key_names("once").await.unwrap();
-    let _: () = t.cmd(
-        &[
-            &["DEL"],
-            &keys.iter().map(String::as_str).collect::<Vec<_>>()[..],
-        ]
-        .concat(),
-    );
+    t.expire_session("once");
     let err = t
         .rejected(t.store.create_session(&NewSession::new().id("once")))
         .await;

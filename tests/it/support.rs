@@ -358,6 +358,16 @@ impl TestEnv {
         self.store = Store::connect(self.store.config().clone()).await.unwrap();
     }
 
+    /// Plays an idle expiry of session `sid`: deletes its own keys (its index entries stay,
+    /// as after a real TTL expiry).
+    pub fn expire_session(&self, sid: &str) {
+        let mut del = redis::cmd("DEL");
+        for key in self.store.keys().session(sid).own() {
+            del.arg(key);
+        }
+        let _: () = del.query(&mut self.redis()).unwrap();
+    }
+
     /// A read-only connection to the test's SQLite file.
     pub fn sqlite(&self) -> rusqlite::Connection {
         rusqlite::Connection::open_with_flags(self.db(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
