@@ -62,12 +62,8 @@ impl Store {
     pub async fn checkpoint_latest(&self, sid: &str, label: &str) -> Result<Option<Checkpoint>> {
         let keys = self.session_keys(sid)?;
         validate_id("label", label)?;
-        self.ensure_live(sid).await?;
-        let mut conn = self.conn().await?;
-        let text: Option<String> = redis::cmd("HGET")
-            .arg(&keys.ckpt)
-            .arg(label)
-            .query_async(&mut conn)
+        let text: Option<String> = self
+            .read_live(sid, redis::cmd("HGET").arg(&keys.ckpt).arg(label))
             .await?;
         text.map(|t| serde_json::from_str(&t).map_err(Error::from))
             .transpose()
@@ -76,11 +72,8 @@ impl Store {
     /// The latest checkpoint of every label, oldest first.
     pub async fn checkpoints(&self, sid: &str) -> Result<Vec<Checkpoint>> {
         let keys = self.session_keys(sid)?;
-        self.ensure_live(sid).await?;
-        let mut conn = self.conn().await?;
-        let items: Vec<String> = redis::cmd("HVALS")
-            .arg(&keys.ckpt)
-            .query_async(&mut conn)
+        let items: Vec<String> = self
+            .read_live(sid, redis::cmd("HVALS").arg(&keys.ckpt))
             .await?;
         let mut all = items
             .iter()

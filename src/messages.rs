@@ -441,13 +441,11 @@ impl Store {
     /// The compaction audit, oldest first.
     pub async fn compactions(&self, sid: &str) -> Result<Vec<CompactionRecord>> {
         let keys = self.session_keys(sid)?;
-        self.ensure_live(sid).await?;
-        let mut conn = self.conn().await?;
-        let items: Vec<String> = redis::cmd("LRANGE")
-            .arg(&keys.compactions)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn)
+        let items: Vec<String> = self
+            .read_live(
+                sid,
+                redis::cmd("LRANGE").arg(&keys.compactions).arg(0).arg(-1),
+            )
             .await?;
         items
             .iter()
@@ -489,11 +487,8 @@ impl Store {
     /// Usage per round, by round index.
     pub async fn usage(&self, sid: &str) -> Result<Vec<Usage>> {
         let keys = self.session_keys(sid)?;
-        self.ensure_live(sid).await?;
-        let mut conn = self.conn().await?;
-        let items: Vec<String> = redis::cmd("HVALS")
-            .arg(&keys.usage)
-            .query_async(&mut conn)
+        let items: Vec<String> = self
+            .read_live(sid, redis::cmd("HVALS").arg(&keys.usage))
             .await?;
         let mut usage = items
             .iter()

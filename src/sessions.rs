@@ -339,11 +339,8 @@ impl Store {
     /// Ids of the sub-agent sessions of `sid`, sorted.
     pub async fn children(&self, sid: &str) -> Result<Vec<String>> {
         let keys = self.session_keys(sid)?;
-        self.ensure_live(sid).await?;
-        let mut conn = self.conn().await?;
-        let mut kids: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(&keys.children)
-            .query_async(&mut conn)
+        let mut kids: Vec<String> = self
+            .read_live(sid, redis::cmd("SMEMBERS").arg(&keys.children))
             .await?;
         kids.sort();
         Ok(kids)

@@ -512,10 +512,28 @@ impl Store {
         Ok(true)
     }
 
-    /// Restores `sid` through the daemon when it is not live. For reads of plain keys
-    /// (checkpoints, compactions, usage), which cannot tell "no session" from "empty".
-    pub(crate) async fn ensure_live(&self, sid: &str) -> Result<()> {
-        self.restore_session(sid).await.map(|_| ())
+    /// Runs `read` (a plain command on one of `sid`'s keys) in one round trip with an EXISTS
+    /// of the meta key — a plain key cannot tell "no session" from "empty" — and, when the
+    /// session is not live, restores it through the daemon and reads again.
+    pub(crate) async fn read_live<T: redis::FromRedisValue>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+    ) -> Result<T> {
+        let meta = self.session_keys(sid)?.meta;
+        let mut restored = false;
+        loop {
+            let (live, value): (bool, T) = redis::pipe()
+                .exists(&meta)
+                .add_command(read.clone())
+                .query_async(&mut self.conn().await?)
+                .await?;
+            if live || restored {
+                return Ok(value);
+            }
+            self.request_restore(sid).await?;
+            restored = true;
+        }
     }
 
     /// Whether `sid` may be restored: the partition's session index keeps an id until the
