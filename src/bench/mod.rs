@@ -145,11 +145,11 @@ impl Sizes {
     }
 }
 
-/// Runs `redis-benchmark -q -c WORKERS -P 1 -n requests` with one command against `port`
-/// and returns its requests per second.
-pub fn redis_benchmark(port: u16, requests: usize, command: &[String]) -> Result<f64> {
+/// Runs `redis-benchmark -q -c WORKERS -P 1 -n requests` with one command against the Redis
+/// at `host`:`port` and returns its requests per second.
+pub fn redis_benchmark(host: &str, port: u16, requests: usize, command: &[String]) -> Result<f64> {
     let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-h", host, "-p", &port.to_string()])
         .args(["-c", &WORKERS.to_string(), "-P", "1", "-q"])
         .args(["-n", &requests.to_string()])
         .args(command)
@@ -306,7 +306,9 @@ pub struct Report {
 pub struct Options<'a> {
     /// The published sizes, or the quick ones.
     pub quick: bool,
-    /// Port of the Redis behind `store` (redis-benchmark connects to it).
+    /// Host of the Redis behind `store` (redis-benchmark connects to it).
+    pub host: String,
+    /// Port of the Redis behind `store`.
     pub port: u16,
     /// A fresh SQLite file for the spill workloads.
     pub db_path: PathBuf,
@@ -347,6 +349,7 @@ fn load_average() -> Option<f64> {
 pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let Options {
         quick,
+        host,
         port,
         db_path,
         server,
@@ -388,7 +391,12 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
 
     let bar = stage(progress, "W1 raw: redis-benchmark".into());
     let raw = RawCommands::prepare(store, &sessions[0]).await?;
-    w1.raw_per_sec = Some(redis_benchmark(port, sizes.raw_requests, &raw.append)?);
+    w1.raw_per_sec = Some(redis_benchmark(
+        &host,
+        port,
+        sizes.raw_requests,
+        &raw.append,
+    )?);
     w1.raw_command = Some(describe(&raw.append));
     bar.finish_and_clear();
 
@@ -397,7 +405,7 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         format!("W2 load: {} loads of each session", sizes.loads),
     );
     let mut w2 = live::w2_load(store, &sessions, sizes).await?;
-    let loads = redis_benchmark(port, sizes.raw_requests / 10, &raw.load)?;
+    let loads = redis_benchmark(&host, port, sizes.raw_requests / 10, &raw.load)?;
     w2.raw_per_sec = Some(loads * sizes.messages as f64);
     w2.raw_command = Some(describe(&raw.load));
     bar.finish_and_clear();
@@ -410,8 +418,8 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         ),
     );
     let mut w3 = live::w3_state(store, sizes).await?;
-    let save = redis_benchmark(port, sizes.raw_requests / 5, &raw.save)?;
-    let read = redis_benchmark(port, sizes.raw_requests / 5, &raw.read)?;
+    let save = redis_benchmark(&host, port, sizes.raw_requests / 5, &raw.save)?;
+    let read = redis_benchmark(&host, port, sizes.raw_requests / 5, &raw.read)?;
     w3.raw_per_sec = Some(1.0 / (1.0 / save + 1.0 / read));
     w3.raw_command = Some(format!("{} + {}", describe(&raw.save), describe(&raw.read)));
     bar.finish_and_clear();

@@ -17,25 +17,26 @@ pub struct BenchArgs {
 /// Runs on `--redis` when given (prefix `asbench` unless --prefix is set), else on a private
 /// redis-server so the figures are not disturbed by other clients.
 pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
-    let mut private = match &global.redis {
-        Some(_) => None,
-        None => Some(
-            tokio::task::spawn_blocking(RedisServer::start)
+    let (url, mut private) = match &global.redis {
+        Some(url) => (url.clone(), None),
+        None => {
+            let server = tokio::task::spawn_blocking(RedisServer::start)
                 .await
-                .map_err(|e| Error::Io(e.to_string()))??,
-        ),
+                .map_err(|e| Error::Io(e.to_string()))??;
+            (server.url(), Some(server))
+        }
     };
-    let url = match (&global.redis, &private) {
-        (Some(url), _) => url.clone(),
-        (None, Some(server)) => server.url(),
-        (None, None) => unreachable!("a private server was started"),
+    let (host, port) = match redis::IntoConnectionInfo::into_connection_info(url.as_str())
+        .map_err(Error::from_redis)?
+        .addr()
+    {
+        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
+        _ => {
+            return Err(Error::InvalidInput(
+                "bench needs a plain redis:// TCP address (redis-benchmark runs beside it)".into(),
+            ))
+        }
     };
-    let port = url
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.trim_end_matches('/').split('/').next())
-        .and_then(|p| p.parse::<u16>().ok())
-        .unwrap_or(6379);
     let prefix = if global.prefix == "as" && global.redis.is_some() {
         "asbench".to_string()
     } else {
@@ -52,6 +53,7 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
         &store,
         Options {
             quick: args.quick,
+            host,
             port,
             db_path: db_dir.path().join("bench.db"),
             server: private.as_mut(),
