@@ -1,0 +1,288 @@
+//! Flushing into SQLite: every entry exactly once, the committed ids and cursors, batch order, entries SQLite rejects, seqs a rewound Redis hands out again, and the flusher benchmark.
+
+use agentstate::*;
+
+use super::{count, rich_session};
+use crate::support::{create, env};
+
+#[tokio::test]
+async fn flush_lands_every_entry_once_and_publishes_the_committed_ids() {
+    let t = env().await;
+    let s = &t.store;
+    let (sid, kid) = rich_session(s, "rich1").await;
+    let p = s.keys().partition(&sid);
+    let wal_before = t.xlen(&s.keys().wal(p));
+    assert!(wal_before > 10);
+    let report = t.flush().await;
+    assert_eq!(report.partitions, 16);
+    assert!(report.wal >= wal_before as u64, "{report:?}");
+    assert_eq!(report.decisions, 3);
+
+    let db = t.sqlite();
+    let seqs: Vec<(i64, String)> = db
+        .prepare("SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq")
+        .unwrap()
+        .query_map([&sid], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        seqs.iter().map(|x| x.0).collect::<Vec<_>>(),
+        (1..=8).collect::<Vec<_>>()
+    );
+    let live: Vec<String> = redis::cmd("LRANGE")
+        .arg(s.keys().session(&sid).msgs)
+        .arg(0)
+        .arg(-1)
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(seqs.iter().map(|x| x.1.clone()).collect::<Vec<_>>(), live);
+    assert!(seqs[1].1.starts_with(r#"{"seq":2,"state":"compacted_out""#));
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM compactions WHERE session_id = ?1",
+            &sid
+        ),
+        2
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM usage WHERE session_id = ?1", &sid),
+        1
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM checkpoints WHERE session_id = ?1",
+            &sid
+        ),
+        3
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE session_id = ?1 AND outcome IS NULL",
+            &sid
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE session_id = ?1 AND outcome = 'ok'",
+            &sid
+        ),
+        1
+    );
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM rounds WHERE session_id = ?1",
+            &sid
+        ),
+        2
+    );
+    assert_eq!(
+        count(&t, "SELECT round_index FROM sessions WHERE id = ?1", &sid),
+        3
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE parent = ?1", &sid),
+        1
+    );
+    assert_eq!(
+        count(&t, "SELECT spawn_depth FROM sessions WHERE id = ?1", &kid),
+        1
+    );
+
+    // The committed hash names the last entry of each stream, which the trimmer kept.
+    let mut c = t.redis();
+    let last_wal: Vec<(String, Vec<(String, String)>)> = redis::cmd("XREVRANGE")
+        .arg(s.keys().wal(p))
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let committed: Option<String> = redis::cmd("HGET")
+        .arg(s.keys().committed(p))
+        .arg("wal")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(committed.as_deref(), Some(last_wal[0].0.as_str()));
+    assert_eq!(t.xlen(&s.keys().wal(p)), 1);
+
+    // A second pass finds nothing to do.
+    assert_eq!(t.flush().await.wal, 0);
+}
+
+#[tokio::test]
+async fn after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_cursor() {
+    let mut t = env().await;
+    t.store
+        .create_session(&NewSession::new().id("before"))
+        .await
+        .unwrap();
+    t.flush().await;
+    t.lose_redis().await;
+    // A Redis whose clock runs behind: its first wal entry gets a tiny id.
+    let p = t.store.keys().partition("before");
+    let late = (0..)
+        .map(|i| format!("late{i}"))
+        .find(|s| t.store.keys().partition(s) == p)
+        .unwrap();
+    let record = r#"{"user_id":null,"kind":"root","parent":null,"spawn_depth":0,"lifecycle":"ephemeral","status":"active","model":null,"system_prompt":null,"config":{},"metadata":{},"ttl":60,"created_at":5}"#;
+    let _: String = redis::cmd("XADD")
+        .arg(t.store.keys().wal(p))
+        .arg("1-1")
+        .arg("op")
+        .arg("session_create")
+        .arg("id")
+        .arg(&late)
+        .arg("d")
+        .arg(record)
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(t.flush().await.wal, 1);
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE id = ?1", &late),
+        1
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE id = ?1", "before"),
+        1
+    );
+    let committed: Option<String> = redis::cmd("HGET")
+        .arg(t.store.keys().committed(p))
+        .arg("wal")
+        .query(&mut t.redis())
+        .unwrap();
+    assert_eq!(committed.as_deref(), Some("1-1"));
+}
+
+#[tokio::test]
+async fn a_decision_applied_before_its_sessions_create_survives_the_create() {
+    let t = env().await;
+    create(&t, "busy", None, None).await;
+    for i in 0..10 {
+        t.store
+            .append("busy", &NewMessage::new("user").content(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    // "late" lands in busy's partition: its wal entries queue behind busy's ten messages.
+    let late = (0..)
+        .map(|i| format!("late{i}"))
+        .find(|s| t.store.keys().partition(s) == t.store.keys().partition("busy"))
+        .unwrap();
+    create(&t, &late, None, None).await;
+    let d = t
+        .store
+        .record_decision(&late, &NewDecision::new("go", "now"))
+        .await
+        .unwrap();
+    // Batches of 4: the decision is applied in the first batch, its session's create later.
+    agentstate::SpillDaemon::open(t.store.clone(), t.spill_config().batch_size(4))
+        .await
+        .unwrap()
+        .run_once()
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM decisions WHERE id = ?1", &d),
+        1
+    );
+    assert_eq!(
+        count(&t, "SELECT count(*) FROM sessions WHERE id = ?1", &late),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_partition_with_an_entry_sqlite_rejects_does_not_hold_the_others_back() {
+    let t = env().await;
+    let p_bad = t.store.keys().partition("sick");
+    let well = (0..)
+        .map(|i| format!("well{i}"))
+        .find(|s| t.store.keys().partition(s) != p_bad)
+        .unwrap();
+    create(&t, &well, None, None).await;
+    t.store
+        .append(&well, &NewMessage::new("user").content("fine"))
+        .await
+        .unwrap();
+    // A wal entry no flusher can apply (not JSON), in another partition.
+    let _: String = t.cmd(&[
+        "XADD",
+        &t.store.keys().wal(p_bad),
+        "*",
+        "op",
+        "msg",
+        "id",
+        "sick",
+        "d",
+        "not json",
+    ]);
+    let report = agentstate::SpillDaemon::open(t.store.clone(), t.spill_config())
+        .await
+        .unwrap()
+        .pass()
+        .await
+        .unwrap();
+    assert!(report.wal >= 2, "{report:?}");
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM messages WHERE session_id = ?1",
+            &well
+        ),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_message() {
+    let t = env().await;
+    create(&t, "rewound", None, None).await;
+    for c in ["one", "two", "three"] {
+        t.store
+            .append("rewound", &NewMessage::new("user").content(c))
+            .await
+            .unwrap();
+    }
+    t.flush().await;
+    // Redis comes back with an older state: message 3 never happened there.
+    let k = t.store.keys().session("rewound");
+    let _: String = t.cmd(&["RPOP", &k.msgs]);
+    let _: i64 = t.cmd(&["HSET", &k.meta, "next_seq", "3"]);
+    let seq = t
+        .store
+        .append("rewound", &NewMessage::new("user").content("three again"))
+        .await
+        .unwrap();
+    assert_eq!(seq, 3);
+    t.flush().await;
+    let element: String = t
+        .sqlite()
+        .query_row(
+            "SELECT element FROM messages WHERE session_id = 'rewound' AND seq = 3",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(element.contains("three again"), "{element}");
+}
+
+/// Flusher throughput and rehydration time. Run in release mode:
+/// `cargo test --release --test it spill_bench -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn spill_bench() {
+    let t = env().await;
+    let figures = agentstate::bench::spill::run(&t.store, &t.db(), 200_000, 10_000)
+        .await
+        .unwrap();
+    println!("{}", serde_json::to_string_pretty(&figures).unwrap());
+    assert_eq!(figures.rehydrate.messages, 10_000);
+}
