@@ -1,180 +1,21 @@
-//! `agentstate demo`: the main job. Plays a multi-agent scenario end to end on the embedded
-//! default and narrates it; every step checks what it claims, and the command exits 0 only
-//! if all checks held.
+//! The scenario's eight steps, one function each, in the order `run` plays them.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentstate::consumer::{Consumer, ConsumerOptions, DecisionEvent, StartFrom};
-use agentstate::redis_server::RedisServer;
-use agentstate::spill::{inspect, SpillConfig, SpillDaemon};
 use agentstate::{
-    AppendOptions, Compaction, Config, Error, Lifecycle, MessageQuery, NewDecision, NewMessage,
-    NewSession, Result, Store, Usage,
+    AppendOptions, Compaction, Error, Lifecycle, MessageQuery, NewDecision, NewMessage, NewSession,
+    Result, Store, Usage,
 };
-use clap::Args;
-use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
+use serde_json::json;
 
-use super::Global;
+use super::narrator::Narrator;
+use super::observe::{differences, session_image, sqlite_counts, wait_caught_up};
+use super::{namespace_pattern, wipe_namespace, DemoRedis, Scenario};
 
 /// Messages each of the three agents appends to the planner's session.
 const MESSAGES_PER_AGENT: usize = 20;
-
-/// `agentstate demo` takes only the global options.
-#[derive(Debug, Args)]
-pub struct DemoArgs {}
-
-/// Where the demo's Redis lives, and how "Redis lost" is played.
-enum DemoRedis {
-    /// A private redis-server: lost by restarting it empty.
-    Private(RedisServer),
-    /// A Redis someone else runs: lost by wiping the demo's namespace.
-    Shared(String),
-}
-
-impl DemoRedis {
-    /// The URL the demo's store connects to.
-    fn url(&self) -> String {
-        match self {
-            DemoRedis::Private(s) => s.url(),
-            DemoRedis::Shared(url) => url.clone(),
-        }
-    }
-}
-
-/// Prints the steps and remembers whether every check held.
-struct Narrator {
-    step: usize,
-    total: usize,
-    failures: Vec<String>,
-}
-
-impl Narrator {
-    /// Starts the next step.
-    fn step(&mut self, title: &str) {
-        self.step += 1;
-        println!("\n[{}/{}] {title}", self.step, self.total);
-    }
-    /// Narrates a fact.
-    fn say(&self, text: impl AsRef<str>) {
-        println!("      {}", text.as_ref());
-    }
-    /// Prints a claim as held (✓) or not (✗, remembered as a failure).
-    fn check(&mut self, ok: bool, claim: impl AsRef<str>) {
-        if ok {
-            println!("   ✓  {}", claim.as_ref());
-        } else {
-            println!("   ✗  {}", claim.as_ref());
-            self.failures
-                .push(format!("step {}: {}", self.step, claim.as_ref()));
-        }
-    }
-}
-
-/// The scenario's cast and where it writes.
-struct Scenario {
-    /// The store every agent of the demo shares.
-    store: Store,
-    /// The planner's session id (`demo-<run>-planner`).
-    planner: String,
-    /// The two workers' session ids: linked and detached sub-agents of the planner.
-    workers: [String; 2],
-    /// The demo's SQLite file.
-    db: PathBuf,
-    /// The demo's key prefix.
-    prefix: String,
-}
-
-pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
-    let started = Instant::now();
-    let redis = demo_redis(global).await?;
-    let prefix = if global.prefix == "as" {
-        "asdemo".to_string()
-    } else {
-        global.prefix.clone()
-    };
-    let db = global.demo_db();
-    if db == std::path::Path::new(super::DEMO_DB) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-        }
-    }
-    let config = Config::new(redis.url())
-        .prefix(&prefix)
-        .partitions(global.partitions);
-    let store = Store::connect(config).await?;
-    println!("agentstate demo — a planner agent and two worker sub-agents share a live session in Redis;");
-    println!(
-        "a spill daemon keeps it durable in SQLite, and restores it when Redis loses everything."
-    );
-    match &redis {
-        DemoRedis::Private(s) => println!(
-            "Redis:  private redis-server on {} (nothing answered on 127.0.0.1:6379)",
-            s.url()
-        ),
-        DemoRedis::Shared(url) => {
-            println!("Redis:  {url}, namespace `{prefix}:*` (wiped to play the loss of Redis)");
-            wipe_namespace(&store).await?;
-        }
-    }
-    println!("SQLite: {}", db.display());
-
-    let cancel = CancellationToken::new();
-    let daemon = SpillDaemon::open(
-        store.clone(),
-        SpillConfig::new(&db).interval(Duration::from_millis(20)),
-    )
-    .await?;
-    let daemon_task = tokio::spawn(daemon.run(cancel.clone()));
-
-    let run_id = format!("{:06x}", rand::random::<u32>() >> 8);
-    let sc = Scenario {
-        store,
-        planner: format!("demo-{run_id}-planner"),
-        workers: [
-            format!("demo-{run_id}-worker-a"),
-            format!("demo-{run_id}-worker-b"),
-        ],
-        db,
-        prefix,
-    };
-    let mut n = Narrator {
-        step: 0,
-        total: 8,
-        failures: Vec::new(),
-    };
-    sessions(&sc, &mut n).await?;
-    working_state(&sc, &mut n).await?;
-    let last_seq = messages(&sc, &mut n).await?;
-    let mut consumer = decisions(&sc, &mut n).await?;
-    let (note_seq, history) = compaction(&sc, &mut n, last_seq).await?;
-    checkpoint(&sc, &mut n).await?;
-    spill(&sc, &mut n, history).await?;
-    let redis = redis_lost(&sc, &mut n, redis, &mut consumer, note_seq, history).await?;
-
-    cancel.cancel();
-    daemon_task.await.map_err(|e| Error::Io(e.to_string()))??;
-    look_for_yourself(&sc, &redis);
-    println!(
-        "\n{} in {:.1} s",
-        if n.failures.is_empty() {
-            "all checks passed"
-        } else {
-            "SOME CHECKS FAILED"
-        },
-        started.elapsed().as_secs_f64()
-    );
-    if n.failures.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::InvalidInput(format!(
-            "demo checks failed: {}",
-            n.failures.join("; ")
-        )))
-    }
-}
 
 /// Waits for spawned agent tasks and collects what they return.
 async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<Result<T>>>) -> Result<Vec<T>> {
@@ -186,7 +27,7 @@ async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<Result<T>>>) -> Result<V
 }
 
 /// Step 1: the planner and its two workers (one linked, one detached).
-async fn sessions(sc: &Scenario, n: &mut Narrator) -> Result<()> {
+pub(super) async fn sessions(sc: &Scenario, n: &mut Narrator) -> Result<()> {
     let Scenario {
         store,
         planner,
@@ -233,7 +74,7 @@ async fn sessions(sc: &Scenario, n: &mut Narrator) -> Result<()> {
 
 /// Step 2: both workers tick off plan steps in the planner's working state at the same time,
 /// with compare-and-set, retrying on a conflict.
-async fn working_state(sc: &Scenario, n: &mut Narrator) -> Result<()> {
+pub(super) async fn working_state(sc: &Scenario, n: &mut Narrator) -> Result<()> {
     let Scenario { store, planner, .. } = sc;
     n.step("Shared working state: both workers tick off plan steps concurrently (compare-and-set)");
     store
@@ -295,7 +136,7 @@ async fn working_state(sc: &Scenario, n: &mut Narrator) -> Result<()> {
 
 /// Step 3: three agents append to the planner's session at once, plus a retried append.
 /// Returns the last seq.
-async fn messages(sc: &Scenario, n: &mut Narrator) -> Result<u64> {
+pub(super) async fn messages(sc: &Scenario, n: &mut Narrator) -> Result<u64> {
     let Scenario {
         store,
         planner,
@@ -367,7 +208,7 @@ async fn executor(store: &Store, name: &str) -> Result<Consumer> {
 
 /// Step 4: the planner records decisions; two consumers of one group act on them and record
 /// outcomes. Returns the first consumer, which step 8 uses again.
-async fn decisions(sc: &Scenario, n: &mut Narrator) -> Result<Consumer> {
+pub(super) async fn decisions(sc: &Scenario, n: &mut Narrator) -> Result<Consumer> {
     let Scenario { store, planner, .. } = sc;
     n.step(
         "Decisions: the planner records decisions; a consumer group of two services acts on them",
@@ -420,7 +261,11 @@ async fn decisions(sc: &Scenario, n: &mut Narrator) -> Result<Consumer> {
 
 /// Step 5: the first 50 messages become one note. Returns the note's seq and the number of
 /// messages in the history.
-async fn compaction(sc: &Scenario, n: &mut Narrator, last_seq: u64) -> Result<(u64, usize)> {
+pub(super) async fn compaction(
+    sc: &Scenario,
+    n: &mut Narrator,
+    last_seq: u64,
+) -> Result<(u64, usize)> {
     let Scenario { store, planner, .. } = sc;
     n.step("Compaction: the first 50 messages become one summary note");
     let (compact_seq, note_seq) = store
@@ -451,7 +296,7 @@ async fn compaction(sc: &Scenario, n: &mut Narrator, last_seq: u64) -> Result<(u
 }
 
 /// Step 6: the plan is promoted from working state to a durable checkpoint.
-async fn checkpoint(sc: &Scenario, n: &mut Narrator) -> Result<()> {
+pub(super) async fn checkpoint(sc: &Scenario, n: &mut Narrator) -> Result<()> {
     let Scenario { store, planner, .. } = sc;
     n.step("Checkpoint: the finished plan is promoted from working state to durable state");
     let ckpt = store
@@ -466,7 +311,7 @@ async fn checkpoint(sc: &Scenario, n: &mut Narrator) -> Result<()> {
 }
 
 /// Step 7: the daemon catches up; SQLite holds the history, decisions and checkpoint.
-async fn spill(sc: &Scenario, n: &mut Narrator, history: usize) -> Result<()> {
+pub(super) async fn spill(sc: &Scenario, n: &mut Narrator, history: usize) -> Result<()> {
     let Scenario {
         store, planner, db, ..
     } = sc;
@@ -490,7 +335,7 @@ async fn spill(sc: &Scenario, n: &mut Narrator, history: usize) -> Result<()> {
 
 /// Step 8: Redis loses everything; the next calls restore the session from SQLite, seqs go
 /// on, and the consumer group receives a decision recorded after the loss.
-async fn redis_lost(
+pub(super) async fn redis_lost(
     sc: &Scenario,
     n: &mut Narrator,
     redis: DemoRedis,
@@ -498,12 +343,7 @@ async fn redis_lost(
     note_seq: u64,
     history: usize,
 ) -> Result<DemoRedis> {
-    let Scenario {
-        store,
-        planner,
-        prefix,
-        ..
-    } = sc;
+    let Scenario { store, planner, .. } = sc;
     n.step("Redis is lost; the next call restores the session from SQLite");
     let before = session_image(store, planner).await?;
     let redis = match redis {
@@ -514,13 +354,16 @@ async fn redis_lost(
         }
         DemoRedis::Shared(url) => {
             wipe_namespace(store).await?;
-            n.say(format!("every `{prefix}:*` key was deleted"));
+            n.say(format!(
+                "every `{}` key was deleted",
+                namespace_pattern(store)
+            ));
             DemoRedis::Shared(url)
         }
     };
     let mut conn = store.conn().await?;
     let live: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("{prefix}:*"))
+        .arg(namespace_pattern(store))
         .query_async(&mut conn)
         .await
         .unwrap_or_default();
@@ -578,135 +421,4 @@ async fn redis_lost(
         "the daemon has flushed the post-outage writes to SQLite as well",
     );
     Ok(redis)
-}
-
-/// The `sqlite3`, `redis-cli` and `agentstate` commands to look at what the demo left.
-fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) {
-    let Scenario {
-        store,
-        planner,
-        db,
-        prefix,
-        ..
-    } = sc;
-    let db = db.display();
-    let p = store.keys().partition(planner);
-    println!("\nLook for yourself:");
-    println!("  sqlite3 {db} \"SELECT seq, json_extract(element,'$.state'), json_extract(element,'$.content') FROM messages WHERE session_id='{planner}' ORDER BY seq\"");
-    println!("  sqlite3 {db} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\"");
-    if let DemoRedis::Private(_) = redis {
-        println!("  (the private redis-server stops with the demo; run `docker compose up -d redis` or a local");
-        println!("   redis-server on 6379 and run the demo again to keep the live keys, then:)");
-    }
-    println!("  redis-cli HGETALL '{prefix}:{{{p}}}:s:{planner}'");
-    println!("  redis-cli LRANGE '{prefix}:{{{p}}}:s:{planner}:msgs' 0 -1");
-    println!("  redis-cli XINFO GROUPS '{prefix}:{{{p}}}:decisions'");
-    println!("  redis-cli TTL '{prefix}:{{{p}}}:s:{planner}'");
-    println!("  agentstate --prefix {prefix} --db {db} session show {planner}");
-}
-
-/// The embedded default, for the demo: `--redis` or 127.0.0.1:6379 when something answers
-/// (shared: the demo works in its own namespace), else a private redis-server.
-async fn demo_redis(global: &Global) -> Result<DemoRedis> {
-    Ok(match super::embedded_default(global).await? {
-        (_, Some(server)) => DemoRedis::Private(server),
-        (url, None) => DemoRedis::Shared(url),
-    })
-}
-
-/// Deletes every key of the store's namespace (SCAN + UNLINK): "Redis lost" on a shared server.
-async fn wipe_namespace(store: &Store) -> Result<()> {
-    let mut conn = store.conn().await?;
-    let pattern = format!("{}:*", store.keys().prefix());
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await?;
-        if !keys.is_empty() {
-            redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<()>(&mut conn)
-                .await?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
-    }
-}
-
-/// Waits until no partition has wal or decisions entries SQLite has not committed.
-async fn wait_caught_up(store: &Store, within: Duration) -> Result<bool> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        let stats = inspect::stats(store).await?;
-        if stats
-            .iter()
-            .all(|s| s.wal_pending == 0 && s.decisions_pending == 0)
-        {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(false)
-}
-
-/// Rows of `sid` in SQLite: (messages, decisions, checkpoints), read-only.
-fn sqlite_counts(db: &std::path::Path, sid: &str) -> Result<(i64, i64, i64)> {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let count = |table: &str| -> Result<i64> {
-        Ok(conn.query_row(
-            &format!("SELECT count(*) FROM {table} WHERE session_id = ?1"),
-            [sid],
-            |r| r.get(0),
-        )?)
-    };
-    Ok((
-        count("messages")?,
-        count("decisions")?,
-        count("checkpoints")?,
-    ))
-}
-
-/// The top-level fields (and `session.*` fields) where two session images differ.
-fn differences(before: &Value, after: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    if let (Some(b), Some(a)) = (before.as_object(), after.as_object()) {
-        for (k, v) in b {
-            match (v.as_object(), a.get(k).and_then(Value::as_object)) {
-                (Some(bo), Some(ao)) => out.extend(
-                    bo.iter()
-                        .filter(|(f, fv)| ao.get(*f) != Some(fv))
-                        .map(|(f, _)| format!("{k}.{f}")),
-                ),
-                _ if a.get(k) != Some(v) => out.push(k.clone()),
-                _ => {}
-            }
-        }
-    }
-    out
-}
-
-/// Everything durable about a session, as one comparable document. The working-state
-/// `version` is left out: working state is ephemeral, so a restored session starts at 0.
-async fn session_image(store: &Store, sid: &str) -> Result<Value> {
-    let mut session = serde_json::to_value(store.require_session(sid).await?)?;
-    if let Some(meta) = session.as_object_mut() {
-        meta.remove("version");
-    }
-    Ok(json!({
-        "session": session,
-        "messages": store.messages(sid, MessageQuery::all()).await?,
-        "compactions": store.compactions(sid).await?,
-        "usage": store.usage(sid).await?,
-        "checkpoints": store.checkpoints(sid).await?,
-        "children": store.children(sid).await?,
-    }))
 }
