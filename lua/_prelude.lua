@@ -55,3 +55,29 @@ local function decision_record(id, sid, decision, rationale, action, meta, creat
     .. ',"rationale":' .. cjson.encode(rationale) .. ',"planned_action":' .. json_str_or_null(action)
     .. ',"meta":' .. meta .. ',"outcome":null,"created_at":' .. created_at .. '}'
 end
+
+-- The meta `compacted` form of `compacted` ("a-b,c-d", ascending, merged) with [from, to]
+-- added: overlapping or adjacent ranges merge. The one implementation of the format:
+-- compact.lua adds each new range, restore_session.lua folds the audit records.
+local function merge_compacted(compacted, from, to)
+  local ranges = {}
+  for a, b in string.gmatch(compacted or '', '(%d+)-(%d+)') do
+    table.insert(ranges, {tonumber(a), tonumber(b)})
+  end
+  table.insert(ranges, {from, to})
+  table.sort(ranges, function(x, y) return x[1] < y[1] end)
+  local merged = {}
+  for _, r in ipairs(ranges) do
+    local last = merged[#merged]
+    if last and r[1] <= last[2] + 1 then
+      if r[2] > last[2] then last[2] = r[2] end
+    else
+      table.insert(merged, {r[1], r[2]})
+    end
+  end
+  local parts = {}
+  for _, r in ipairs(merged) do
+    table.insert(parts, r[1] .. '-' .. r[2])
+  end
+  return table.concat(parts, ',')
+end

@@ -31,33 +31,13 @@ for i, element in ipairs(elements) do
       '{"seq":' .. seq .. ',"state":"compacted_out"' .. string.sub(element, #active + 1))
   end
 end
--- merge [from, to] into the compacted ranges
-local ranges = {}
-for a, b in string.gmatch(meta[4] or '', '(%d+)-(%d+)') do
-  table.insert(ranges, {tonumber(a), tonumber(b)})
-end
-table.insert(ranges, {from, to})
-table.sort(ranges, function(x, y) return x[1] < y[1] end)
-local merged = {}
-for _, r in ipairs(ranges) do
-  local last = merged[#merged]
-  if last and r[1] <= last[2] + 1 then
-    if r[2] > last[2] then last[2] = r[2] end
-  else
-    table.insert(merged, {r[1], r[2]})
-  end
-end
-local parts = {}
-for _, r in ipairs(merged) do
-  table.insert(parts, r[1] .. '-' .. r[2])
-end
 -- the note and the audit record
 local note_seq = next_seq
 local compact_seq = tonumber(meta[3]) + 1
 local note = message_element(note_seq, 'active', now, ARGV[4])
 redis.call('RPUSH', KEYS[3], note)
 redis.call('HSET', KEYS[1], 'next_seq', note_seq + 1, 'last_compact_seq', compact_seq,
-  'compacted', table.concat(parts, ','), 'updated_at', now)
+  'compacted', merge_compacted(meta[4], from, to), 'updated_at', now)
 local record = '{"compact_seq":' .. compact_seq .. ',"note_seq":' .. note_seq
   .. ',"from_seq":' .. from .. ',"to_seq":' .. to
   .. ',"before_tokens":' .. json_num_or_null(ARGV[5]) .. ',"after_tokens":' .. json_num_or_null(ARGV[6])

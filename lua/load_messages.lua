@@ -2,9 +2,10 @@
   load_messages: read messages in seq order in one round trip (read-only).
   KEYS[1] meta hash      <prefix>:{p}:s:<sid>
   KEYS[2] message list   <prefix>:{p}:s:<sid>:msgs
-  ARGV[1] mode: 'active' (skip compacted_out), 'all', or 'one'
-  ARGV[2] after seq (0 = from the start); for 'one', the seq to read
-  ARGV[3] last N ('' = no limit; 0 = none), applied after the filter
+  ARGV[1] session id (for the error)
+  ARGV[2] mode: 'active' (skip compacted_out), 'all', or 'one'
+  ARGV[3] after seq (0 = from the start); for 'one', the seq to read
+  ARGV[4] last N ('' = no limit; 0 = none), applied after the filter
   Returns: array of message JSON elements (empty when nothing matches)
   Errors:  NO_SESSION
   Never transfers compacted messages in 'active' mode: it reads only the active intervals,
@@ -12,16 +13,16 @@
 ]]
 local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'compacted')
 if not meta[1] then
-  return fail('NO_SESSION', 'session')
+  return fail('NO_SESSION', ARGV[1])
 end
 local hi = tonumber(meta[1]) - 1
-local mode, after = ARGV[1], tonumber(ARGV[2])
-local last = tonumber(ARGV[3]) or 0
+local mode, after = ARGV[2], tonumber(ARGV[3])
+local last = tonumber(ARGV[4]) or 0
 if mode == 'one' then
   if after < 1 or after > hi then return {} end
   return {redis.call('LINDEX', KEYS[2], after - 1)}
 end
-if ARGV[3] == '0' then return {} end
+if ARGV[4] == '0' then return {} end
 local lo = after + 1
 if mode == 'all' or meta[2] == '' then
   if last > 0 and hi - last + 1 > lo then lo = hi - last + 1 end

@@ -8,7 +8,8 @@
   KEYS[12]   open decisions hash       <prefix>:{p}:open_decisions
   ARGV, read in order as sections (a count n, then its items):
     session id, user id or '', idle TTL (seconds),
-    n meta fields  then n (field, value) pairs, in create_session's field order
+    n meta fields  then n (field, value) pairs, in create_session's field order but for
+                   `compacted`, which this script derives from the audit records
     n messages     then n stored message elements, seq 1..n
     n idem keys    then n (idempotency key, seq) pairs
     n compactions  then n audit records, oldest first
@@ -48,7 +49,16 @@ local meta = {}
 section(2, function(c) for _, v in ipairs(c) do meta[#meta + 1] = v end end)
 section(1, function(c) redis.call('RPUSH', KEYS[3], unpack(c)) end)
 section(2, function(c) redis.call('HSET', KEYS[5], unpack(c)) end)
-section(1, function(c) redis.call('RPUSH', KEYS[6], unpack(c)) end)
+local compacted = ''
+section(1, function(c)
+  redis.call('RPUSH', KEYS[6], unpack(c))
+  for _, record in ipairs(c) do
+    local r = cjson.decode(record)
+    compacted = merge_compacted(compacted, r.from_seq, r.to_seq)
+  end
+end)
+meta[#meta + 1] = 'compacted'
+meta[#meta + 1] = compacted
 section(2, function(c) redis.call('HSET', KEYS[7], unpack(c)) end)
 section(2, function(c) redis.call('HSET', KEYS[4], unpack(c)) end)
 section(1, function(c) redis.call('SADD', KEYS[8], unpack(c)) end)

@@ -44,16 +44,10 @@ impl Store {
             }
         }
         let id = format!("ckpt_{:024x}", rand::random::<u128>() >> 32);
-        let mut inv = scripts::CREATE_CHECKPOINT.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .arg(sid)
-            .arg(&id)
-            .arg(label)
-            .arg(self.config().limits.state);
-        for k in include_keys.unwrap_or(&[]) {
-            inv.arg(*k);
-        }
-        let wal_id: String = self.invoke_session(sid, &inv).await?;
+        let limit = self.config().limits.state;
+        let call =
+            scripts::create_checkpoint(&keys, sid, &id, label, limit, include_keys.unwrap_or(&[]));
+        let wal_id: String = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok(id)
     }

@@ -17,6 +17,17 @@ pub fn check_ttl(secs: u64) -> crate::Result<()> {
     }
 }
 
+/// When a write call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// As soon as Redis holds the write (and its wal record).
+    #[default]
+    Live,
+    /// Only once the spill daemon has committed the write to SQLite; fails with
+    /// [`crate::Error::DurabilityTimeout`] after [`Config::durable_wait`].
+    Durable,
+}
+
 /// Default Redis URL when neither `--redis` nor `AGENTSTATE_REDIS_URL` is given.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 

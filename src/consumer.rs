@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::decisions::Decision;
 use crate::error::{Error, Result};
 use crate::keys::validate_id;
+use crate::records::{decision_id, DecisionEntry};
 use crate::scripts;
 use crate::store::Store;
 
@@ -202,7 +203,7 @@ fn has_code(e: &RedisError, code: &str) -> bool {
 
 /// Creates consumer group `group` on stream `key` at `start` (`0` or `$`), creating the
 /// stream too (`MKSTREAM`); an existing group (BUSYGROUP) is left as it is.
-pub(crate) async fn create_group(store: &Store, key: &str, group: &str, start: &str) -> Result<()> {
+pub async fn create_group(store: &Store, key: &str, group: &str, start: &str) -> Result<()> {
     let mut conn = store.conn().await?;
     let created: std::result::Result<(), RedisError> =
         conn.xgroup_create_mkstream(key, group, start).await;
@@ -214,10 +215,7 @@ pub(crate) async fn create_group(store: &Store, key: &str, group: &str, start: &
 
 /// A connection of its own for XREADGROUP BLOCK: its response timeout covers `block`, and
 /// blocking on it stalls no other caller.
-pub(crate) async fn blocking_connection(
-    store: &Store,
-    block: Duration,
-) -> Result<MultiplexedConnection> {
+pub async fn blocking_connection(store: &Store, block: Duration) -> Result<MultiplexedConnection> {
     let config = AsyncConnectionConfig::new()
         .set_response_timeout(Some(block + store.config().response_timeout))
         .set_connection_timeout(Some(Duration::from_secs(3)));
@@ -235,40 +233,45 @@ fn text_fields(entry: &StreamId) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Parses a decisions stream entry of partition `p` into its typed event.
+/// Parses a decisions stream entry of partition `p` into its typed event
+/// ([`DecisionEntry`] is the one parser of these entries).
 pub fn parse_event(p: u32, entry: &StreamId) -> std::result::Result<DecisionEvent, String> {
-    let field = |name: &str| {
-        entry
-            .get::<String>(name)
-            .ok_or_else(|| format!("entry {} has no field {name}", entry.id))
-    };
-    let created_at = field("created_at")?
-        .parse::<i64>()
-        .map_err(|e| format!("entry {}: created_at: {e}", entry.id))?;
-    match field("type")?.as_str() {
-        "decision" => {
-            let meta = serde_json::from_str(&field("meta")?)
-                .map_err(|e| format!("entry {}: meta: {e}", entry.id))?;
-            let action = field("planned_action")?;
-            Ok(DecisionEvent::Decision(Decision {
-                id: format!("{p}:{}", entry.id),
-                session_id: field("session_id")?,
-                decision: field("decision")?,
-                rationale: field("rationale")?,
-                planned_action: (!action.is_empty()).then_some(action),
-                meta,
-                outcome: None,
-                created_at,
-            }))
-        }
-        "outcome" => Ok(DecisionEvent::Outcome(Outcome {
-            decision_id: field("decision_id")?,
-            session_id: field("session_id")?,
-            outcome: field("outcome")?,
+    let fields: HashMap<String, String> = text_fields(entry).into_iter().collect();
+    let parsed = DecisionEntry::parse(&entry.id, &fields).map_err(|e| match e {
+        Error::InvalidInput(msg) => msg,
+        other => other.to_string(),
+    })?;
+    Ok(match parsed {
+        DecisionEntry::Decision {
+            session_id,
+            decision,
+            rationale,
+            planned_action,
+            meta,
             created_at,
-        })),
-        other => Err(format!("entry {} has unknown type {other:?}", entry.id)),
-    }
+        } => DecisionEvent::Decision(Decision {
+            id: decision_id(p, &entry.id),
+            session_id: session_id.to_string(),
+            decision: decision.to_string(),
+            rationale: rationale.to_string(),
+            planned_action: (!planned_action.is_empty()).then(|| planned_action.to_string()),
+            meta: serde_json::from_str(meta)
+                .map_err(|e| format!("entry {}: meta: {e}", entry.id))?,
+            outcome: None,
+            created_at,
+        }),
+        DecisionEntry::Outcome {
+            decision_id,
+            session_id,
+            outcome,
+            created_at,
+        } => DecisionEvent::Outcome(Outcome {
+            decision_id: decision_id.to_string(),
+            session_id: session_id.to_string(),
+            outcome: outcome.to_string(),
+            created_at,
+        }),
+    })
 }
 
 impl Store {
@@ -435,7 +438,7 @@ impl Consumer {
             .iter()
             .position(|k| k == key)
             .and_then(|i| u32::try_from(i).ok())
-            .ok_or_else(|| Error::Redis(format!("XREADGROUP answered for unknown stream {key}")))
+            .ok_or_else(|| Error::redis(format!("XREADGROUP answered for unknown stream {key}")))
     }
 
     /// Parses entries of partition `p`; `counts` holds delivery counters of claimed entries
@@ -541,13 +544,8 @@ impl Consumer {
 
     /// Moves entries this consumer holds to partition `p`'s dead-letter stream and acks them.
     async fn dead_letter(&self, p: u32, ids: &[&str], reason: &str) -> Result<usize> {
-        let mut inv = scripts::DEAD_LETTER.prepare_invoke();
-        inv.key(self.store.keys().decisions(p))
-            .key(self.store.keys().dead_letters(p))
-            .arg(&self.group)
-            .arg(reason)
-            .arg(ids);
-        self.store.invoke(&inv).await
+        let call = scripts::dead_letter(self.store.keys(), p, &self.group, reason, ids);
+        self.store.invoke(&call).await
     }
 
     /// Hands deliveries back to the group unprocessed: they stay pending but look idle, so

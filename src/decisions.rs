@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::durability::parse_stream_id;
 use crate::error::{Error, Result};
+use crate::records::{parse_stream_id, Stream};
 use crate::scripts;
 use crate::store::Store;
 
@@ -124,25 +124,22 @@ impl Store {
             });
         }
         let p = keys.partition;
-        let mut inv = scripts::RECORD_DECISION.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .key(self.keys().decisions(p))
-            .key(self.keys().open_decisions(p))
-            .arg(sid)
-            .arg(p)
-            .arg(&d.decision)
-            .arg(&d.rationale)
-            .arg(d.planned_action.as_deref().unwrap_or(""))
-            .arg(&meta);
-        let id: String = self.invoke_session(sid, &inv).await?;
+        let args = scripts::DecisionArgs {
+            decision: &d.decision,
+            rationale: &d.rationale,
+            planned_action: d.planned_action.as_deref().unwrap_or(""),
+            meta: &meta,
+        };
+        let call = scripts::record_decision(self.keys(), &keys, sid, &args);
+        let id: String = self.invoke_session(sid, &call).await?;
         let entry = id.split_once(':').map(|(_, e)| e).unwrap_or_default();
-        self.settle_stream(p, "decisions", entry).await?;
+        self.settle_stream(p, Stream::Decisions, entry).await?;
         Ok(id)
     }
 
     /// Records the outcome of a decision. Returns `false` (and writes nothing) when the decision
     /// is no longer open: it already had an outcome, or its session was closed. A decision id
-    /// that the stream never held (or trimmed) is `InvalidInput`.
+    /// that the stream never held (or trimmed) is [`Error::InvalidInput`].
     pub async fn record_outcome(&self, decision_id: &str, outcome: &str) -> Result<bool> {
         let id = DecisionId::parse(decision_id, self.keys().partitions())?;
         if outcome.len() > self.config().limits.message {
@@ -152,20 +149,11 @@ impl Store {
                 limit: self.config().limits.message,
             });
         }
-        let mut inv = scripts::RECORD_OUTCOME.prepare_invoke();
-        inv.key(self.keys().decisions(id.partition))
-            .key(self.keys().open_decisions(id.partition))
-            .arg(decision_id)
-            .arg(&id.entry)
-            .arg(outcome);
-        let (recorded, entry): (u8, String) = self.invoke(&inv).await.map_err(|e| match e {
-            Error::Redis(msg) if msg.contains("NO_DECISION") => {
-                Error::InvalidInput(format!("unknown decision {decision_id}"))
-            }
-            other => other,
-        })?;
+        let call =
+            scripts::record_outcome(self.keys(), id.partition, decision_id, &id.entry, outcome);
+        let (recorded, entry): (u8, String) = self.invoke(&call).await?;
         if recorded == 1 {
-            self.settle_stream(id.partition, "decisions", &entry)
+            self.settle_stream(id.partition, Stream::Decisions, &entry)
                 .await?;
         }
         Ok(recorded == 1)

@@ -1,29 +1,14 @@
-//! Durability levels: `Live` returns when Redis has a write, `Durable` when SQLite has
-//! committed it. The spill daemon publishes, per partition, the last stream id it committed
-//! in `<prefix>:{p}:committed` (fields `wal` and `decisions`); a durable caller polls that
-//! hash, so it needs no SQLite access.
+//! Durable writes: a [`Durability::Durable`] call returns only once SQLite committed it. The
+//! spill daemon publishes, per partition, the last stream id it committed in
+//! `<prefix>:{p}:committed` ([`crate::records::committed`]); a durable caller polls that hash,
+//! so it needs no SQLite access. Also the bounded [`Backoff`] every wait on the daemon uses.
 
 use std::time::{Duration, Instant};
 
+pub use crate::config::Durability;
 use crate::error::{Error, Result};
+use crate::records::{parse_stream_id, Stream};
 use crate::store::Store;
-
-/// When a write call returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// As soon as Redis holds the write (and its wal record).
-    #[default]
-    Live,
-    /// Only once the spill daemon has committed the write to SQLite; fails with
-    /// [`Error::DurabilityTimeout`] after [`crate::Config::durable_wait`].
-    Durable,
-}
-
-/// A stream entry id `ms-seq`, ordered as Redis orders them.
-pub fn parse_stream_id(id: &str) -> Option<(u64, u64)> {
-    let (ms, seq) = id.split_once('-')?;
-    Some((ms.parse().ok()?, seq.parse().ok()?))
-}
 
 /// Pauses between polls of Redis while waiting for the spill daemon: 1 ms, doubling up to
 /// 20 ms, until the wait is over.
@@ -57,17 +42,17 @@ impl Backoff {
 impl Store {
     /// Waits, for a `Durable` store, until the daemon committed `wal_id` of partition `p`'s wal.
     pub(crate) async fn settle(&self, p: u32, wal_id: &str) -> Result<()> {
-        self.settle_stream(p, "wal", wal_id).await
+        self.settle_stream(p, Stream::Wal, wal_id).await
     }
 
-    /// Waits, for a `Durable` store, until the daemon committed entry `id` of stream `field`
-    /// (`wal` or `decisions`) of partition `p`.
-    pub(crate) async fn settle_stream(&self, p: u32, field: &str, id: &str) -> Result<()> {
+    /// Waits, for a `Durable` store, until the daemon committed entry `id` of `stream` of
+    /// partition `p`.
+    pub(crate) async fn settle_stream(&self, p: u32, stream: Stream, id: &str) -> Result<()> {
         if self.durability() == Durability::Live {
             return Ok(());
         }
         let wanted = parse_stream_id(id)
-            .ok_or_else(|| Error::Redis(format!("unexpected stream id {id:?}")))?;
+            .ok_or_else(|| Error::redis(format!("unexpected stream id {id:?}")))?;
         let key = self.keys().committed(p);
         let wait = self.config().durable_wait;
         let mut backoff = Backoff::new(wait);
@@ -75,7 +60,7 @@ impl Store {
         loop {
             let committed: Option<String> = redis::cmd("HGET")
                 .arg(&key)
-                .arg(field)
+                .arg(stream.committed_field())
                 .query_async(&mut conn)
                 .await?;
             if committed.as_deref().and_then(parse_stream_id) >= Some(wanted) {
@@ -85,17 +70,5 @@ impl Store {
                 return Err(Error::DurabilityTimeout(wait));
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_stream_id;
-
-    #[test]
-    fn stream_ids_order_numerically() {
-        assert!(parse_stream_id("10-0") > parse_stream_id("9-5"));
-        assert!(parse_stream_id("10-10") > parse_stream_id("10-9"));
-        assert_eq!(parse_stream_id("junk"), None);
     }
 }

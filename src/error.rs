@@ -81,11 +81,23 @@ pub enum Error {
     #[error("{0} already exists")]
     AlreadyExists(String),
     /// Redis cannot be reached or answered with a transport error.
-    #[error("redis unavailable: {0}")]
-    RedisUnavailable(String),
+    #[error("redis unavailable: {message}")]
+    RedisUnavailable {
+        /// What failed.
+        message: String,
+        /// The underlying error, when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Any other error reply from Redis.
-    #[error("redis error: {0}")]
-    Redis(String),
+    #[error("redis error: {message}")]
+    Redis {
+        /// What failed.
+        message: String,
+        /// The underlying error, when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The namespace recorded in Redis or SQLite differs from the configured one.
     #[error("namespace mismatch: {0}")]
     NamespaceMismatch(String),
@@ -93,57 +105,109 @@ pub enum Error {
     #[error("durable write not confirmed within {0:?}: is `agentstate spill` running?")]
     DurabilityTimeout(Duration),
     /// An error from the SQLite side (spill daemon, export).
-    #[error("sqlite: {0}")]
-    Sqlite(String),
+    #[error("sqlite: {message}")]
+    Sqlite {
+        /// What failed.
+        message: String,
+        /// The underlying error, when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Local I/O failed (starting redis-server, files).
-    #[error("io: {0}")]
-    Io(String),
+    #[error("io: {message}")]
+    Io {
+        /// What failed.
+        message: String,
+        /// The underlying error, when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
 }
+
+/// The underlying error kept as the `source` of [`Error::Redis`], [`Error::RedisUnavailable`],
+/// [`Error::Sqlite`] and [`Error::Io`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Builds the variant of one Lua error code from the error's detail text.
+type MakeError = fn(&str) -> Error;
+
+/// The codes our Lua scripts raise (`fail('CODE', detail)` in `lua/`), each with the
+/// variant it becomes; [`Error::from_redis`] looks codes up here, so business code never
+/// matches strings. A unit test checks this table against the scripts both ways.
+const LUA_CODES: [(&str, MakeError); 7] = [
+    ("NO_SESSION", |d| Error::UnknownSession(d.to_string())),
+    ("NO_DECISION", |d| {
+        Error::InvalidInput(format!("unknown decision {d}"))
+    }),
+    ("CONFLICT", |d| {
+        let [expected, current] = numbers(d);
+        Error::Conflict { expected, current }
+    }),
+    ("TOO_LARGE", |d| {
+        let [size, limit] = numbers(d);
+        Error::TooLarge {
+            what: "payload",
+            size: size as usize,
+            limit: limit as usize,
+        }
+    }),
+    ("BAD_RANGE", |d| {
+        let [from, to] = numbers(d);
+        let detail = d.split_whitespace().skip(2).collect::<Vec<_>>().join(" ");
+        Error::BadRange { from, to, detail }
+    }),
+    ("EXISTS", |d| Error::AlreadyExists(d.to_string())),
+    ("BAD_INPUT", |d| Error::InvalidInput(d.to_string())),
+];
+
+/// The first two words of a Lua error's detail as numbers (0 when absent).
+fn numbers(detail: &str) -> [u64; 2] {
+    let mut words = detail.split_whitespace().map(|w| w.parse().unwrap_or(0));
+    [words.next().unwrap_or(0), words.next().unwrap_or(0)]
+}
+
 impl Error {
+    /// [`Error::Redis`] with a message and no underlying error.
+    pub fn redis(message: impl Into<String>) -> Error {
+        Error::Redis {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`Error::RedisUnavailable`] with a message and no underlying error.
+    pub fn unavailable(message: impl Into<String>) -> Error {
+        Error::RedisUnavailable {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`Error::Sqlite`] with a message and no underlying error.
+    pub fn sqlite(message: impl Into<String>) -> Error {
+        Error::Sqlite {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`Error::Io`] with a message and no underlying error.
+    pub fn io(message: impl Into<String>) -> Error {
+        Error::Io {
+            message: message.into(),
+            source: None,
+        }
+    }
+
     /// Maps a redis-rs error to a typed error, decoding the stable codes our Lua scripts raise
     /// (`CODE detail...`).
     pub fn from_redis(err: redis::RedisError) -> Self {
         if let Some(code) = err.code() {
-            let detail = err.detail().unwrap_or("").trim().to_string();
-            let mut words = detail.split_whitespace();
-            match code {
-                "NO_SESSION" => return Error::UnknownSession(detail),
-                "CONFLICT" => {
-                    let expected = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    let current = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    return Error::Conflict { expected, current };
-                }
-                "SPAWN_DEPTH" => {
-                    let depth = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    let max = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    return Error::SpawnDepthExceeded { depth, max };
-                }
-                "TOO_LARGE" => {
-                    let size = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    let limit = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    return Error::TooLarge {
-                        what: "payload",
-                        size,
-                        limit,
-                    };
-                }
-                "BAD_RANGE" => {
-                    let from = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    let to = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
-                    let rest: Vec<&str> = words.collect();
-                    return Error::BadRange {
-                        from,
-                        to,
-                        detail: rest.join(" "),
-                    };
-                }
-                "EXISTS" => return Error::AlreadyExists(detail),
-                "BAD_INPUT" => return Error::InvalidInput(detail),
-                _ => {}
+            if let Some((_, make)) = LUA_CODES.iter().find(|(c, _)| *c == code) {
+                return make(err.detail().unwrap_or("").trim());
             }
         }
         if err.is_io_error()
@@ -151,9 +215,15 @@ impl Error {
             || err.is_connection_refusal()
             || err.is_timeout()
         {
-            Error::RedisUnavailable(err.to_string())
+            Error::RedisUnavailable {
+                message: err.to_string(),
+                source: Some(Box::new(err)),
+            }
         } else {
-            Error::Redis(err.to_string())
+            Error::Redis {
+                message: err.to_string(),
+                source: Some(Box::new(err)),
+            }
         }
     }
 
@@ -173,7 +243,10 @@ impl From<deadpool_redis::PoolError> for Error {
     fn from(err: deadpool_redis::PoolError) -> Self {
         match err {
             deadpool_redis::PoolError::Backend(e) => Error::from_redis(e),
-            other => Error::RedisUnavailable(other.to_string()),
+            other => Error::RedisUnavailable {
+                message: other.to_string(),
+                source: Some(Box::new(other)),
+            },
         }
     }
 }
@@ -187,14 +260,52 @@ impl From<serde_json::Error> for Error {
     }
 }
 
+#[cfg(feature = "spill")]
 impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
-        Error::Sqlite(err.to_string())
+        Error::Sqlite {
+            message: err.to_string(),
+            source: Some(Box::new(err)),
+        }
     }
 }
 
 impl From<std::io::Error> for Error {
     fn from(err: std::io::Error) -> Self {
-        Error::Io(err.to_string())
+        Error::Io {
+            message: err.to_string(),
+            source: Some(Box::new(err)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// Every code a script in `lua/` can raise has a mapping, and every mapping is raised by
+    /// some script (no dead arms).
+    #[test]
+    fn lua_codes_and_mappings_agree() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
+        let mut raised = BTreeSet::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for part in text.split("fail('").skip(1) {
+                raised.insert(part.split('\'').next().unwrap().to_string());
+            }
+        }
+        let mapped: BTreeSet<String> = super::LUA_CODES
+            .iter()
+            .map(|(c, _)| c.to_string())
+            .collect();
+        assert_eq!(raised, mapped);
+        for (code, make) in super::LUA_CODES {
+            let err = make("7 9 why");
+            assert!(
+                !matches!(err, super::Error::Redis { .. }),
+                "{code} maps to a generic error"
+            );
+        }
     }
 }

@@ -111,6 +111,11 @@ impl Keys {
         fnv1a_32(id.as_bytes()) % self.partitions
     }
 
+    /// `<prefix>:*` — the SCAN/KEYS match pattern of every key of the namespace.
+    pub fn namespace_pattern(&self) -> String {
+        format!("{}:*", self.prefix)
+    }
+
     /// `<prefix>:config` — the namespace record (partitions).
     pub fn config(&self) -> String {
         format!("{}:config", self.prefix)

@@ -15,24 +15,25 @@
 //! ```
 //!
 //! # Layout
-//! - [`config`]: namespace (prefix, partitions), TTLs, payload limits, waits.
-//! - [`error`]: the one error enum; Lua error codes mapped in one function.
+//! - [`config`]: namespace (prefix, partitions), TTLs, payload limits, waits, durability.
+//! - [`error`]: the one error enum; Lua error codes mapped in one table.
 //! - [`keys`]: the only place key names are formatted; id validation; partition function.
-//! - `scripts`: the `lua/` registry; the only EVALSHA caller.
+//! - [`scripts`]: the `lua/` registry and one typed argument builder per script; the only
+//!   place an EVALSHA is built.
+//! - [`records`]: what the streams carry, typed (wal records, decision entries, the
+//!   `committed` fields, stream ids).
 //! - [`store`]: the shared handle (connection pool, namespace check).
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
+//! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
-//! - [`durability`]: `Live` / `Durable` writes.
-//! - [`bench`](mod@bench): the `agentstate bench` workloads W1–W6 and memory, measured next to
-//!   redis-benchmark.
-//! - [`spill`]: the spill daemon (flusher, rehydrator, trimmer, leases) and the SQLite
-//!   schema; the only SQLite writer.
+//! - [`durability`]: `Durable` writes wait for SQLite's commit.
+//! - `spill` (cargo feature `spill`, on by default): the spill daemon (flusher,
+//!   rehydrator, trimmer, ownership) and the SQLite schema; the only code that opens SQLite.
 //! - [`pool`]: the connection pool (multiplexed connections, no PING per checkout in steady
 //!   use).
-//! - [`redis_server`]: a private `redis-server` child (embedded default, tests, benches).
+//! - [`redis_server`]: a private `redis-server` child (the CLI's embedded default, tests).
 
-pub mod bench;
 pub mod checkpoints;
 pub mod config;
 pub mod consumer;
@@ -42,28 +43,31 @@ pub mod error;
 pub mod keys;
 pub mod messages;
 pub mod pool;
+pub mod records;
 pub mod redis_server;
+pub mod restore;
 pub mod rounds;
-mod scripts;
+pub mod scripts;
 pub mod sessions;
+#[cfg(feature = "spill")]
 pub mod spill;
 pub mod store;
 pub mod users;
 pub mod working;
 
 pub use checkpoints::Checkpoint;
-pub use config::{Config, Limits, Namespace};
+pub use config::{Config, Durability, Limits, Namespace};
 pub use consumer::{
     Consumer, ConsumerOptions, DeadLetter, DecisionEvent, Delivery, Outcome, StartFrom,
 };
 pub use decisions::{Decision, DecisionId, NewDecision};
-pub use durability::Durability;
 pub use error::{Error, Result};
 pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,
     Usage,
 };
 pub use sessions::{Lifecycle, NewSession, Session};
+#[cfg(feature = "spill")]
 pub use spill::{PassReport, SpillConfig, SpillDaemon};
 pub use store::Store;
 pub use users::ForgetReceipt;

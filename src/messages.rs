@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::keys::validate_id;
-use crate::scripts;
+use crate::scripts::{self, LoadMode};
 use crate::store::Store;
 
 /// Whether a message is part of the active history.
@@ -337,19 +337,15 @@ impl Store {
                 limit,
             });
         }
-        let mut inv = scripts::APPEND_MESSAGE.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .arg(sid)
-            .arg(&body)
-            .arg(options.idempotency_key.as_deref().unwrap_or(""))
-            .arg(
-                options
-                    .expect_seq
-                    .map(|s| s.to_string())
-                    .unwrap_or_default(),
-            )
-            .arg(limit);
-        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_session(sid, &inv).await?;
+        let call = scripts::append_message(
+            &keys,
+            sid,
+            &body,
+            options.idempotency_key.as_deref(),
+            options.expect_seq,
+            limit,
+        );
+        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_session(sid, &call).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;
         }
@@ -359,33 +355,21 @@ impl Store {
     /// Loads messages in seq order (one EVALSHA); active ones unless `query.all`.
     pub async fn messages(&self, sid: &str, query: MessageQuery) -> Result<Vec<Message>> {
         let keys = self.session_keys(sid)?;
-        let mut inv = scripts::LOAD_MESSAGES.prepare_invoke();
-        inv.key(&keys.meta)
-            .key(&keys.msgs)
-            .arg(if query.all { "all" } else { "active" })
-            .arg(query.after.unwrap_or(0))
-            .arg(query.last.map(|n| n.to_string()).unwrap_or_default());
-        let elements: Vec<String> = self
-            .invoke_session(sid, &inv)
-            .await
-            .map_err(|e| with_session(e, sid))?;
-        decode_messages(elements)
+        let (after, last) = (query.after.unwrap_or(0), query.last.map(|n| n as u64));
+        let mode = if query.all {
+            LoadMode::All { after, last }
+        } else {
+            LoadMode::Active { after, last }
+        };
+        let call = scripts::load_messages(&keys, sid, mode);
+        decode_messages(self.invoke_session(sid, &call).await?)
     }
 
     /// The message with `seq`, whatever its state; `None` when there is none.
     pub async fn message(&self, sid: &str, seq: u64) -> Result<Option<Message>> {
         let keys = self.session_keys(sid)?;
-        let mut inv = scripts::LOAD_MESSAGES.prepare_invoke();
-        inv.key(&keys.meta)
-            .key(&keys.msgs)
-            .arg("one")
-            .arg(seq)
-            .arg("");
-        let elements: Vec<String> = self
-            .invoke_session(sid, &inv)
-            .await
-            .map_err(|e| with_session(e, sid))?;
-        Ok(decode_messages(elements)?.pop())
+        let call = scripts::load_messages(&keys, sid, LoadMode::One(seq));
+        Ok(decode_messages(self.invoke_session(sid, &call).await?)?.pop())
     }
 
     /// Marks `[from_seq, to_seq]` compacted out and appends a system `compact_note` in one
@@ -422,18 +406,16 @@ impl Store {
                 limit,
             });
         }
-        let opt = |v: Option<i64>| v.map(|n| n.to_string()).unwrap_or_default();
-        let mut inv = scripts::COMPACT.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .arg(sid)
-            .arg(c.from_seq)
-            .arg(c.to_seq)
-            .arg(&body)
-            .arg(opt(c.before_tokens))
-            .arg(opt(c.after_tokens))
-            .arg(opt(c.round_index));
+        let call = scripts::compact(
+            &keys,
+            sid,
+            (c.from_seq, c.to_seq),
+            &body,
+            (c.before_tokens, c.after_tokens),
+            c.round_index,
+        );
         let (compact_seq, note_seq, wal_id): (u64, u64, String) =
-            self.invoke_session(sid, &inv).await?;
+            self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok((compact_seq, note_seq))
     }
@@ -475,12 +457,8 @@ impl Store {
             created_at: None,
             ..usage.clone()
         })?;
-        let mut inv = scripts::RECORD_USAGE.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .arg(sid)
-            .arg(usage.round_index)
-            .arg(&body);
-        let wal_id: String = self.invoke_session(sid, &inv).await?;
+        let call = scripts::record_usage(&keys, sid, usage.round_index, &body);
+        let wal_id: String = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await
     }
 
@@ -496,13 +474,5 @@ impl Store {
             .collect::<Result<Vec<Usage>>>()?;
         usage.sort_by_key(|u| u.round_index);
         Ok(usage)
-    }
-}
-
-/// Read scripts cannot name the session in their error; put the id back.
-pub(crate) fn with_session(err: Error, sid: &str) -> Error {
-    match err {
-        Error::UnknownSession(_) => Error::UnknownSession(sid.to_string()),
-        other => other,
     }
 }

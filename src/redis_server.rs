@@ -81,7 +81,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| {
-                Error::Io(format!(
+                Error::io(format!(
                     "cannot start redis-server ({e}); install it (apt-get install -y redis-server) or run `docker compose up -d redis`"
                 ))
             })?;
@@ -97,7 +97,7 @@ impl RedisServer {
             }
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    return Err(Error::Io(format!(
+                    return Err(Error::io(format!(
                         "redis-server exited with {status} on port {}; log:\n{}",
                         self.port,
                         self.log()
@@ -106,7 +106,7 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(Error::Io(format!(
+        Err(Error::io(format!(
             "redis-server did not answer on port {} within 10 s; log:\n{}",
             self.port,
             self.log()

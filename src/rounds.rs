@@ -48,15 +48,8 @@ impl Store {
             });
         }
         let p = self.keys().partition(user);
-        let mut inv = scripts::SAVE_ROUND.prepare_invoke();
-        inv.key(self.keys().rounds(user, session))
-            .key(self.keys().wal(p))
-            .arg(user)
-            .arg(session)
-            .arg(round.map(|r| r.to_string()).unwrap_or_default())
-            .arg(&text)
-            .arg(limit);
-        let (round, wal_id): (u64, String) = self.invoke(&inv).await?;
+        let call = scripts::save_round(self.keys(), user, session, round, &text, limit);
+        let (round, wal_id): (u64, String) = self.invoke(&call).await?;
         self.settle(p, &wal_id).await?;
         Ok(round)
     }
@@ -72,10 +65,8 @@ impl Store {
         let session = session.unwrap_or(DEFAULT_ROUND_SESSION);
         validate_id("session", session)?;
         validate_round(round)?;
-        let mut inv = scripts::READ_ROUND.prepare_invoke();
-        inv.key(self.keys().rounds(user, session))
-            .arg(round.map(|r| r.to_string()).unwrap_or_default());
-        let text: Option<String> = self.invoke(&inv).await?;
+        let call = scripts::read_round(self.keys(), user, session, round);
+        let text: Option<String> = self.invoke(&call).await?;
         text.map(|t| serde_json::from_str(&t).map_err(Error::from))
             .transpose()
     }

@@ -1,109 +1,587 @@
-//! The Lua script registry: every file in `lua/` embedded once, prefixed with the shared
-//! `_prelude.lua`, hashed once, and called by EVALSHA with a SCRIPT LOAD fallback on NOSCRIPT.
+//! The Lua scripts and their calls: every file in `lua/` embedded once (prefixed with the
+//! shared `_prelude.lua`), hashed once, and one typed function per script that builds its
+//! KEYS and ARGV as the script's header documents them. The library, the spill daemon and
+//! the benchmark all call these functions, so a script's arguments are built in one place.
 //!
-//! Architecture Invariant: this module is the only caller of EVALSHA; concept modules build
-//! a [`redis::ScriptInvocation`] with the keys from [`crate::keys`] and hand it to
-//! [`crate::Store`]'s invoke.
+//! Architecture Invariant: this module is the only place an `EVALSHA` command is built;
+//! [`ScriptCall::run`] sends it (loading the script on NOSCRIPT), pipelines add
+//! [`ScriptCall::cmd`] after [`preload`].
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{aio::ConnectionLike, Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
-macro_rules! lua_script {
-    ($(#[$doc:meta])* $name:ident, $file:literal) => {
-        $(#[$doc])*
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/_prelude.lua"),
-                include_str!(concat!("../lua/", $file, ".lua"))
-            ))
-        });
+use crate::keys::{Keys, SessionKeys};
+
+macro_rules! lua_scripts {
+    ($($name:ident => $file:literal),* $(,)?) => {
+        $(
+            #[doc = concat!("`lua/", $file, ".lua`")]
+            static $name: LazyLock<Script> = LazyLock::new(|| {
+                Script::new(concat!(
+                    include_str!("../lua/_prelude.lua"),
+                    include_str!(concat!("../lua/", $file, ".lua"))
+                ))
+            });
+        )*
+        /// Every script with its file name (pre-loading, readable benchmark output, tests).
+        fn all() -> Vec<(&'static str, &'static Script)> {
+            vec![$(($file, &*$name)),*]
+        }
     };
 }
 
-lua_script!(/// `lua/create_session.lua`
-    CREATE_SESSION, "create_session");
-lua_script!(/// `lua/link_child.lua`
-    LINK_CHILD, "link_child");
-lua_script!(/// `lua/update_session.lua`
-    UPDATE_SESSION, "update_session");
-lua_script!(/// `lua/close_session.lua`
-    CLOSE_SESSION, "close_session");
-lua_script!(/// `lua/append_message.lua`
-    APPEND_MESSAGE, "append_message");
-lua_script!(/// `lua/compact.lua`
-    COMPACT, "compact");
-lua_script!(/// `lua/load_messages.lua`
-    LOAD_MESSAGES, "load_messages");
-lua_script!(/// `lua/write_working.lua`
-    WRITE_WORKING, "write_working");
-lua_script!(/// `lua/read_working.lua`
-    READ_WORKING, "read_working");
-lua_script!(/// `lua/record_usage.lua`
-    RECORD_USAGE, "record_usage");
-lua_script!(/// `lua/create_checkpoint.lua`
-    CREATE_CHECKPOINT, "create_checkpoint");
-lua_script!(/// `lua/save_round.lua`
-    SAVE_ROUND, "save_round");
-lua_script!(/// `lua/read_round.lua`
-    READ_ROUND, "read_round");
-lua_script!(/// `lua/record_decision.lua`
-    RECORD_DECISION, "record_decision");
-lua_script!(/// `lua/record_outcome.lua`
-    RECORD_OUTCOME, "record_outcome");
-lua_script!(/// `lua/dead_letter.lua`
-    DEAD_LETTER, "dead_letter");
-lua_script!(/// `lua/set_user_value.lua`
-    SET_USER_VALUE, "set_user_value");
-lua_script!(/// `lua/delete_user_value.lua`
-    DELETE_USER_VALUE, "delete_user_value");
-lua_script!(/// `lua/forget_user.lua`
-    FORGET_USER, "forget_user");
-lua_script!(/// `lua/reseed_user_values.lua`
-    RESEED_USER_VALUES, "reseed_user_values");
-lua_script!(/// `lua/claim_lease.lua`
-    CLAIM_LEASE, "claim_lease");
-lua_script!(/// `lua/restore_session.lua`
-    RESTORE_SESSION, "restore_session");
-lua_script!(/// `lua/restore_rounds.lua`
-    RESTORE_ROUNDS, "restore_rounds");
-
-/// Every script with its file name, for pre-loading (SCRIPT LOAD before pipelines) and for
-/// the header test.
-pub(crate) fn all() -> [(&'static str, &'static Script); 23] {
-    [
-        ("create_session", &CREATE_SESSION),
-        ("link_child", &LINK_CHILD),
-        ("update_session", &UPDATE_SESSION),
-        ("close_session", &CLOSE_SESSION),
-        ("append_message", &APPEND_MESSAGE),
-        ("compact", &COMPACT),
-        ("load_messages", &LOAD_MESSAGES),
-        ("write_working", &WRITE_WORKING),
-        ("read_working", &READ_WORKING),
-        ("record_usage", &RECORD_USAGE),
-        ("create_checkpoint", &CREATE_CHECKPOINT),
-        ("save_round", &SAVE_ROUND),
-        ("read_round", &READ_ROUND),
-        ("record_decision", &RECORD_DECISION),
-        ("record_outcome", &RECORD_OUTCOME),
-        ("dead_letter", &DEAD_LETTER),
-        ("set_user_value", &SET_USER_VALUE),
-        ("delete_user_value", &DELETE_USER_VALUE),
-        ("forget_user", &FORGET_USER),
-        ("reseed_user_values", &RESEED_USER_VALUES),
-        ("claim_lease", &CLAIM_LEASE),
-        ("restore_session", &RESTORE_SESSION),
-        ("restore_rounds", &RESTORE_ROUNDS),
-    ]
+lua_scripts! {
+    CREATE_SESSION => "create_session",
+    LINK_CHILD => "link_child",
+    UPDATE_SESSION => "update_session",
+    CLOSE_SESSION => "close_session",
+    APPEND_MESSAGE => "append_message",
+    COMPACT => "compact",
+    LOAD_MESSAGES => "load_messages",
+    WRITE_WORKING => "write_working",
+    READ_WORKING => "read_working",
+    RECORD_USAGE => "record_usage",
+    CREATE_CHECKPOINT => "create_checkpoint",
+    SAVE_ROUND => "save_round",
+    READ_ROUND => "read_round",
+    RECORD_DECISION => "record_decision",
+    RECORD_OUTCOME => "record_outcome",
+    DEAD_LETTER => "dead_letter",
+    SET_USER_VALUE => "set_user_value",
+    DELETE_USER_VALUE => "delete_user_value",
+    FORGET_USER => "forget_user",
+    RESEED_USER_VALUES => "reseed_user_values",
+    CLAIM_LEASE => "claim_lease",
+    RESTORE_SESSION => "restore_session",
+    RESTORE_ROUNDS => "restore_rounds",
 }
 
-/// The file name of the registered script whose SHA1 is `sha` (for readable benchmark output).
-pub(crate) fn name_of(sha: &str) -> Option<&'static str> {
+/// One call of one script: the `EVALSHA sha numkeys KEYS... ARGV...` command, built by the
+/// script's function in this module.
+#[derive(Debug, Clone)]
+pub struct ScriptCall {
+    /// The script's file name in `lua/`.
+    name: &'static str,
+    /// Its source, for SCRIPT LOAD on NOSCRIPT.
+    script: &'static Script,
+    /// The EVALSHA command.
+    cmd: Cmd,
+}
+
+impl ScriptCall {
+    fn new(name: &'static str, script: &'static Script, keys: &[&str]) -> Self {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+        ScriptCall { name, script, cmd }
+    }
+
+    fn arg(mut self, arg: impl ToRedisArgs) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// The script's file name in `lua/` (without `.lua`).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The EVALSHA command, for a pipeline (call [`preload`] on the connection first: a
+    /// pipeline does not reload a script on NOSCRIPT).
+    pub fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    /// The command's words as text (for `redis-benchmark`, which takes them as arguments).
+    pub fn argv(&self) -> Vec<String> {
+        self.cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "0".to_string(), // a SCAN cursor: never part of an EVALSHA
+            })
+            .collect()
+    }
+
+    /// Sends the call (one round trip); on NOSCRIPT (a restarted or flushed Redis) loads the
+    /// script and sends it once more.
+    pub async fn run<T: FromRedisValue>(&self, conn: &mut impl ConnectionLike) -> RedisResult<T> {
+        match self.cmd.query_async(conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.script.load_async(conn).await?;
+                self.cmd.query_async(conn).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// Loads every script (SCRIPT LOAD), so pipelines of [`ScriptCall::cmd`] never meet NOSCRIPT.
+pub async fn preload(conn: &mut impl ConnectionLike) -> RedisResult<()> {
+    for (_, script) in all() {
+        script.load_async(conn).await?;
+    }
+    Ok(())
+}
+
+/// The file name of the script whose SHA1 is `sha` (for readable benchmark output).
+pub fn name_of(sha: &str) -> Option<&'static str> {
     all()
         .into_iter()
         .find(|(_, script)| script.get_hash().eq_ignore_ascii_case(sha))
         .map(|(name, _)| name)
+}
+
+/// `''` for `None`: scripts take optional numbers as empty strings.
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|n| n.to_string()).unwrap_or_default()
+}
+
+/// The fields `create_session.lua` stores for a new session (ARGV[2..11]).
+#[derive(Debug, Clone)]
+pub struct NewSessionArgs<'a> {
+    /// Owning user, `""` for none.
+    pub user: &'a str,
+    /// Parent session, `""` for a root session.
+    pub parent: &'a str,
+    /// 0 for a root session, parent's + 1 for a sub-agent.
+    pub depth: u32,
+    /// `linked`, `ephemeral` or `detached`.
+    pub lifecycle: &'a str,
+    /// Model name, `""` for none.
+    pub model: &'a str,
+    /// System prompt, `""` for none.
+    pub system_prompt: &'a str,
+    /// Config JSON object.
+    pub config: &'a str,
+    /// Metadata JSON object.
+    pub metadata: &'a str,
+    /// Idle TTL, seconds.
+    pub ttl: u64,
+}
+
+/// `create_session.lua`: creates, indexes and logs session `sid`.
+pub fn create_session(ns: &Keys, s: &SessionKeys, sid: &str, a: &NewSessionArgs) -> ScriptCall {
+    let index = ns.sessions_index(s.partition);
+    let by_user = ns.user_sessions(s.partition, a.user);
+    let mut keys = s.as_array().to_vec();
+    keys.extend([index.as_str(), by_user.as_str()]);
+    let kind = if a.parent.is_empty() {
+        "root"
+    } else {
+        "subagent"
+    };
+    ScriptCall::new("create_session", &CREATE_SESSION, &keys)
+        .arg(sid)
+        .arg(a.user)
+        .arg(a.parent)
+        .arg(a.depth)
+        .arg(kind)
+        .arg(a.lifecycle)
+        .arg(a.model)
+        .arg(a.system_prompt)
+        .arg(a.config)
+        .arg(a.metadata)
+        .arg(a.ttl)
+}
+
+/// `link_child.lua`: adds `child` to (or removes it from) the children set of `parent`'s
+/// session keys `p`.
+pub fn link_child(p: &SessionKeys, child: &str, add: bool) -> ScriptCall {
+    ScriptCall::new("link_child", &LINK_CHILD, &p.as_array())
+        .arg(if add { "add" } else { "remove" })
+        .arg(child)
+}
+
+/// `update_session.lua`: sets meta `fields`, logging `record` (`""` = a touch, no wal entry).
+pub fn update_session(
+    s: &SessionKeys,
+    sid: &str,
+    record: &str,
+    fields: &[(&str, String)],
+) -> ScriptCall {
+    let mut call = ScriptCall::new("update_session", &UPDATE_SESSION, &s.as_array())
+        .arg(sid)
+        .arg(record);
+    for (field, value) in fields {
+        call = call.arg(*field).arg(value);
+    }
+    call
+}
+
+/// `close_session.lua`: deletes one session's keys, index entries and open decisions.
+pub fn close_session(
+    ns: &Keys,
+    s: &SessionKeys,
+    sid: &str,
+    user: Option<&str>,
+    cascade: bool,
+) -> ScriptCall {
+    let p = s.partition;
+    let index = ns.sessions_index(p);
+    let by_user = match user {
+        Some(u) => ns.user_sessions(p, u),
+        None => index.clone(),
+    };
+    let open = ns.open_decisions(p);
+    let mut keys = s.as_array().to_vec();
+    keys.extend([index.as_str(), by_user.as_str(), open.as_str()]);
+    ScriptCall::new("close_session", &CLOSE_SESSION, &keys)
+        .arg(sid)
+        .arg(if cascade { "1" } else { "0" })
+}
+
+/// `append_message.lua`: appends the message `body` (JSON object) with the next seq.
+pub fn append_message(
+    s: &SessionKeys,
+    sid: &str,
+    body: &str,
+    idempotency_key: Option<&str>,
+    expect_seq: Option<u64>,
+    limit: usize,
+) -> ScriptCall {
+    ScriptCall::new("append_message", &APPEND_MESSAGE, &s.as_array())
+        .arg(sid)
+        .arg(body)
+        .arg(idempotency_key.unwrap_or(""))
+        .arg(opt(expect_seq))
+        .arg(limit)
+}
+
+/// What [`load_messages`] reads.
+#[derive(Debug, Clone, Copy)]
+pub enum LoadMode {
+    /// Active messages after `after`, the last `last` of them.
+    Active {
+        /// Seq to start after (0 = from the start).
+        after: u64,
+        /// At most this many, the newest (`None` = all).
+        last: Option<u64>,
+    },
+    /// Every message after `after`, whatever its state, the last `last` of them.
+    All {
+        /// Seq to start after (0 = from the start).
+        after: u64,
+        /// At most this many, the newest (`None` = all).
+        last: Option<u64>,
+    },
+    /// The one message with this seq.
+    One(u64),
+}
+
+/// `load_messages.lua`: reads messages of session `sid` (read-only).
+pub fn load_messages(s: &SessionKeys, sid: &str, mode: LoadMode) -> ScriptCall {
+    let (name, after, last) = match mode {
+        LoadMode::Active { after, last } => ("active", after, last),
+        LoadMode::All { after, last } => ("all", after, last),
+        LoadMode::One(seq) => ("one", seq, None),
+    };
+    ScriptCall::new("load_messages", &LOAD_MESSAGES, &[&s.meta, &s.msgs])
+        .arg(sid)
+        .arg(name)
+        .arg(after)
+        .arg(opt(last))
+}
+
+/// `compact.lua`: marks `[from, to]` compacted out and appends the note `body`.
+pub fn compact(
+    s: &SessionKeys,
+    sid: &str,
+    range: (u64, u64),
+    body: &str,
+    tokens: (Option<i64>, Option<i64>),
+    round_index: Option<i64>,
+) -> ScriptCall {
+    ScriptCall::new("compact", &COMPACT, &s.as_array())
+        .arg(sid)
+        .arg(range.0)
+        .arg(range.1)
+        .arg(body)
+        .arg(opt(tokens.0))
+        .arg(opt(tokens.1))
+        .arg(opt(round_index))
+}
+
+/// `write_working.lua`: `op` is `set` (with `value`), `del` or `clear`; `if_version` makes it
+/// a compare-and-set.
+pub fn write_working(
+    s: &SessionKeys,
+    sid: &str,
+    op: &str,
+    key: &str,
+    value: &str,
+    if_version: Option<u64>,
+    limit: usize,
+) -> ScriptCall {
+    ScriptCall::new("write_working", &WRITE_WORKING, &s.as_array())
+        .arg(sid)
+        .arg(op)
+        .arg(key)
+        .arg(value)
+        .arg(opt(if_version))
+        .arg(limit)
+}
+
+/// `read_working.lua`: one working-state value (`Some(key)`) or all, with the version.
+pub fn read_working(s: &SessionKeys, sid: &str, key: Option<&str>) -> ScriptCall {
+    ScriptCall::new("read_working", &READ_WORKING, &[&s.meta, &s.work])
+        .arg(sid)
+        .arg(key.unwrap_or(""))
+}
+
+/// `record_usage.lua`: upserts the usage `body` of one round.
+pub fn record_usage(s: &SessionKeys, sid: &str, round_index: i64, body: &str) -> ScriptCall {
+    ScriptCall::new("record_usage", &RECORD_USAGE, &s.as_array())
+        .arg(sid)
+        .arg(round_index)
+        .arg(body)
+}
+
+/// `create_checkpoint.lua`: snapshots working state (`include_keys` only, when given).
+pub fn create_checkpoint(
+    s: &SessionKeys,
+    sid: &str,
+    id: &str,
+    label: &str,
+    limit: usize,
+    include_keys: &[&str],
+) -> ScriptCall {
+    ScriptCall::new("create_checkpoint", &CREATE_CHECKPOINT, &s.as_array())
+        .arg(sid)
+        .arg(id)
+        .arg(label)
+        .arg(limit)
+        .arg(include_keys)
+}
+
+/// `save_round.lua`: stores a StateService round (`None` = the next one).
+pub fn save_round(
+    ns: &Keys,
+    user: &str,
+    session: &str,
+    round: Option<u64>,
+    state: &str,
+    limit: usize,
+) -> ScriptCall {
+    let rounds = ns.rounds(user, session);
+    let wal = ns.wal(ns.partition(user));
+    ScriptCall::new("save_round", &SAVE_ROUND, &[&rounds, &wal])
+        .arg(user)
+        .arg(session)
+        .arg(opt(round))
+        .arg(state)
+        .arg(limit)
+}
+
+/// `read_round.lua`: one round's state (`None` = the latest).
+pub fn read_round(ns: &Keys, user: &str, session: &str, round: Option<u64>) -> ScriptCall {
+    ScriptCall::new("read_round", &READ_ROUND, &[&ns.rounds(user, session)]).arg(opt(round))
+}
+
+/// The decision `record_decision.lua` records.
+#[derive(Debug, Clone)]
+pub struct DecisionArgs<'a> {
+    /// What was decided.
+    pub decision: &'a str,
+    /// Why.
+    pub rationale: &'a str,
+    /// Planned action, `""` for none.
+    pub planned_action: &'a str,
+    /// Metadata JSON object.
+    pub meta: &'a str,
+}
+
+/// `record_decision.lua`: appends a decision to the partition's decisions stream and keeps
+/// it open until its outcome.
+pub fn record_decision(ns: &Keys, s: &SessionKeys, sid: &str, d: &DecisionArgs) -> ScriptCall {
+    let p = s.partition;
+    let (stream, open) = (ns.decisions(p), ns.open_decisions(p));
+    let mut keys = s.as_array().to_vec();
+    keys.extend([stream.as_str(), open.as_str()]);
+    ScriptCall::new("record_decision", &RECORD_DECISION, &keys)
+        .arg(sid)
+        .arg(p)
+        .arg(d.decision)
+        .arg(d.rationale)
+        .arg(d.planned_action)
+        .arg(d.meta)
+}
+
+/// `record_outcome.lua`: closes decision `decision_id` (entry `entry` of partition `p`).
+pub fn record_outcome(
+    ns: &Keys,
+    p: u32,
+    decision_id: &str,
+    entry: &str,
+    outcome: &str,
+) -> ScriptCall {
+    ScriptCall::new(
+        "record_outcome",
+        &RECORD_OUTCOME,
+        &[&ns.decisions(p), &ns.open_decisions(p)],
+    )
+    .arg(decision_id)
+    .arg(entry)
+    .arg(outcome)
+}
+
+/// `dead_letter.lua`: moves entries `ids` of partition `p` to its dead-letter stream and
+/// acks them for `group`.
+pub fn dead_letter(ns: &Keys, p: u32, group: &str, reason: &str, ids: &[&str]) -> ScriptCall {
+    ScriptCall::new(
+        "dead_letter",
+        &DEAD_LETTER,
+        &[&ns.decisions(p), &ns.dead_letters(p)],
+    )
+    .arg(group)
+    .arg(reason)
+    .arg(ids)
+}
+
+/// `set_user_value.lua`: stores `value` (JSON) under `key` for `user`.
+pub fn set_user_value(ns: &Keys, user: &str, key: &str, value: &str, limit: usize) -> ScriptCall {
+    let wal = ns.wal(ns.partition(user));
+    ScriptCall::new("set_user_value", &SET_USER_VALUE, &[&ns.user(user), &wal])
+        .arg(user)
+        .arg(key)
+        .arg(value)
+        .arg(limit)
+}
+
+/// `delete_user_value.lua`: deletes `key` of `user`.
+pub fn delete_user_value(ns: &Keys, user: &str, key: &str) -> ScriptCall {
+    let wal = ns.wal(ns.partition(user));
+    ScriptCall::new(
+        "delete_user_value",
+        &DELETE_USER_VALUE,
+        &[&ns.user(user), &wal],
+    )
+    .arg(user)
+    .arg(key)
+}
+
+/// `forget_user.lua`: erases `user`'s values and leaves a tombstone for `tombstone_secs`.
+pub fn forget_user(ns: &Keys, user: &str, tombstone_secs: u64) -> ScriptCall {
+    let wal = ns.wal(ns.partition(user));
+    ScriptCall::new(
+        "forget_user",
+        &FORGET_USER,
+        &[&ns.user(user), &wal, &ns.user_forgotten(user)],
+    )
+    .arg(user)
+    .arg(tombstone_secs)
+}
+
+/// `reseed_user_values.lua`: puts `pairs` (key, value JSON) of `user` back after a Redis loss,
+/// only while `lease` still holds the partition.
+pub fn reseed_user_values(
+    ns: &Keys,
+    user: &str,
+    wal_committed: &str,
+    lease: &str,
+    pairs: &[(String, String)],
+) -> ScriptCall {
+    let p = ns.partition(user);
+    let mut call = ScriptCall::new(
+        "reseed_user_values",
+        &RESEED_USER_VALUES,
+        &[
+            &ns.user(user),
+            &ns.user_forgotten(user),
+            &ns.wal(p),
+            &ns.lease(p),
+        ],
+    )
+    .arg(user)
+    .arg(wal_committed)
+    .arg(lease);
+    for (key, value) in pairs {
+        call = call.arg(key).arg(value);
+    }
+    call
+}
+
+/// `claim_lease.lua`: acquires or renews (`ttl_ms` > 0) or releases (0) partition `p`'s lease.
+pub fn claim_lease(ns: &Keys, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> ScriptCall {
+    ScriptCall::new(
+        "claim_lease",
+        &CLAIM_LEASE,
+        &[&ns.lease(p), &ns.lease_token(p)],
+    )
+    .arg(owner)
+    .arg(ttl_ms)
+    .arg(floor)
+}
+
+/// Everything `restore_session.lua` writes back for one session, section by section in the
+/// script's ARGV order (see its header).
+#[derive(Debug, Default, Clone)]
+pub struct SessionImage {
+    /// Owning user, `""` for none.
+    pub user_id: String,
+    /// Idle TTL, seconds.
+    pub ttl: i64,
+    /// Meta fields in create_session's order (`compacted` is derived by the script).
+    pub meta: Vec<(&'static str, String)>,
+    /// Stored message elements, seq 1..n.
+    pub messages: Vec<String>,
+    /// Idempotency key → seq.
+    pub idem: Vec<(String, i64)>,
+    /// Compaction audit records, oldest first.
+    pub compactions: Vec<String>,
+    /// Round index → usage JSON.
+    pub usage: Vec<(i64, String)>,
+    /// Label → latest checkpoint JSON.
+    pub checkpoints: Vec<(String, String)>,
+    /// Child session ids.
+    pub children: Vec<String>,
+    /// Open decisions: id, decision, rationale, planned action, meta, created_at.
+    pub decisions: Vec<Vec<String>>,
+}
+
+/// `restore_session.lua`: writes `image` back as session `sid` unless it is live.
+pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionImage) -> ScriptCall {
+    fn section<T: ToRedisArgs>(call: ScriptCall, items: &[T]) -> ScriptCall {
+        call.arg(items.len()).arg(items)
+    }
+    let p = s.partition;
+    let (index, by_user, open) = (
+        ns.sessions_index(p),
+        ns.user_sessions(p, &image.user_id),
+        ns.open_decisions(p),
+    );
+    let mut keys = s.as_array().to_vec();
+    keys.extend([index.as_str(), by_user.as_str(), open.as_str()]);
+    let call = ScriptCall::new("restore_session", &RESTORE_SESSION, &keys)
+        .arg(sid)
+        .arg(&image.user_id)
+        .arg(image.ttl);
+    let call = section(call, &image.meta);
+    let call = section(call, &image.messages);
+    let call = section(call, &image.idem);
+    let call = section(call, &image.compactions);
+    let call = section(call, &image.usage);
+    let call = section(call, &image.checkpoints);
+    let call = section(call, &image.children);
+    section(call, &image.decisions)
+}
+
+/// `restore_rounds.lua`: writes `user`'s StateService rounds of `session` unless that rounds
+/// hash is live.
+pub fn restore_rounds(
+    ns: &Keys,
+    user: &str,
+    session: &str,
+    rounds: &[(i64, String)],
+) -> ScriptCall {
+    let max = rounds.iter().map(|r| r.0).max().unwrap_or(0);
+    ScriptCall::new(
+        "restore_rounds",
+        &RESTORE_ROUNDS,
+        &[&ns.rounds(user, session)],
+    )
+    .arg(max)
+    .arg(rounds)
 }
 
 #[cfg(test)]
@@ -136,5 +614,16 @@ mod tests {
                 "{name}.lua header has no Returns"
             );
         }
+    }
+
+    /// A call's words are EVALSHA, the script's SHA, the key count, the keys, the args.
+    #[test]
+    fn calls_spell_evalsha_with_their_keys_and_args() {
+        let ns = crate::keys::Keys::new("as", 16);
+        let call = super::read_round(&ns, "alice", "default", Some(3));
+        let argv = call.argv();
+        assert_eq!(argv[0], "EVALSHA");
+        assert_eq!(super::name_of(&argv[1]), Some("read_round"));
+        assert_eq!(&argv[2..], ["1", &ns.rounds("alice", "default"), "3"]);
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::durability::Durability;
+use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::keys::{validate_id, SessionKeys};
 use crate::scripts;
@@ -248,26 +248,23 @@ impl Store {
             v.as_ref()
                 .map_or_else(|| "{}".to_string(), Value::to_string)
         };
-        let mut inv = scripts::CREATE_SESSION.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .key(self.keys().sessions_index(keys.partition))
-            .key(self.keys().user_sessions(keys.partition, user))
-            .arg(&sid)
-            .arg(user)
-            .arg(new.parent.as_deref().unwrap_or(""))
-            .arg(depth)
-            .arg(if new.parent.is_some() {
-                "subagent"
-            } else {
-                "root"
-            })
-            .arg(new.lifecycle.as_str())
-            .arg(new.model.as_deref().unwrap_or(""))
-            .arg(new.system_prompt.as_deref().unwrap_or(""))
-            .arg(json_or_empty_object(&new.config))
-            .arg(json_or_empty_object(&new.metadata))
-            .arg(ttl);
-        let wal_id: String = self.invoke(&inv).await?;
+        let (config, metadata) = (
+            json_or_empty_object(&new.config),
+            json_or_empty_object(&new.metadata),
+        );
+        let args = scripts::NewSessionArgs {
+            user,
+            parent: new.parent.as_deref().unwrap_or(""),
+            depth,
+            lifecycle: new.lifecycle.as_str(),
+            model: new.model.as_deref().unwrap_or(""),
+            system_prompt: new.system_prompt.as_deref().unwrap_or(""),
+            config: &config,
+            metadata: &metadata,
+            ttl,
+        };
+        let call = scripts::create_session(self.keys(), &keys, &sid, &args);
+        let wal_id: String = self.invoke(&call).await?;
         if let Some(parent) = &new.parent {
             if let Err(err) = self.link_child(parent, &sid, true).await {
                 // The parent vanished between the depth check and now: undo the child.
@@ -284,11 +281,9 @@ impl Store {
 
     async fn link_child(&self, parent: &str, child: &str, add: bool) -> Result<()> {
         let pkeys = self.keys().session(parent);
-        let mut inv = scripts::LINK_CHILD.prepare_invoke();
-        inv.key(&pkeys.as_array()[..])
-            .arg(if add { "add" } else { "remove" })
-            .arg(child);
-        let _: i64 = self.invoke(&inv).await?;
+        let _: i64 = self
+            .invoke(&scripts::link_child(&pkeys, child, add))
+            .await?;
         Ok(())
     }
 
@@ -376,12 +371,8 @@ impl Store {
         fields: &[(&str, String)],
     ) -> Result<()> {
         let keys = self.session_keys(sid)?;
-        let mut inv = scripts::UPDATE_SESSION.prepare_invoke();
-        inv.key(&keys.as_array()[..]).arg(sid).arg(record);
-        for (field, value) in fields {
-            inv.arg(*field).arg(value);
-        }
-        let wal_id: String = self.invoke_session(sid, &inv).await?;
+        let call = scripts::update_session(&keys, sid, record, fields);
+        let wal_id: String = self.invoke_session(sid, &call).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;
         }
@@ -481,20 +472,9 @@ impl Store {
     /// Deletes one session's keys and index entries; returns 1 if it was live.
     async fn close_one(&self, sid: &str, user: Option<&str>, cascade: bool) -> Result<u64> {
         let keys = self.session_keys(sid)?;
-        let p = keys.partition;
-        let user_index = match user {
-            Some(u) => self.keys().user_sessions(p, u),
-            None => self.keys().sessions_index(p),
-        };
-        let mut inv = scripts::CLOSE_SESSION.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .key(self.keys().sessions_index(p))
-            .key(user_index)
-            .key(self.keys().open_decisions(p))
-            .arg(sid)
-            .arg(if cascade { "1" } else { "0" });
-        let (existed, wal_id): (u64, String) = self.invoke(&inv).await?;
-        self.settle(p, &wal_id).await?;
+        let call = scripts::close_session(self.keys(), &keys, sid, user, cascade);
+        let (existed, wal_id): (u64, String) = self.invoke(&call).await?;
+        self.settle(keys.partition, &wal_id).await?;
         Ok(existed)
     }
 

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use deadpool_redis::Runtime;
-use redis::{AsyncConnectionConfig, FromRedisValue, ScriptInvocation};
+use redis::{AsyncConnectionConfig, FromRedisValue};
 
-use crate::config::Config;
-use crate::durability::Durability;
+use crate::config::{Config, Durability};
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::pool::{Connection, Manager, Pool};
+use crate::scripts::ScriptCall;
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
 ///
@@ -52,7 +52,7 @@ pub(crate) fn build_pool(config: &Config) -> Result<Pool> {
         .max_size(config.pool_size)
         .runtime(Runtime::Tokio1)
         .build()
-        .map_err(|e| Error::RedisUnavailable(e.to_string()))
+        .map_err(|e| Error::unavailable(e.to_string()))
 }
 
 /// Installs rustls' ring crypto provider once per process (redis-rs brings rustls without
@@ -133,13 +133,10 @@ impl Store {
         Ok(self.inner.pool.get().await?)
     }
 
-    /// Runs one script by EVALSHA (loading it on NOSCRIPT) and decodes its reply.
-    pub(crate) async fn invoke<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-    ) -> Result<T> {
+    /// Runs one script call (one EVALSHA; see [`ScriptCall::run`]) and decodes its reply.
+    pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
         let mut conn = self.conn().await?;
-        Ok(invocation.invoke_async(&mut conn).await?)
+        Ok(call.run(&mut conn).await?)
     }
 
     /// Runs a session-scoped script; when it fails because the session is not live, asks the
@@ -149,12 +146,12 @@ impl Store {
     pub(crate) async fn invoke_session<T: FromRedisValue>(
         &self,
         sid: &str,
-        invocation: &ScriptInvocation<'_>,
+        call: &ScriptCall,
     ) -> Result<T> {
-        match self.invoke(invocation).await {
+        match self.invoke(call).await {
             Err(err) if err.is_unknown_session() => {
                 self.request_restore(sid).await?;
-                self.invoke(invocation).await
+                self.invoke(call).await
             }
             other => other,
         }
@@ -164,9 +161,6 @@ impl Store {
     /// NOSCRIPT.
     pub async fn preload_scripts(&self) -> Result<()> {
         let mut conn = self.conn().await?;
-        for (_, script) in crate::scripts::all() {
-            script.prepare_invoke().load_async(&mut conn).await?;
-        }
-        Ok(())
+        Ok(crate::scripts::preload(&mut conn).await?)
     }
 }

@@ -40,16 +40,9 @@ impl Store {
                 limit,
             });
         }
-        let p = self.keys().partition(user);
-        let mut inv = scripts::SET_USER_VALUE.prepare_invoke();
-        inv.key(self.keys().user(user))
-            .key(self.keys().wal(p))
-            .arg(user)
-            .arg(key)
-            .arg(&text)
-            .arg(limit);
-        let wal_id: String = self.invoke(&inv).await?;
-        self.settle(p, &wal_id).await
+        let call = scripts::set_user_value(self.keys(), user, key, &text, limit);
+        let wal_id: String = self.invoke(&call).await?;
+        self.settle(self.keys().partition(user), &wal_id).await
     }
 
     /// The value under `key` for `user`, if any.
@@ -70,12 +63,8 @@ impl Store {
     pub async fn delete_user_value(&self, user: &str, key: &str) -> Result<bool> {
         validate_id("user", user)?;
         validate_id("user data key", key)?;
-        let mut inv = scripts::DELETE_USER_VALUE.prepare_invoke();
-        inv.key(self.keys().user(user))
-            .key(self.keys().wal(self.keys().partition(user)))
-            .arg(user)
-            .arg(key);
-        let (removed, wal_id): (u8, String) = self.invoke(&inv).await?;
+        let call = scripts::delete_user_value(self.keys(), user, key);
+        let (removed, wal_id): (u8, String) = self.invoke(&call).await?;
         if removed == 1 {
             self.settle(self.keys().partition(user), &wal_id).await?;
         }
@@ -88,13 +77,8 @@ impl Store {
         validate_id("user", user)?;
         let p = self.keys().partition(user);
         let redis_key = self.keys().user(user);
-        let mut inv = scripts::FORGET_USER.prepare_invoke();
-        inv.key(&redis_key)
-            .key(self.keys().wal(p))
-            .key(self.keys().user_forgotten(user))
-            .arg(user)
-            .arg(FORGET_TOMBSTONE_TTL_SECS);
-        let (mut removed_keys, wal_entry): (Vec<String>, String) = self.invoke(&inv).await?;
+        let call = scripts::forget_user(self.keys(), user, FORGET_TOMBSTONE_TTL_SECS);
+        let (mut removed_keys, wal_entry): (Vec<String>, String) = self.invoke(&call).await?;
         removed_keys.sort();
         self.settle(p, &wal_entry).await?;
         Ok(ForgetReceipt {

@@ -5,7 +5,6 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::keys::validate_id;
-use crate::messages::with_session;
 use crate::scripts;
 use crate::store::Store;
 
@@ -81,27 +80,16 @@ impl Store {
             }
             WriteOp::Clear => ("clear", "", String::new()),
         };
-        let mut inv = scripts::WRITE_WORKING.prepare_invoke();
-        inv.key(&keys.as_array()[..])
-            .arg(sid)
-            .arg(name)
-            .arg(key)
-            .arg(&value)
-            .arg(if_version.map(|v| v.to_string()).unwrap_or_default())
-            .arg(limit);
-        self.invoke_session(sid, &inv).await
+        let call = scripts::write_working(&keys, sid, name, key, &value, if_version, limit);
+        self.invoke_session(sid, &call).await
     }
 
     /// The value of `key`, or `None` (one EVALSHA; unknown session is an error).
     pub async fn get_working(&self, sid: &str, key: &str) -> Result<Option<Value>> {
         validate_id("working-state key", key)?;
         let keys = self.session_keys(sid)?;
-        let mut inv = scripts::READ_WORKING.prepare_invoke();
-        inv.key(&keys.meta).key(&keys.work).arg(key);
-        let (_version, value): (u64, Option<String>) = self
-            .invoke_session(sid, &inv)
-            .await
-            .map_err(|e| with_session(e, sid))?;
+        let call = scripts::read_working(&keys, sid, Some(key));
+        let (_version, value): (u64, Option<String>) = self.invoke_session(sid, &call).await?;
         value
             .map(|v| serde_json::from_str(&v).map_err(Error::from))
             .transpose()
@@ -110,12 +98,9 @@ impl Store {
     /// Every key with the version (one EVALSHA).
     pub async fn working(&self, sid: &str) -> Result<WorkingState> {
         let keys = self.session_keys(sid)?;
-        let mut inv = scripts::READ_WORKING.prepare_invoke();
-        inv.key(&keys.meta).key(&keys.work).arg("");
-        let (version, pairs): (u64, Vec<(String, String)>) = self
-            .invoke_session(sid, &inv)
-            .await
-            .map_err(|e| with_session(e, sid))?;
+        let call = scripts::read_working(&keys, sid, None);
+        let (version, pairs): (u64, Vec<(String, String)>) =
+            self.invoke_session(sid, &call).await?;
         let mut values = Map::new();
         for (k, v) in pairs {
             values.insert(k, serde_json::from_str(&v)?);

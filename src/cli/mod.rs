@@ -269,11 +269,11 @@ async fn embedded_default(global: &Global) -> Result<(String, Option<RedisServer
         return Ok((default, None));
     }
     if !redis_server_available() {
-        return Err(Error::RedisUnavailable(NO_REDIS_HELP.into()));
+        return Err(Error::unavailable(NO_REDIS_HELP));
     }
     let server = tokio::task::spawn_blocking(RedisServer::start)
         .await
-        .map_err(|e| Error::Io(e.to_string()))??;
+        .map_err(|e| Error::io(e.to_string()))??;
     Ok((server.url(), Some(server)))
 }
 

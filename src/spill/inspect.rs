@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde_json::{json, value::RawValue};
 
 use crate::checkpoints::Checkpoint;
-use crate::durability::parse_stream_id;
 use crate::error::{Error, Result};
+use crate::records::{committed, parse_stream_id};
 use crate::store::Store;
 
 /// Pending entries are counted up to this many per stream.
@@ -84,7 +84,7 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
     let mut conn = store.conn().await?;
     let mut out = Vec::new();
     for p in 0..keys.partitions() {
-        let (committed, spill, lease): (
+        let (published, spill, lease): (
             HashMap<String, String>,
             HashMap<String, String>,
             Option<String>,
@@ -94,8 +94,8 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
             .get(keys.lease(p))
             .query_async(&mut conn)
             .await?;
-        let wal_committed = committed.get("wal").cloned();
-        let decisions_committed = committed.get("decisions").cloned();
+        let wal_committed = published.get(committed::WAL).cloned();
+        let decisions_committed = published.get(committed::DECISIONS).cloned();
         let (wal_pending, wal_lag) =
             pending(&mut conn, &keys.wal(p), wal_committed.as_deref()).await?;
         let (decisions_pending, d_lag) = pending(
@@ -145,7 +145,7 @@ pub async fn checkpoint_history(
             .collect()
     })
     .await
-    .map_err(|e| Error::Sqlite(format!("sqlite thread failed: {e}")))??;
+    .map_err(|e| Error::sqlite(format!("sqlite thread failed: {e}")))??;
     for c in live {
         if !all.iter().any(|h| h.id == c.id) {
             all.push(c);

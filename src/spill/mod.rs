@@ -5,21 +5,26 @@
 //! `agentstate spill`.
 //!
 //! # Layout
-//! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
-//! - `flusher`: one batch → one SQLite transaction, cursors included (exactly once).
-//! - `lease`: the partition lease with its fencing token.
-//! - `rehydrator`: restore requests (agent side) and restores (daemon side).
+//! - this module: the daemon loop (passes over the partitions, run / run_once, figures).
+//! - `ownership`: the partition lease with its fencing token; taking a partition, noticing
+//!   and recovering from a Redis loss.
+//! - `flusher`: one batch read from Redis → one SQLite transaction, cursors included
+//!   (exactly once); `flusher::sqlite` is the SQLite half.
+//! - `snapshot`: what is read from SQLite to be put back into Redis.
+//! - `rehydrator`: serves restore requests (the agent side is `crate::restore`) and
+//!   re-seeds indexes and user data after a loss.
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
+//! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
 mod flusher;
 pub mod inspect;
-mod lease;
+mod ownership;
 mod rehydrator;
 pub mod schema;
+mod snapshot;
 mod trimmer;
 
-use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,8 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
-use flusher::{Applied, Batch, Entry};
-pub(crate) use rehydrator::restore_direct;
+pub use rehydrator::restore_from_sqlite;
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
@@ -83,10 +87,6 @@ impl SpillConfig {
     }
 }
 
-/// Field of `<prefix>:{p}:committed` set once user data and rounds were re-seeded from
-/// SQLite into this Redis (its absence after a Redis loss makes the owner re-seed them).
-const SEEDED: &str = "seeded";
-
 /// What one or more passes did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PassReport {
@@ -114,7 +114,7 @@ impl PassReport {
 
 /// This daemon's view of one partition.
 #[derive(Debug, Default)]
-struct Partition {
+pub(crate) struct Partition {
     /// Fencing token of the lease we hold; 0 when we do not own the partition.
     token: i64,
     /// When the lease was last renewed.
@@ -173,7 +173,7 @@ async fn with_db<T: Send + 'static>(
         f(&mut conn)
     })
     .await
-    .map_err(|e| Error::Sqlite(format!("sqlite thread failed: {e}")))?
+    .map_err(|e| Error::sqlite(format!("sqlite thread failed: {e}")))?
 }
 
 impl SpillDaemon {
@@ -183,7 +183,7 @@ impl SpillDaemon {
         let ns = store.config().namespace.clone();
         let conn = tokio::task::spawn_blocking(move || schema::open_writer(&path, &ns))
             .await
-            .map_err(|e| Error::Sqlite(e.to_string()))??;
+            .map_err(|e| Error::sqlite(e.to_string()))??;
         store.preload_scripts().await?;
         let parts = (0..store.keys().partitions())
             .map(|_| Partition::default())
@@ -312,191 +312,6 @@ impl SpillDaemon {
         self.publish_stats(p).await
     }
 
-    /// Acquires or renews the lease of `p`; on a new lease, loads the cursors from SQLite
-    /// and republishes them (re-seeding the session indexes if Redis lost them).
-    async fn hold_lease(&mut self, p: u32) -> Result<bool> {
-        let ttl = self.config.lease_ttl;
-        let part = &self.parts[p as usize];
-        if part.token > 0 && part.renewed.is_some_and(|t| t.elapsed() < ttl / 3) {
-            return Ok(true);
-        }
-        // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite.
-        let floor = match part.token {
-            0 => with_db(&self.db, move |c| flusher::cursors(c, p)).await?.2,
-            held => held,
-        };
-        let Some(token) = lease::claim(&self.store, p, &self.owner, ttl, floor).await? else {
-            let part = &self.parts[p as usize];
-            if part.token > 0 {
-                tracing::warn!(partition = p, "lost the partition lease");
-            }
-            self.parts[p as usize].token = 0;
-            return Ok(false);
-        };
-        if token != self.parts[p as usize].token {
-            let (mut wal, mut decisions, _) =
-                with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
-            let key = self.store.keys().committed(p);
-            let mut conn = self.store.conn().await?;
-            let (known, seeded): (u32, bool) = redis::pipe()
-                .hlen(&key)
-                .hexists(&key, SEEDED)
-                .query_async(&mut conn)
-                .await?;
-            if known == 0 {
-                // Redis lost its state (or this is the first run). A stream that no longer
-                // holds the committed entry (the trimmer always keeps it) is a new timeline:
-                // all of it is uncommitted, even entries whose ids sort below the cursor
-                // (a Redis whose clock runs behind).
-                let wal_lost = stream_lost(&self.store, &self.store.keys().wal(p), &wal).await?;
-                let decisions_lost =
-                    stream_lost(&self.store, &self.store.keys().decisions(p), &decisions).await?;
-                if wal_lost || decisions_lost {
-                    let rebased = with_db(&self.db, move |c| {
-                        flusher::rebase(c, p, token, wal_lost, decisions_lost)
-                    })
-                    .await?;
-                    if rebased {
-                        tracing::warn!(
-                            partition = p,
-                            wal_lost,
-                            decisions_lost,
-                            "streams were lost with Redis; reading them from the start"
-                        );
-                        (wal, decisions, _) =
-                            with_db(&self.db, move |c| flusher::cursors(c, p)).await?;
-                    }
-                }
-                rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
-            }
-            let _: () = redis::cmd("HSET")
-                .arg(&key)
-                .arg("wal")
-                .arg(&wal)
-                .arg("decisions")
-                .arg(&decisions)
-                .query_async(&mut conn)
-                .await?;
-            tracing::info!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
-            let part = &mut self.parts[p as usize];
-            *part = Partition {
-                wal,
-                decisions,
-                trim_due: true,
-                reseed_due: !seeded,
-                ..Partition::default()
-            };
-        }
-        let part = &mut self.parts[p as usize];
-        part.token = token;
-        part.renewed = Some(Instant::now());
-        Ok(true)
-    }
-
-    /// Reads up to a batch from both streams of `p` and commits it to SQLite. Returns the
-    /// entries committed, or `None` when the partition turned out to belong to another daemon.
-    async fn flush_batch(&mut self, p: u32) -> Result<Option<(usize, usize)>> {
-        let keys = self.store.keys();
-        let part = &self.parts[p as usize];
-        let count = self.config.batch_size;
-        let mut conn = self.store.conn().await?;
-        let (wal, decisions): (Vec<Entry>, Vec<Entry>) = redis::pipe()
-            .cmd("XRANGE")
-            .arg(keys.wal(p))
-            .arg(format!("({}", part.wal))
-            .arg("+")
-            .arg("COUNT")
-            .arg(count)
-            .cmd("XRANGE")
-            .arg(keys.decisions(p))
-            .arg(format!("({}", part.decisions))
-            .arg("+")
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut conn)
-            .await?;
-        if wal.is_empty() && decisions.is_empty() {
-            return Ok(Some((0, 0)));
-        }
-        let wanted: BTreeSet<(String, String)> = wal
-            .iter()
-            .filter(|(_, f)| f.get("op").map(String::as_str) == Some("user_set"))
-            .filter_map(|(_, f)| {
-                let d: serde_json::Value = serde_json::from_str(f.get("d")?).ok()?;
-                Some((f.get("id")?.clone(), d.get("key")?.as_str()?.to_string()))
-            })
-            .collect();
-        let mut user_values = HashMap::new();
-        if !wanted.is_empty() {
-            let mut pipe = redis::pipe();
-            for (uid, key) in &wanted {
-                pipe.hget(keys.user(uid), key);
-            }
-            let values: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
-            user_values = wanted.into_iter().zip(values).collect();
-        }
-        let (nw, nd) = (wal.len(), decisions.len());
-        let batch = Batch {
-            partition: p,
-            token: part.token,
-            wal_from: part.wal.clone(),
-            decisions_from: part.decisions.clone(),
-            wal,
-            decisions,
-            user_values,
-        };
-        let applied = with_db(&self.db, move |c| {
-            let applied = flusher::apply(c, &batch)?;
-            if applied.as_ref().is_some_and(|a| a.erased) {
-                truncate_wal_file(c);
-            }
-            Ok(applied)
-        })
-        .await?;
-        let Some(Applied { wal, decisions, .. }) = applied else {
-            tracing::warn!(
-                partition = p,
-                "another daemon owns the partition now (fenced)"
-            );
-            self.parts[p as usize].token = 0;
-            return Ok(None);
-        };
-        let _: () = redis::cmd("HSET")
-            .arg(keys.committed(p))
-            .arg("wal")
-            .arg(&wal)
-            .arg("decisions")
-            .arg(&decisions)
-            .query_async(&mut conn)
-            .await?;
-        let part = &mut self.parts[p as usize];
-        part.wal = wal;
-        part.decisions = decisions;
-        part.trim_due = true;
-        part.flushed += (nw + nd) as u64;
-        part.window_count += (nw + nd) as u64;
-        tracing::debug!(partition = p, wal = nw, decisions = nd, "committed batch");
-        Ok(Some((nw, nd)))
-    }
-
-    /// The after-loss step for user data, once the flush drained (so every erasure made in
-    /// the new Redis is in SQLite): puts user values and rounds back from SQLite, then marks
-    /// the partition `seeded`. A daemon that dies before the mark leaves it to the next owner.
-    async fn reseed_user_data(&mut self, p: u32) -> Result<()> {
-        let part = &self.parts[p as usize];
-        let (wal, lease) = (part.wal.clone(), lease::value(&self.owner, part.token));
-        rehydrator::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
-        let mut conn = self.store.conn().await?;
-        let _: () = redis::cmd("HSET")
-            .arg(self.store.keys().committed(p))
-            .arg(SEEDED)
-            .arg(1)
-            .query_async(&mut conn)
-            .await?;
-        self.parts[p as usize].reseed_due = false;
-        Ok(())
-    }
-
     /// Publishes this partition's figures in `<prefix>:{p}:spill` about once a second.
     async fn publish_stats(&mut self, p: u32) -> Result<()> {
         let part = &mut self.parts[p as usize];
@@ -530,42 +345,5 @@ impl SpillDaemon {
             .query_async(&mut conn)
             .await?;
         Ok(())
-    }
-
-    async fn release_all(&mut self) {
-        for p in 0..self.parts.len() as u32 {
-            if self.parts[p as usize].token > 0 {
-                if let Err(err) = lease::release(&self.store, p, &self.owner).await {
-                    tracing::warn!(partition = p, error = %err, "could not release the lease");
-                }
-                self.parts[p as usize].token = 0;
-            }
-        }
-    }
-}
-
-/// True when `stream` no longer holds the entry `at` SQLite committed last (never for
-/// `0-0`): Redis lost the stream and what it holds now is a new timeline.
-async fn stream_lost(store: &Store, stream: &str, at: &str) -> Result<bool> {
-    if at == "0-0" {
-        return Ok(false);
-    }
-    let mut conn = store.conn().await?;
-    let found: Vec<Entry> = redis::cmd("XRANGE")
-        .arg(stream)
-        .arg(at)
-        .arg(at)
-        .query_async(&mut conn)
-        .await?;
-    Ok(found.is_empty())
-}
-
-/// After user data was erased: copy the zeroed pages into the main file and truncate the
-/// `-wal` file, so the erased bytes are in neither (`secure_delete` zeroed them on delete).
-fn truncate_wal_file(conn: &Connection) {
-    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) {
-        Ok(0) => {}
-        Ok(_) => tracing::warn!("wal checkpoint after an erasure was blocked by a reader; erased bytes stay in the -wal file until the next checkpoint"),
-        Err(err) => tracing::warn!(error = %err, "wal checkpoint after an erasure failed"),
     }
 }

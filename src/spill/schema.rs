@@ -135,7 +135,7 @@ pub fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(|e| Error::Sqlite(format!("{}: {e}", path.display())))?;
+    .map_err(|e| Error::sqlite(format!("{}: {e}", path.display())))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     check_namespace(&conn, ns)?;
     Ok(conn)
@@ -145,7 +145,7 @@ pub fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
 fn migrate(conn: &mut Connection) -> Result<()> {
     let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if current > schema_version() {
-        return Err(Error::Sqlite(format!(
+        return Err(Error::sqlite(format!(
             "database schema version {current} is newer than this build ({})",
             schema_version()
         )));

@@ -2,8 +2,8 @@
 //! decisions stream also keeps what consumer groups have not been delivered (or have not
 //! acknowledged) yet, up to a hard cap, with a warning when the cap bites.
 
-use crate::durability::parse_stream_id;
 use crate::error::Result;
+use crate::records::parse_stream_id;
 use crate::store::Store;
 
 /// The smaller of two stream ids.

@@ -394,35 +394,6 @@ async fn consumer_ids_are_validated_before_redis_is_touched() {
 }
 
 #[tokio::test]
-async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {
-    let t = env().await;
-    let sizes = agentstate::bench::decisions::W4Sizes {
-        decisions: 400,
-        latency_samples: 20,
-    };
-    let report = agentstate::bench::decisions::w4_consumers(&t.store, sizes)
-        .await
-        .unwrap();
-    assert_eq!((report.decisions, report.latency_samples), (400, 20));
-    for side in [&report.agentstate, &report.raw] {
-        assert!(side.per_sec > 0.0 && side.elapsed_ms > 0, "{report:?}");
-        assert!(side.p50_us <= side.p99_us, "{report:?}");
-        assert!(side.from_call_p50_us <= side.from_call_p99_us, "{report:?}");
-        assert!(side.from_call_p50_us > 0, "a write takes time: {report:?}");
-    }
-    assert_eq!(
-        report.raw_xadd[..3],
-        ["XADD", "as:{0}:bench:decisions", "*"]
-    );
-    assert!(!t.all_keys().contains("as:{0}:bench:decisions"));
-    assert_eq!(
-        t.decision_entries(),
-        400 + 20 + 1,
-        "throughput, latency samples, stop marker"
-    );
-}
-
-#[tokio::test]
 async fn a_busy_partition_does_not_starve_the_others() {
     let t = env().await;
     let s = &t.store;

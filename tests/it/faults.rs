@@ -10,7 +10,7 @@ use crate::support::{cli_at, env};
 async fn nothing_listening_is_redis_unavailable() {
     let url = format!("redis://127.0.0.1:{}", free_port());
     let err = Store::connect(Config::new(&url)).await.unwrap_err();
-    assert!(matches!(err, Error::RedisUnavailable(_)), "{err:?}");
+    assert!(matches!(err, Error::RedisUnavailable { .. }), "{err:?}");
 
     let dir = tempfile::tempdir().unwrap();
     let out = cli_at(&url, dir.path(), &["session", "list"]);
@@ -29,7 +29,7 @@ async fn a_store_whose_redis_died_reports_it_and_recovers_after_a_restart() {
         .unwrap();
     t.server.kill();
     let err = t.store.session("s").await.unwrap_err();
-    assert!(matches!(err, Error::RedisUnavailable(_)), "{err:?}");
+    assert!(matches!(err, Error::RedisUnavailable { .. }), "{err:?}");
     t.server.restart_empty().unwrap();
     // The pool reconnects; the empty server knows no session.
     let mut answer = t.store.session("s").await;

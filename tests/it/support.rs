@@ -109,14 +109,6 @@ impl TestEnv {
         self.per_partition(|k, p| k.wal(p), |key| self.cmd::<usize>(&["XLEN", key]))
     }
 
-    /// Total entries over every partition's decisions stream.
-    pub fn decision_entries(&self) -> usize {
-        self.per_partition(
-            |k, p| k.decisions(p),
-            |key| self.cmd::<usize>(&["XLEN", key]),
-        )
-    }
-
     /// Entries pending (delivered, not acked) in consumer group `group`, over all partitions.
     pub fn pending(&self, group: &str) -> usize {
         self.per_partition(

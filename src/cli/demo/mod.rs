@@ -87,7 +87,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         DemoRedis::Shared(url) => {
             println!(
                 "Redis:  {url}, namespace `{}` (wiped to play the loss of Redis)",
-                namespace_pattern(&store)
+                store.keys().namespace_pattern()
             );
             wipe_namespace(&store).await?;
         }
@@ -124,7 +124,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     let redis = redis_lost(&sc, &mut n, redis, &mut consumer, note_seq, history).await?;
 
     cancel.cancel();
-    daemon_task.await.map_err(|e| Error::Io(e.to_string()))??;
+    daemon_task.await.map_err(|e| Error::io(e.to_string()))??;
     look_for_yourself(&sc, &redis);
     n.finish(started)
 }
@@ -167,16 +167,10 @@ async fn demo_redis(global: &Global) -> Result<DemoRedis> {
     })
 }
 
-/// `<prefix>:*`: the match pattern of every key of the store's namespace. The one key pattern
-/// the demo still formats itself, because `Keys` (src/keys.rs) has no method for it yet.
-fn namespace_pattern(store: &Store) -> String {
-    format!("{}:*", store.keys().prefix())
-}
-
 /// Deletes every key of the store's namespace (SCAN + UNLINK): "Redis lost" on a shared server.
 async fn wipe_namespace(store: &Store) -> Result<()> {
     let mut conn = store.conn().await?;
-    let pattern = namespace_pattern(store);
+    let pattern = store.keys().namespace_pattern();
     let mut cursor: u64 = 0;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::narrator::Narrator;
 use super::observe::{differences, session_image, sqlite_counts, wait_caught_up};
-use super::{namespace_pattern, wipe_namespace, DemoRedis, Scenario};
+use super::{wipe_namespace, DemoRedis, Scenario};
 
 /// Messages each of the three agents appends to the planner's session.
 const MESSAGES_PER_AGENT: usize = 20;
@@ -21,7 +21,7 @@ const MESSAGES_PER_AGENT: usize = 20;
 async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<Result<T>>>) -> Result<Vec<T>> {
     let mut out = Vec::with_capacity(tasks.len());
     for t in tasks {
-        out.push(t.await.map_err(|e| Error::Io(e.to_string()))??);
+        out.push(t.await.map_err(|e| Error::io(e.to_string()))??);
     }
     Ok(out)
 }
@@ -356,14 +356,14 @@ pub(super) async fn redis_lost(
             wipe_namespace(store).await?;
             n.say(format!(
                 "every `{}` key was deleted",
-                namespace_pattern(store)
+                store.keys().namespace_pattern()
             ));
             DemoRedis::Shared(url)
         }
     };
     let mut conn = store.conn().await?;
     let live: Vec<String> = redis::cmd("KEYS")
-        .arg(namespace_pattern(store))
+        .arg(store.keys().namespace_pattern())
         .query_async(&mut conn)
         .await
         .unwrap_or_default();

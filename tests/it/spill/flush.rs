@@ -273,16 +273,3 @@ async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_messag
         .unwrap();
     assert!(element.contains("three again"), "{element}");
 }
-
-/// Flusher throughput and rehydration time. Run in release mode:
-/// `cargo test --release --test it spill_bench -- --ignored --nocapture`
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore]
-async fn spill_bench() {
-    let t = env().await;
-    let figures = agentstate::bench::spill::run(&t.store, &t.db(), 200_000, 10_000)
-        .await
-        .unwrap();
-    println!("{}", serde_json::to_string_pretty(&figures).unwrap());
-    assert_eq!(figures.rehydrate.messages, 10_000);
-}

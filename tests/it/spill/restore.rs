@@ -6,7 +6,7 @@ use agentstate::*;
 use serde_json::json;
 
 use super::{count, rich_session};
-use crate::support::{create, env, env_with};
+use crate::support::{create, env, env_with, seqs};
 
 #[tokio::test]
 async fn redis_lost_after_a_flush_restores_every_session_exactly() {
@@ -349,4 +349,43 @@ async fn an_expired_session_id_cannot_be_created_anew_over_its_durable_history()
         ),
         1
     );
+}
+
+/// Compacted ranges have one implementation, the prelude's `merge_compacted`: compact.lua
+/// adds each range as it goes, restore_session.lua folds the audit records SQLite kept. Fed
+/// the same ranges (out of order, overlapping, adjacent) through a real Redis, both give the
+/// same meta, and active loads skip exactly those seqs.
+#[tokio::test]
+async fn compacted_ranges_merge_the_same_when_compacting_and_restoring() {
+    let t = env().await;
+    let s = &t.store;
+    create(&t, "cr", None, None).await;
+    for i in 0..30 {
+        s.append("cr", &NewMessage::new("user").content(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    for (from, to) in [(10, 12), (3, 5), (6, 8), (20, 25), (11, 21), (28, 28)] {
+        s.compact("cr", &Compaction::new(from, to, "note"))
+            .await
+            .unwrap();
+    }
+    let meta = t.hash(&s.keys().session("cr").meta);
+    assert_eq!(meta["compacted"], "3-8,10-25,28-28");
+    let active_before = seqs(&s.messages("cr", MessageQuery::active()).await.unwrap());
+    let expected: Vec<u64> = (1..=36)
+        .filter(|q| !(3..=8).contains(q) && !(10..=25).contains(q) && *q != 28)
+        .collect();
+    assert_eq!(active_before, expected);
+    t.flush().await;
+    t.expire_session("cr");
+    let (cancel, handle) = t.start_daemon().await;
+    assert!(s.restore_session("cr").await.unwrap());
+    let restored = t.hash(&s.keys().session("cr").meta);
+    assert_eq!(restored["compacted"], meta["compacted"]);
+    assert_eq!(restored["last_compact_seq"], "6");
+    let active_after = seqs(&s.messages("cr", MessageQuery::active()).await.unwrap());
+    assert_eq!(active_after, active_before);
+    cancel.cancel();
+    handle.await.unwrap().unwrap();
 }

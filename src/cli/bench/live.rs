@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{Latencies, Row, Sizes, CONTENT_CHARS, WORKERS};
-use crate::error::{Error, Result};
-use crate::messages::{MessageQuery, NewMessage};
-use crate::sessions::NewSession;
-use crate::store::Store;
+use super::harness::{Latencies, Row, Sizes, CONTENT_CHARS, WORKERS};
+use agentstate::scripts::{self, LoadMode};
+use agentstate::NewSession;
+use agentstate::Store;
+use agentstate::{Error, Result};
+use agentstate::{MessageQuery, NewMessage};
 
 /// `CONTENT_CHARS` random printable ASCII characters.
 fn random_content() -> String {
@@ -133,53 +134,28 @@ impl RawCommands {
         if store.session(raw_sid).await?.is_none() {
             store.create_session(&NewSession::new().id(raw_sid)).await?;
         }
-        let evalsha = |sha: &str, keys: &[&str], args: Vec<String>| -> Vec<String> {
-            let mut v = vec![
-                "EVALSHA".to_string(),
-                sha.to_string(),
-                keys.len().to_string(),
-            ];
-            v.extend(keys.iter().map(|k| k.to_string()));
-            v.extend(args);
-            v
-        };
-        let k = store.keys().session(raw_sid);
+        // The very calls the library makes, as redis-benchmark arguments.
+        let ns = store.keys();
         let body = serde_json::to_string(&NewMessage::new("user").content(random_content()))?;
-        let append = evalsha(
-            crate::scripts::APPEND_MESSAGE.get_hash(),
-            &k.as_array(),
-            vec![
-                raw_sid.into(),
-                body,
-                String::new(),
-                String::new(),
-                store.config().limits.message.to_string(),
-            ],
-        );
-        let lk = store.keys().session(load_session);
-        let load = evalsha(
-            crate::scripts::LOAD_MESSAGES.get_hash(),
-            &[&lk.meta, &lk.msgs],
-            vec!["active".into(), "0".into(), String::new()],
-        );
-        let rounds = store.keys().rounds("benchraw", "default");
-        let wal = store.keys().wal(store.keys().partition("benchraw"));
-        let save = evalsha(
-            crate::scripts::SAVE_ROUND.get_hash(),
-            &[&rounds, &wal],
-            vec![
-                "benchraw".into(),
-                "default".into(),
-                String::new(),
-                state_doc(0).to_string(),
-                store.config().limits.state.to_string(),
-            ],
-        );
-        let read = evalsha(
-            crate::scripts::READ_ROUND.get_hash(),
-            &[&rounds],
-            vec![String::new()],
-        );
+        let limits = store.config().limits;
+        let append = scripts::append_message(
+            &ns.session(raw_sid),
+            raw_sid,
+            &body,
+            None,
+            None,
+            limits.message,
+        )
+        .argv();
+        let all = LoadMode::Active {
+            after: 0,
+            last: None,
+        };
+        let load = scripts::load_messages(&ns.session(load_session), load_session, all).argv();
+        let state = state_doc(0).to_string();
+        let save =
+            scripts::save_round(ns, "benchraw", "default", None, &state, limits.state).argv();
+        let read = scripts::read_round(ns, "benchraw", "default", None).argv();
         Ok(RawCommands {
             append,
             load,
@@ -204,7 +180,7 @@ where
         .collect();
     let mut all = (Latencies::default(), 0);
     for t in tasks {
-        let (lat, count) = t.await.map_err(|e| Error::Io(e.to_string()))??;
+        let (lat, count) = t.await.map_err(|e| Error::io(e.to_string()))??;
         all.0.extend(lat);
         all.1 += count;
     }

@@ -2,17 +2,9 @@
 //! with raw commands on the same Redis at the same concurrency (mostly by `redis-benchmark`).
 //! Figures are reported, never asserted.
 //!
-//! # Layout
-//! - this file: the shared harness ([`Row`], [`Latencies`], [`Sizes`], [`redis_benchmark`],
-//!   [`used_memory`], [`describe`]), the memory figures and [`run`], which runs everything in
-//!   order and returns one [`Report`].
-//! - [`live`]: W1 append, W2 load, W3 state, and the raw commands they are compared with.
-//! - [`decisions`]: W4, decisions recorded, consumed and acked by two consumers.
-//! - [`spill`]: W5 flusher throughput and lag, W6 rehydration after Redis lost a session.
-
-pub mod decisions;
-pub mod live;
-pub mod spill;
+//! The shared harness ([`Row`], [`Latencies`], [`Sizes`], [`redis_benchmark`],
+//! [`used_memory`], [`describe`]), the memory figures and [`run`], which runs everything in
+//! order and returns one [`Report`].
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -21,13 +13,12 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::redis_server::RedisServer;
-use crate::spill::SpillConfig;
-use crate::store::Store;
-use decisions::{W4Report, W4Sizes};
-use live::RawCommands;
-use spill::{FlushFigures, Loss, RehydrateFigures};
+use agentstate::redis_server::RedisServer;
+use agentstate::{Error, Result, SpillConfig, Store};
+
+use super::decisions::{self, W4Report, W4Sizes};
+use super::live::{self, RawCommands};
+use super::spill::{self, FlushFigures, Loss, RehydrateFigures};
 
 /// Concurrent workers in W1–W3 (also redis-benchmark's `-c`).
 pub const WORKERS: usize = 8;
@@ -154,7 +145,7 @@ pub fn redis_benchmark(host: &str, port: u16, requests: usize, command: &[String
         .args(["-n", &requests.to_string()])
         .args(command)
         .output()
-        .map_err(|e| Error::Io(format!("cannot run redis-benchmark: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot run redis-benchmark: {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout);
     // The last line reads "<cmd>: 12345.67 requests per second, p50=..."; earlier
     // lines are progress output separated by carriage returns.
@@ -163,7 +154,7 @@ pub fn redis_benchmark(host: &str, port: u16, requests: usize, command: &[String
             let (_, rest) = line.rsplit_once(": ")?;
             rest.split_whitespace().next()?.parse::<f64>().ok()
         })
-        .ok_or_else(|| Error::Io(format!("could not read redis-benchmark output: {text}")))
+        .ok_or_else(|| Error::io(format!("could not read redis-benchmark output: {text}")))
 }
 
 /// A field of `INFO <section>`.
@@ -176,7 +167,7 @@ async fn info_field(store: &Store, section: &str, field: &str) -> Result<String>
     info.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .map(|v| v.trim().to_string())
-        .ok_or_else(|| Error::Redis(format!("INFO {section} has no {field}")))
+        .ok_or_else(|| Error::redis(format!("INFO {section} has no {field}")))
 }
 
 /// `used_memory` of the server, bytes.
@@ -184,7 +175,7 @@ pub async fn used_memory(store: &Store) -> Result<u64> {
     info_field(store, "memory", "used_memory")
         .await?
         .parse()
-        .map_err(|e| Error::Redis(format!("used_memory: {e}")))
+        .map_err(|e| Error::redis(format!("used_memory: {e}")))
 }
 
 /// A short, readable rendering of a raw command for the table: `EVALSHA <script> (<n> keys)`
@@ -192,7 +183,7 @@ pub async fn used_memory(store: &Store) -> Result<u64> {
 pub fn describe(command: &[String]) -> String {
     if let [evalsha, sha, keys, ..] = command {
         if evalsha == "EVALSHA" {
-            if let Some(name) = crate::scripts::name_of(sha) {
+            if let Some(name) = agentstate::scripts::name_of(sha) {
                 return format!("EVALSHA {name} ({keys} keys)");
             }
         }

@@ -1,9 +1,24 @@
-//! `agentstate bench`: the benchmark workloads side by side with redis-benchmark.
+//! `agentstate bench`: the benchmark workloads, each measured next to the same work done with
+//! raw commands on the same Redis at the same concurrency (mostly by `redis-benchmark`).
+//! Figures are reported, never asserted.
+//!
+//! # Layout
+//! - this file: the command's arguments and the printed report.
+//! - `harness`: rows, latencies, sizes, redis-benchmark, memory, and `run` (everything in
+//!   order, one report).
+//! - `live`: W1 append, W2 load, W3 state, and the raw commands they are compared with.
+//! - `decisions`: W4, decisions recorded, consumed and acked by two consumers.
+//! - `spill`: W5 flusher throughput and lag, W6 rehydration after Redis lost a session.
 
-use agentstate::bench::{self, Options, Report, Row};
+mod decisions;
+mod harness;
+mod live;
+mod spill;
+
 use agentstate::redis_server::RedisServer;
 use agentstate::{Config, Error, Result, Store};
 use clap::Args;
+use harness::{Options, Report, Row};
 
 use super::Global;
 
@@ -22,7 +37,7 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
         None => {
             let server = tokio::task::spawn_blocking(RedisServer::start)
                 .await
-                .map_err(|e| Error::Io(e.to_string()))??;
+                .map_err(|e| Error::io(e.to_string()))??;
             (server.url(), Some(server))
         }
     };
@@ -49,7 +64,7 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
     )
     .await?;
     let db_dir = tempfile::tempdir()?;
-    let report = bench::run(
+    let report = harness::run(
         &store,
         Options {
             quick: args.quick,
@@ -116,7 +131,7 @@ fn print_table(rows: &[Row]) {
         "p99 us",
         "raw/s",
         "ratio",
-        bench::WORKERS
+        harness::WORKERS
     );
     for r in rows {
         let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());

@@ -1,4 +1,4 @@
-//! The flusher's SQLite side: applies one batch of `wal` and `decisions` entries of a
+//! The flusher's SQLite half: applies one batch of `wal` and `decisions` entries of a
 //! partition in a single transaction, together with the new stream cursors, so every entry
 //! lands exactly once whenever the process dies. Runs on a blocking thread.
 
@@ -8,11 +8,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::durability::parse_stream_id;
 use crate::error::{Error, Result};
-
-/// One stream entry: its id and its fields.
-pub(crate) type Entry = (String, HashMap<String, String>);
+use crate::records::{decision_id, stream_id_ms, DecisionEntry, Entry, WalOp, WalRecord};
 
 /// A batch read from Redis, ready to apply.
 pub(crate) struct Batch {
@@ -85,13 +82,15 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Appli
     }
     let mut touched: HashMap<String, i64> = HashMap::new();
     let mut erased = false;
-    for (id, fields) in &batch.wal {
-        erased |= apply_wal(&tx, id, fields, batch, &mut touched)
-            .map_err(|e| Error::Sqlite(format!("wal entry {id}: {e}")))?;
+    for entry in &batch.wal {
+        erased |= WalRecord::parse(entry)
+            .and_then(|record| apply_wal(&tx, &record, batch, &mut touched))
+            .map_err(|e| Error::sqlite(format!("wal entry {}: {e}", entry.0)))?;
     }
     for (id, fields) in &batch.decisions {
-        apply_decision(&tx, batch.partition, id, fields, &mut touched)
-            .map_err(|e| Error::Sqlite(format!("decisions entry {id}: {e}")))?;
+        DecisionEntry::parse(id, fields)
+            .and_then(|d| apply_decision(&tx, batch.partition, id, &d, &mut touched))
+            .map_err(|e| Error::sqlite(format!("decisions entry {id}: {e}")))?;
     }
     {
         let mut bump = tx
@@ -117,18 +116,6 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Appli
         decisions,
         erased,
     }))
-}
-
-fn field<'a>(fields: &'a HashMap<String, String>, name: &str) -> Result<&'a str> {
-    fields
-        .get(name)
-        .map(String::as_str)
-        .ok_or_else(|| Error::Sqlite(format!("missing field {name}")))
-}
-
-/// Milliseconds part of a stream id.
-fn id_ms(id: &str) -> i64 {
-    parse_stream_id(id).map_or(0, |(ms, _)| ms as i64)
 }
 
 #[derive(Deserialize)]
@@ -200,16 +187,21 @@ struct CloseRecord {
 /// Applies one wal entry; returns true when it deleted user data.
 fn apply_wal(
     tx: &Transaction<'_>,
-    id: &str,
-    fields: &HashMap<String, String>,
+    record: &WalRecord<'_>,
     batch: &Batch,
     touched: &mut HashMap<String, i64>,
 ) -> Result<bool> {
-    let op = field(fields, "op")?;
-    let subject = field(fields, "id")?;
-    let d = field(fields, "d")?;
+    let (subject, d) = (record.subject, record.d);
+    let Some(op) = record.op else {
+        tracing::warn!(
+            op = record.op_text,
+            entry = record.entry_id,
+            "skipping unknown wal op"
+        );
+        return Ok(false);
+    };
     match op {
-        "msg" => {
+        WalOp::Msg => {
             let m: Stamped = serde_json::from_str(d)?;
             tx.prepare_cached(
                 // Redis is the live truth: should it come back behind SQLite (an old AOF or
@@ -219,10 +211,10 @@ fn apply_wal(
                  ON CONFLICT (session_id, seq) DO UPDATE
                  SET element = excluded.element, idem_key = excluded.idem_key",
             )?
-            .execute(params![subject, m.seq, d, fields.get("k")])?;
+            .execute(params![subject, m.seq, d, record.idem_key])?;
             touch(touched, subject, m.created_at);
         }
-        "session_create" => {
+        WalOp::SessionCreate => {
             let r: CreateRecord = serde_json::from_str(d)?;
             // A create for an id SQLite still holds replaces the old incarnation; decisions
             // come through their own stream and may already hold the new incarnation's
@@ -251,12 +243,12 @@ fn apply_wal(
                 r.created_at,
             ])?;
         }
-        "session_update" => apply_session_update(tx, subject, d, touched)?,
-        "session_close" => {
+        WalOp::SessionUpdate => apply_session_update(tx, subject, d, touched)?,
+        WalOp::SessionClose => {
             let r: CloseRecord = serde_json::from_str(d)?;
-            close_session(tx, subject, r.cascade, id_ms(id))?;
+            close_session(tx, subject, r.cascade, stream_id_ms(record.entry_id) as i64)?;
         }
-        "compact" => {
+        WalOp::Compact => {
             let c: CompactRecord = serde_json::from_str(d)?;
             tx.prepare_cached(
                 "INSERT INTO compactions (session_id, compact_seq, from_seq, to_seq, record)
@@ -274,7 +266,7 @@ fn apply_wal(
             .execute(params![subject, c.from_seq, c.to_seq])?;
             touch(touched, subject, c.created_at);
         }
-        "usage" => {
+        WalOp::Usage => {
             let u: UsageRecord = serde_json::from_str(d)?;
             tx.prepare_cached(
                 "INSERT INTO usage (session_id, round_index, record) VALUES (?1, ?2, ?3)
@@ -283,7 +275,7 @@ fn apply_wal(
             .execute(params![subject, u.round_index, d])?;
             touch(touched, subject, u.created_at);
         }
-        "checkpoint" => {
+        WalOp::Checkpoint => {
             let c: CheckpointRecord = serde_json::from_str(d)?;
             tx.prepare_cached(
                 "INSERT INTO checkpoints (id, session_id, label, created_at, record)
@@ -292,7 +284,7 @@ fn apply_wal(
             .execute(params![c.id, subject, c.label, c.created_at, d])?;
             touch(touched, subject, c.created_at);
         }
-        "round" => {
+        WalOp::Round => {
             let r: RoundRecord = serde_json::from_str(d)?;
             tx.prepare_cached(
                 "INSERT INTO rounds (user_id, session_id, round_id, created_at, state)
@@ -301,7 +293,7 @@ fn apply_wal(
             )?
             .execute(params![r.user_id, r.session_id, r.round_id, r.created_at, r.state.get()])?;
         }
-        "user_set" => {
+        WalOp::UserSet => {
             let k: KeyRecord = serde_json::from_str(d)?;
             match batch
                 .user_values
@@ -319,17 +311,16 @@ fn apply_wal(
                 None => return delete_user_value(tx, subject, &k.key),
             }
         }
-        "user_del" => {
+        WalOp::UserDel => {
             let k: KeyRecord = serde_json::from_str(d)?;
             return delete_user_value(tx, subject, &k.key);
         }
-        "user_forget" => {
+        WalOp::UserForget => {
             let n = tx
                 .prepare_cached("DELETE FROM user_values WHERE user_id = ?1")?
                 .execute(params![subject])?;
             return Ok(n > 0);
         }
-        other => tracing::warn!(op = other, entry = id, "skipping unknown wal op"),
     }
     Ok(false)
 }
@@ -438,13 +429,18 @@ fn apply_decision(
     tx: &Transaction<'_>,
     partition: u32,
     id: &str,
-    f: &HashMap<String, String>,
+    entry: &DecisionEntry<'_>,
     touched: &mut HashMap<String, i64>,
 ) -> Result<()> {
-    let created_at: i64 = field(f, "created_at")?.parse().unwrap_or(0);
-    match field(f, "type")? {
-        "decision" => {
-            let sid = field(f, "session_id")?;
+    match *entry {
+        DecisionEntry::Decision {
+            session_id,
+            decision,
+            rationale,
+            planned_action,
+            meta,
+            created_at,
+        } => {
             // A decision of a session closed after it was recorded is not kept.
             tx.prepare_cached(
                 "INSERT INTO decisions (id, session_id, decision, rationale, planned_action, meta,
@@ -453,25 +449,25 @@ fn apply_decision(
                  WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE session_id = ?2 AND closed_at >= ?7)",
             )?
             .execute(params![
-                format!("{partition}:{id}"),
-                sid,
-                field(f, "decision")?,
-                field(f, "rationale")?,
-                field(f, "planned_action")?,
-                field(f, "meta")?,
+                decision_id(partition, id),
+                session_id,
+                decision,
+                rationale,
+                planned_action,
+                meta,
                 created_at,
             ])?;
-            touch(touched, sid, created_at);
+            touch(touched, session_id, created_at);
         }
-        "outcome" => {
+        DecisionEntry::Outcome {
+            decision_id,
+            outcome,
+            created_at,
+            ..
+        } => {
             tx.prepare_cached("UPDATE decisions SET outcome = ?2, outcome_at = ?3 WHERE id = ?1")?
-                .execute(params![
-                    field(f, "decision_id")?,
-                    field(f, "outcome")?,
-                    created_at
-                ])?;
+                .execute(params![decision_id, outcome, created_at])?;
         }
-        other => tracing::warn!(kind = other, entry = id, "skipping unknown decisions entry"),
     }
     Ok(())
 }

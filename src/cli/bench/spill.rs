@@ -2,19 +2,19 @@
 //! the flusher's throughput (wal entries committed to SQLite per second) on a backlog, and
 //! the time to make a large session live again from SQLite after Redis lost it.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, Result};
-use crate::messages::NewMessage;
-use crate::redis_server::RedisServer;
-use crate::scripts;
-use crate::sessions::NewSession;
-use crate::spill::{restore_direct, SpillConfig, SpillDaemon};
-use crate::store::Store;
+use agentstate::redis_server::RedisServer;
+use agentstate::scripts;
+use agentstate::spill::restore_from_sqlite;
+use agentstate::NewMessage;
+use agentstate::NewSession;
+use agentstate::Store;
+use agentstate::{Error, Result};
+use agentstate::{SpillConfig, SpillDaemon};
 
 /// What W5 measured.
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +53,7 @@ pub enum Loss<'a> {
 }
 
 /// Both spill figures, for the `spill_bench` test.
+#[cfg(test)]
 #[derive(Debug, Clone, Serialize)]
 pub struct SpillBench {
     /// The flusher on a synthetic backlog.
@@ -74,15 +75,10 @@ async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
     while left > 0 {
         let chunk = left.min(1000);
         let mut pipe = redis::pipe();
+        let call =
+            scripts::append_message(&keys, sid, &body, None, None, store.config().limits.message);
         for _ in 0..chunk {
-            let mut inv = scripts::APPEND_MESSAGE.prepare_invoke();
-            inv.key(&keys.as_array()[..])
-                .arg(sid)
-                .arg(&body)
-                .arg("")
-                .arg("")
-                .arg(store.config().limits.message);
-            pipe.invoke_script(&inv).ignore();
+            pipe.add_command(call.cmd().clone()).ignore();
         }
         let _: () = pipe.query_async(&mut conn).await?;
         left -= chunk;
@@ -134,7 +130,7 @@ async fn wait_owned(store: &Store, p: u32) -> Result<()> {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(Error::Io(format!(
+            return Err(Error::io(format!(
                 "no spill daemon took partition {p} within 10 s"
             )));
         }
@@ -188,7 +184,7 @@ pub async fn w6_rehydrate(
 
     drop_live(store, sid).await?;
     let started = Instant::now();
-    let restored = restore_direct(store, &config.db_path, sid).await?;
+    let restored = restore_from_sqlite(store, &config.db_path, sid).await?;
     let direct_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(RehydrateFigures {
         messages: restored.unwrap_or(0),
@@ -201,9 +197,10 @@ pub async fn w6_rehydrate(
 /// W5 on a synthetic backlog of `entries` wal entries spread over 8 sessions, then W6 on a
 /// `messages`-message session (keys deleted), writing SQLite to `db_path` (a fresh file).
 /// Needs a Redis of its own: it writes sessions `bench-*` and flushes every partition.
+#[cfg(test)]
 pub async fn run(
     store: &Store,
-    db_path: &Path,
+    db_path: &std::path::Path,
     entries: usize,
     messages: usize,
 ) -> Result<SpillBench> {
@@ -217,4 +214,25 @@ pub async fn run(
     let flush = w5_flush(store, &config, Instant::now()).await?;
     let rehydrate = w6_rehydrate(store, &config, messages, Loss::DeleteKeys).await?;
     Ok(SpillBench { flush, rehydrate })
+}
+
+#[cfg(test)]
+mod tests {
+    use agentstate::redis_server::RedisServer;
+    use agentstate::{Config, Store};
+
+    /// Flusher throughput and rehydration time. Run in release mode:
+    /// `cargo test --release --bin agentstate spill_bench -- --ignored --nocapture`
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore]
+    async fn spill_bench() {
+        let server = RedisServer::start().unwrap();
+        let store = Store::connect(Config::new(server.url())).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let figures = super::run(&store, &dir.path().join("bench.db"), 200_000, 10_000)
+            .await
+            .unwrap();
+        println!("{}", serde_json::to_string_pretty(&figures).unwrap());
+        assert_eq!(figures.rehydrate.messages, 10_000);
+    }
 }

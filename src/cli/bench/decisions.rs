@@ -13,14 +13,14 @@ use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use serde::Serialize;
 
-use super::{Latencies, Row};
-use crate::consumer::{
+use super::harness::{Latencies, Row};
+use agentstate::consumer::{
     blocking_connection, create_group, Consumer, ConsumerOptions, DecisionEvent,
 };
-use crate::decisions::NewDecision;
-use crate::error::{Error, Result};
-use crate::sessions::NewSession;
-use crate::store::Store;
+use agentstate::NewDecision;
+use agentstate::NewSession;
+use agentstate::Store;
+use agentstate::{Error, Result};
 
 /// Concurrent writers recording decisions (one call in flight each).
 pub const W4_WRITERS: usize = 8;
@@ -279,7 +279,7 @@ async fn throughput(
     for w in writers {
         let written = w
             .await
-            .map_err(|e| Error::Io(e.to_string()))
+            .map_err(|e| Error::io(e.to_string()))
             .and_then(|r| r);
         if let Err(e) = written {
             for c in &consumers {
@@ -290,7 +290,7 @@ async fn throughput(
     }
     let mut last = started;
     for c in consumers {
-        if let Some(t) = c.await.map_err(|e| Error::Io(e.to_string()))?? {
+        if let Some(t) = c.await.map_err(|e| Error::io(e.to_string()))?? {
             last = last.max(t);
         }
     }
@@ -339,9 +339,9 @@ async fn latency(
         let (got, at) = rx
             .recv()
             .await
-            .ok_or_else(|| Error::Io("latency consumer stopped".into()))?;
+            .ok_or_else(|| Error::io("latency consumer stopped"))?;
         if got != text {
-            return Err(Error::Io(format!(
+            return Err(Error::io(format!(
                 "latency consumer got {got}, expected {text}"
             )));
         }
@@ -349,7 +349,7 @@ async fn latency(
         from_call.push(at.saturating_duration_since(called));
     }
     write(store, side, sid, "stop").await?;
-    task.await.map_err(|e| Error::Io(e.to_string()))??;
+    task.await.map_err(|e| Error::io(e.to_string()))??;
     Ok([
         micros.quantile(0.5).unwrap_or(0),
         micros.quantile(0.99).unwrap_or(0),
@@ -410,5 +410,52 @@ pub fn row(report: &W4Report) -> Row {
         p99_us: Some(report.agentstate.from_call_p99_us),
         raw_per_sec: Some(report.raw.per_sec),
         raw_command: Some("XADD + XREADGROUP COUNT 100 + XACK, same shape (in-process)".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentstate::redis_server::RedisServer;
+    use agentstate::{Config, Store};
+
+    #[tokio::test]
+    async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {
+        let server = RedisServer::start().unwrap();
+        let store = Store::connect(Config::new(server.url())).await.unwrap();
+        let sizes = super::W4Sizes {
+            decisions: 400,
+            latency_samples: 20,
+        };
+        let report = super::w4_consumers(&store, sizes).await.unwrap();
+        assert_eq!((report.decisions, report.latency_samples), (400, 20));
+        for side in [&report.agentstate, &report.raw] {
+            assert!(side.per_sec > 0.0 && side.elapsed_ms > 0, "{report:?}");
+            assert!(side.p50_us <= side.p99_us, "{report:?}");
+            assert!(side.from_call_p50_us <= side.from_call_p99_us, "{report:?}");
+            assert!(side.from_call_p50_us > 0, "a write takes time: {report:?}");
+        }
+        assert_eq!(
+            report.raw_xadd[..3],
+            ["XADD", "as:{0}:bench:decisions", "*"]
+        );
+        let mut conn = server.connection();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("as:*").query(&mut conn).unwrap();
+        assert!(
+            !keys.iter().any(|k| k == "as:{0}:bench:decisions"),
+            "{keys:?}"
+        );
+        let entries: usize = (0..store.keys().partitions())
+            .map(|p| {
+                redis::cmd("XLEN")
+                    .arg(store.keys().decisions(p))
+                    .query::<usize>(&mut conn)
+                    .unwrap()
+            })
+            .sum();
+        assert_eq!(
+            entries,
+            400 + 20 + 1,
+            "throughput, latency samples, stop marker"
+        );
     }
 }

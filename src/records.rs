@@ -1,0 +1,258 @@
+//! What the streams carry, typed: the `wal` records the Lua scripts append
+//! ([`WalRecord`]), the entries of a `decisions` stream ([`DecisionEntry`]), the field names
+//! of `<prefix>:{p}:committed` ([`committed`]) and stream-id helpers. The flusher, the
+//! consumer, `stats` and durable waits all parse through here, so a record's shape has one
+//! home on the Rust side (its writers are the scripts in `lua/`, see their headers).
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+
+/// Field names of `<prefix>:{p}:committed`, the hash the spill daemon writes after each
+/// SQLite commit (and durable callers poll).
+pub mod committed {
+    /// Last `wal` stream id committed to SQLite.
+    pub const WAL: &str = "wal";
+    /// Last `decisions` stream id committed to SQLite.
+    pub const DECISIONS: &str = "decisions";
+    /// Set to 1 once the owner re-seeded user values and rounds into this Redis.
+    pub const SEEDED: &str = "seeded";
+}
+
+/// Which of a partition's two streams (also the field of `committed` that tracks it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    /// `<prefix>:{p}:wal`.
+    Wal,
+    /// `<prefix>:{p}:decisions`.
+    Decisions,
+}
+
+impl Stream {
+    /// Its field in `<prefix>:{p}:committed`.
+    pub fn committed_field(self) -> &'static str {
+        match self {
+            Stream::Wal => committed::WAL,
+            Stream::Decisions => committed::DECISIONS,
+        }
+    }
+}
+
+/// A stream entry id `ms-seq`, ordered as Redis orders them; `None` when it is not one.
+pub fn parse_stream_id(id: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = id.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The milliseconds part of a stream id (0 when it is not one).
+pub fn stream_id_ms(id: &str) -> u64 {
+    parse_stream_id(id).map_or(0, |(ms, _)| ms)
+}
+
+/// One stream entry as redis-rs returns it from XRANGE: its id and its fields.
+pub type Entry = (String, HashMap<String, String>);
+
+/// The operation of a wal record (`op` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalOp {
+    /// `session_create`: `d` = the new session's meta.
+    SessionCreate,
+    /// `session_update`: `d` = `{updated_at, <changed fields>}`.
+    SessionUpdate,
+    /// `session_close`: `d` = `{cascade}`.
+    SessionClose,
+    /// `msg`: `d` = the stored message element; `k` = its idempotency key.
+    Msg,
+    /// `compact`: `d` = the compaction audit record.
+    Compact,
+    /// `usage`: `d` = one round's usage.
+    Usage,
+    /// `checkpoint`: `d` = the checkpoint.
+    Checkpoint,
+    /// `round`: `d` = a StateService round (the subject is the user).
+    Round,
+    /// `user_set`: `d` = `{key}` (a reference: the value is read from Redis).
+    UserSet,
+    /// `user_del`: `d` = `{key}`.
+    UserDel,
+    /// `user_forget`: `d` = `{keys}`.
+    UserForget,
+}
+
+impl WalOp {
+    /// The `op` text the scripts write.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WalOp::SessionCreate => "session_create",
+            WalOp::SessionUpdate => "session_update",
+            WalOp::SessionClose => "session_close",
+            WalOp::Msg => "msg",
+            WalOp::Compact => "compact",
+            WalOp::Usage => "usage",
+            WalOp::Checkpoint => "checkpoint",
+            WalOp::Round => "round",
+            WalOp::UserSet => "user_set",
+            WalOp::UserDel => "user_del",
+            WalOp::UserForget => "user_forget",
+        }
+    }
+
+    /// Every op, for tests that check the scripts write only these.
+    pub const ALL: [WalOp; 11] = [
+        WalOp::SessionCreate,
+        WalOp::SessionUpdate,
+        WalOp::SessionClose,
+        WalOp::Msg,
+        WalOp::Compact,
+        WalOp::Usage,
+        WalOp::Checkpoint,
+        WalOp::Round,
+        WalOp::UserSet,
+        WalOp::UserDel,
+        WalOp::UserForget,
+    ];
+
+    fn parse(op: &str) -> Option<WalOp> {
+        WalOp::ALL.into_iter().find(|o| o.as_str() == op)
+    }
+}
+
+/// One `wal` entry: fields `op`, `id` (session id, or user id for user and round records),
+/// `d` (JSON) and, for messages with an idempotency key, `k`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalRecord<'a> {
+    /// Stream entry id.
+    pub entry_id: &'a str,
+    /// What happened; `None` for an op this build does not know (skipped with a warning).
+    pub op: Option<WalOp>,
+    /// The `op` field as written.
+    pub op_text: &'a str,
+    /// The session (or user) it concerns.
+    pub subject: &'a str,
+    /// The record's JSON.
+    pub d: &'a str,
+    /// Idempotency key of a `msg`.
+    pub idem_key: Option<&'a str>,
+}
+
+impl<'a> WalRecord<'a> {
+    /// Parses a wal entry; a missing field is an error naming the entry.
+    pub fn parse(entry: &'a Entry) -> Result<WalRecord<'a>> {
+        let (id, fields) = entry;
+        let field = |name: &str| required(id, fields, name);
+        let op_text = field("op")?;
+        Ok(WalRecord {
+            entry_id: id,
+            op: WalOp::parse(op_text),
+            op_text,
+            subject: field("id")?,
+            d: field("d")?,
+            idem_key: fields.get("k").map(String::as_str),
+        })
+    }
+}
+
+/// One entry of a `decisions` stream, as `record_decision.lua` / `record_outcome.lua` write it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecisionEntry<'a> {
+    /// `type=decision`.
+    Decision {
+        /// The session that decided.
+        session_id: &'a str,
+        /// What was decided.
+        decision: &'a str,
+        /// Why.
+        rationale: &'a str,
+        /// The planned action, `""` for none.
+        planned_action: &'a str,
+        /// Caller metadata, a JSON object (text).
+        meta: &'a str,
+        /// ms since the epoch, Redis clock.
+        created_at: i64,
+    },
+    /// `type=outcome`.
+    Outcome {
+        /// `<partition>:<entry id>` of the decision.
+        decision_id: &'a str,
+        /// The decision's session.
+        session_id: &'a str,
+        /// What happened.
+        outcome: &'a str,
+        /// ms since the epoch, Redis clock.
+        created_at: i64,
+    },
+}
+
+impl<'a> DecisionEntry<'a> {
+    /// Parses a decisions-stream entry; a missing field or unknown type is an error naming
+    /// the entry.
+    pub fn parse(id: &str, fields: &'a HashMap<String, String>) -> Result<DecisionEntry<'a>> {
+        let field = |name: &str| required(id, fields, name);
+        let created_at = field("created_at")?
+            .parse::<i64>()
+            .map_err(|e| Error::InvalidInput(format!("entry {id}: created_at: {e}")))?;
+        match field("type")? {
+            "decision" => Ok(DecisionEntry::Decision {
+                session_id: field("session_id")?,
+                decision: field("decision")?,
+                rationale: field("rationale")?,
+                planned_action: field("planned_action")?,
+                meta: field("meta")?,
+                created_at,
+            }),
+            "outcome" => Ok(DecisionEntry::Outcome {
+                decision_id: field("decision_id")?,
+                session_id: field("session_id")?,
+                outcome: field("outcome")?,
+                created_at,
+            }),
+            other => Err(Error::InvalidInput(format!(
+                "entry {id} has unknown type {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The decision id of entry `entry_id` of partition `p`'s decisions stream.
+pub fn decision_id(p: u32, entry_id: &str) -> String {
+    format!("{p}:{entry_id}")
+}
+
+fn required<'a>(id: &str, fields: &'a HashMap<String, String>, name: &str) -> Result<&'a str> {
+    fields
+        .get(name)
+        .map(String::as_str)
+        .ok_or_else(|| Error::InvalidInput(format!("entry {id} has no field {name}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_ids_order_numerically() {
+        assert!(parse_stream_id("10-0") > parse_stream_id("9-5"));
+        assert!(parse_stream_id("10-10") > parse_stream_id("10-9"));
+        assert_eq!(parse_stream_id("junk"), None);
+        assert_eq!(stream_id_ms("1700-3"), 1700);
+    }
+
+    #[test]
+    fn wal_records_parse_and_name_missing_fields() {
+        let fields: HashMap<String, String> =
+            [("op", "msg"), ("id", "s1"), ("d", "{}"), ("k", "r1")]
+                .into_iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect();
+        let entry = ("1-0".to_string(), fields);
+        let r = WalRecord::parse(&entry).unwrap();
+        assert_eq!(
+            (r.op, r.subject, r.idem_key),
+            (Some(WalOp::Msg), "s1", Some("r1"))
+        );
+        let mut broken = entry.clone();
+        broken.1.remove("d");
+        let err = WalRecord::parse(&broken).unwrap_err().to_string();
+        assert!(err.contains("entry 1-0 has no field d"), "{err}");
+    }
+}

@@ -1,0 +1,128 @@
+//! Restore, the agent side: a process that needs a session Redis no longer holds asks for it
+//! and waits, bounded by [`crate::Config::restore_wait`]. It pushes the id onto
+//! `<prefix>:{p}:restore` and polls for the meta key or the daemon's answer in
+//! `<prefix>:{p}:restore:<sid>`; the daemon that owns the partition reads the session from
+//! SQLite and writes it back in one atomic, idempotent script (`spill::rehydrator`). Session
+//! scripts reach this through [`Store::invoke_session`], plain-key reads through
+//! [`Store::read_live`]. Needs only Redis.
+
+use crate::durability::Backoff;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+impl Store {
+    /// Makes session `sid` live again from SQLite through the spill daemon. Returns `false`
+    /// when it was live already, `true` when a daemon restored it; [`Error::UnknownSession`]
+    /// when SQLite does not know it either; [`Error::NotLive`] when no daemon answered within
+    /// [`crate::Config::restore_wait`].
+    pub async fn restore_session(&self, sid: &str) -> Result<bool> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        let live: bool = redis::cmd("EXISTS")
+            .arg(&keys.meta)
+            .query_async(&mut conn)
+            .await?;
+        if live {
+            return Ok(false);
+        }
+        self.request_restore(sid).await?;
+        Ok(true)
+    }
+
+    /// Runs `read` (a plain command on one of `sid`'s keys) in one round trip with an EXISTS
+    /// of the meta key — a plain key cannot tell "no session" from "empty" — and, when the
+    /// session is not live, restores it through the daemon and reads again.
+    pub(crate) async fn read_live<T: redis::FromRedisValue>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+    ) -> Result<T> {
+        let meta = self.session_keys(sid)?.meta;
+        let mut restored = false;
+        loop {
+            let (live, value): (bool, T) = redis::pipe()
+                .exists(&meta)
+                .add_command(read.clone())
+                .query_async(&mut self.conn().await?)
+                .await?;
+            if live || restored {
+                return Ok(value);
+            }
+            self.request_restore(sid).await?;
+            restored = true;
+        }
+    }
+
+    /// Whether `sid` may be restored: the partition's session index keeps an id until the
+    /// session is closed, so an id it lacks is unknown — answered at once, writing nothing,
+    /// as long as the namespace is intact (`<prefix>:config` exists) and no daemon is busy
+    /// taking the partition. After Redis lost its state (the config key is gone with it) the
+    /// index is empty until a daemon takes the partition, re-seeds it and publishes
+    /// `<prefix>:{p}:committed`; until then this waits (bounded by `restore_wait`, then
+    /// [`Error::NotLive`]) instead of calling a session unknown that SQLite may hold.
+    async fn restorable(&self, sid: &str, conn: &mut crate::pool::Connection) -> Result<bool> {
+        let p = self.keys().partition(sid);
+        let wait = self.config().restore_wait;
+        let mut backoff = Backoff::new(wait);
+        loop {
+            let (indexed, published, daemon, intact): (bool, bool, bool, bool) = redis::pipe()
+                .sismember(self.keys().sessions_index(p), sid)
+                .exists(self.keys().committed(p))
+                .exists(self.keys().lease(p))
+                .exists(self.keys().config())
+                .query_async(conn)
+                .await?;
+            if indexed || published || (intact && !daemon) {
+                return Ok(indexed);
+            }
+            if !backoff.pause().await {
+                return Err(Error::NotLive {
+                    sid: sid.to_string(),
+                    waited: wait,
+                });
+            }
+        }
+    }
+
+    /// Asks the daemon to restore `sid` and waits for it (see [`Store::restore_session`]).
+    pub(crate) async fn request_restore(&self, sid: &str) -> Result<()> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        if !self.restorable(sid, &mut conn).await? {
+            return Err(Error::UnknownSession(sid.to_string()));
+        }
+        let reply = self.keys().restore_reply(sid);
+        let _: () = redis::pipe()
+            .atomic()
+            .del(&reply)
+            .ignore()
+            .rpush(self.keys().restore_requests(keys.partition), sid)
+            .ignore()
+            .query_async(&mut conn)
+            .await?;
+        let wait = self.config().restore_wait;
+        let mut backoff = Backoff::new(wait);
+        loop {
+            // The answer first: the daemon writes it after the meta key, so a `restored`
+            // read here means the EXISTS that follows sees the session (unless it vanished).
+            let (answer, live): (Option<String>, bool) = redis::pipe()
+                .get(&reply)
+                .exists(&keys.meta)
+                .query_async(&mut conn)
+                .await?;
+            match answer.as_deref() {
+                _ if live => return Ok(()),
+                Some("unknown") => return Err(Error::UnknownSession(sid.to_string())),
+                // Restored, then gone again at once (closed or expired): report it as unknown.
+                Some(_) => return Err(Error::UnknownSession(sid.to_string())),
+                None => {}
+            }
+            if !backoff.pause().await {
+                return Err(Error::NotLive {
+                    sid: sid.to_string(),
+                    waited: wait,
+                });
+            }
+        }
+    }
+}

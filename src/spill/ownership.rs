@@ -1,0 +1,176 @@
+//! Partition ownership: one daemon owns a partition at a time through `<prefix>:{p}:lease`
+//! (a Redis key with a millisecond expiry); every new lease gets a fencing token from
+//! `<prefix>:{p}:lease_token`, which SQLite keeps with the partition's cursors so a daemon
+//! whose lease lapsed cannot commit over its successor. Taking a partition is also where a
+//! Redis loss is noticed and recovered from: lost streams rebased, indexes re-seeded, user
+//! data re-seeded once the flush drained.
+
+use std::time::Duration;
+
+use std::time::Instant;
+
+use super::flusher::sqlite;
+use super::{rehydrator, with_db, Partition, SpillDaemon};
+use crate::error::Result;
+use crate::records::{committed, Entry};
+use crate::scripts;
+use crate::store::Store;
+
+/// Acquires or renews the lease of partition `p` for `owner`; returns the fencing token, or
+/// `None` while another owner holds it. A new token is above `floor`, the highest token
+/// SQLite recorded for `p` (Redis may have lost its counter with its memory).
+pub(crate) async fn claim(
+    store: &Store,
+    p: u32,
+    owner: &str,
+    ttl: Duration,
+    floor: i64,
+) -> Result<Option<i64>> {
+    let token: i64 = invoke(store, p, owner, ttl.as_millis().max(1) as u64, floor).await?;
+    Ok((token > 0).then_some(token))
+}
+
+/// The lease key's value while `owner` holds the lease with `token` — the format
+/// `claim_lease.lua` writes, which scripts compare to check the caller still owns the
+/// partition.
+pub(crate) fn value(owner: &str, token: i64) -> String {
+    format!("{owner} {token}")
+}
+
+/// Gives the lease of partition `p` up (if `owner` holds it), so a standby takes over at once.
+pub(crate) async fn release(store: &Store, p: u32, owner: &str) -> Result<()> {
+    invoke(store, p, owner, 0, 0).await.map(|_: i64| ())
+}
+
+async fn invoke(store: &Store, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> Result<i64> {
+    let call = scripts::claim_lease(store.keys(), p, owner, ttl_ms, floor);
+    store.invoke(&call).await
+}
+
+impl SpillDaemon {
+    /// Acquires or renews the lease of `p`; on a new lease, loads the cursors from SQLite
+    /// and republishes them (re-seeding the session indexes if Redis lost them).
+    pub(super) async fn hold_lease(&mut self, p: u32) -> Result<bool> {
+        let ttl = self.config.lease_ttl;
+        let part = &self.parts[p as usize];
+        if part.token > 0 && part.renewed.is_some_and(|t| t.elapsed() < ttl / 3) {
+            return Ok(true);
+        }
+        // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite.
+        let floor = match part.token {
+            0 => with_db(&self.db, move |c| sqlite::cursors(c, p)).await?.2,
+            held => held,
+        };
+        let Some(token) = claim(&self.store, p, &self.owner, ttl, floor).await? else {
+            let part = &self.parts[p as usize];
+            if part.token > 0 {
+                tracing::warn!(partition = p, "lost the partition lease");
+            }
+            self.parts[p as usize].token = 0;
+            return Ok(false);
+        };
+        if token != self.parts[p as usize].token {
+            let (mut wal, mut decisions, _) =
+                with_db(&self.db, move |c| sqlite::cursors(c, p)).await?;
+            let key = self.store.keys().committed(p);
+            let mut conn = self.store.conn().await?;
+            let (known, seeded): (u32, bool) = redis::pipe()
+                .hlen(&key)
+                .hexists(&key, committed::SEEDED)
+                .query_async(&mut conn)
+                .await?;
+            if known == 0 {
+                // Redis lost its state (or this is the first run). A stream that no longer
+                // holds the committed entry (the trimmer always keeps it) is a new timeline:
+                // all of it is uncommitted, even entries whose ids sort below the cursor
+                // (a Redis whose clock runs behind).
+                let wal_lost = stream_lost(&self.store, &self.store.keys().wal(p), &wal).await?;
+                let decisions_lost =
+                    stream_lost(&self.store, &self.store.keys().decisions(p), &decisions).await?;
+                if wal_lost || decisions_lost {
+                    let rebased = with_db(&self.db, move |c| {
+                        sqlite::rebase(c, p, token, wal_lost, decisions_lost)
+                    })
+                    .await?;
+                    if rebased {
+                        tracing::warn!(
+                            partition = p,
+                            wal_lost,
+                            decisions_lost,
+                            "streams were lost with Redis; reading them from the start"
+                        );
+                        (wal, decisions, _) =
+                            with_db(&self.db, move |c| sqlite::cursors(c, p)).await?;
+                    }
+                }
+                rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
+            }
+            let _: () = redis::cmd("HSET")
+                .arg(&key)
+                .arg(committed::WAL)
+                .arg(&wal)
+                .arg(committed::DECISIONS)
+                .arg(&decisions)
+                .query_async(&mut conn)
+                .await?;
+            tracing::info!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
+            let part = &mut self.parts[p as usize];
+            *part = Partition {
+                wal,
+                decisions,
+                trim_due: true,
+                reseed_due: !seeded,
+                ..Partition::default()
+            };
+        }
+        let part = &mut self.parts[p as usize];
+        part.token = token;
+        part.renewed = Some(Instant::now());
+        Ok(true)
+    }
+
+    /// The after-loss step for user data, once the flush drained (so every erasure made in
+    /// the new Redis is in SQLite): puts user values and rounds back from SQLite, then marks
+    /// the partition `seeded`. A daemon that dies before the mark leaves it to the next owner.
+    pub(super) async fn reseed_user_data(&mut self, p: u32) -> Result<()> {
+        let part = &self.parts[p as usize];
+        let (wal, lease) = (part.wal.clone(), value(&self.owner, part.token));
+        rehydrator::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
+        let mut conn = self.store.conn().await?;
+        let _: () = redis::cmd("HSET")
+            .arg(self.store.keys().committed(p))
+            .arg(committed::SEEDED)
+            .arg(1)
+            .query_async(&mut conn)
+            .await?;
+        self.parts[p as usize].reseed_due = false;
+        Ok(())
+    }
+
+    pub(super) async fn release_all(&mut self) {
+        for p in 0..self.parts.len() as u32 {
+            if self.parts[p as usize].token > 0 {
+                if let Err(err) = release(&self.store, p, &self.owner).await {
+                    tracing::warn!(partition = p, error = %err, "could not release the lease");
+                }
+                self.parts[p as usize].token = 0;
+            }
+        }
+    }
+}
+
+/// True when `stream` no longer holds the entry `at` SQLite committed last (never for
+/// `0-0`): Redis lost the stream and what it holds now is a new timeline.
+async fn stream_lost(store: &Store, stream: &str, at: &str) -> Result<bool> {
+    if at == "0-0" {
+        return Ok(false);
+    }
+    let mut conn = store.conn().await?;
+    let found: Vec<Entry> = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg(at)
+        .arg(at)
+        .query_async(&mut conn)
+        .await?;
+    Ok(found.is_empty())
+}

@@ -1,0 +1,246 @@
+//! Snapshot reads: what the daemon reads from SQLite to put into Redis again — one session
+//! as the arguments of `restore_session.lua` ([`SessionImage`]) plus its StateService
+//! rounds, and a partition's user data for the after-loss re-seed. Read-only; runs on the
+//! SQLite thread.
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::decisions::Decision;
+use crate::error::{Error, Result};
+use crate::records::decision_id;
+use crate::scripts::SessionImage;
+
+/// A session as SQLite holds it: what `restore_session.lua` writes, and the rounds of the
+/// same session id (`restore_rounds.lua`).
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    /// The session's keys' contents.
+    pub image: SessionImage,
+    /// StateService rounds of this session id: (user, [(round id, state)]).
+    pub rounds: Vec<(String, Vec<(i64, String)>)>,
+}
+
+/// Groups `(key, item)` rows sorted by key into one `(key, items)` entry per key.
+fn group_sorted<K: PartialEq, V>(rows: impl IntoIterator<Item = (K, V)>) -> Vec<(K, Vec<V>)> {
+    let mut groups: Vec<(K, Vec<V>)> = Vec::new();
+    for (key, item) in rows {
+        match groups.last_mut() {
+            Some((k, items)) if *k == key => items.push(item),
+            _ => groups.push((key, vec![item])),
+        }
+    }
+    groups
+}
+
+fn strings<P: rusqlite::Params>(conn: &Connection, sql: &str, p: P) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(p, |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Reads session `sid` from SQLite; `None` when SQLite does not know it.
+pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snapshot>> {
+    type Row = (
+        String,
+        String,
+        String,
+        i64,
+        String,
+        String,
+        String,
+        String,
+        String,
+        String,
+    );
+    type Row2 = (i64, i64, i64, i64, String);
+    let head: Option<(Row, Row2)> = conn
+        .query_row(
+            "SELECT user_id, kind, parent, spawn_depth, lifecycle, status, model, system_prompt,
+                    config, metadata, ttl, created_at, updated_at, round_index, pending
+             FROM sessions WHERE id = ?1",
+            params![sid],
+            |r| {
+                Ok((
+                    (
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                        r.get(7)?,
+                        r.get(8)?,
+                        r.get(9)?,
+                    ),
+                    (r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?, r.get(14)?),
+                ))
+            },
+        )
+        .optional()?;
+    let Some((
+        (user_id, kind, parent, depth, lifecycle, status, model, prompt, config, metadata),
+        (ttl, created, updated, round_index, pending),
+    )) = head
+    else {
+        return Ok(None);
+    };
+    let mut snapshot = Snapshot::default();
+    let s = &mut snapshot.image;
+    s.user_id = user_id.clone();
+    s.ttl = ttl;
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, element, idem_key FROM messages WHERE session_id = ?1 ORDER BY seq",
+        )?;
+        let mut rows = stmt.query(params![sid])?;
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            if seq != s.messages.len() as i64 + 1 {
+                return Err(Error::sqlite(format!(
+                    "session {sid}: message seq {seq} follows {} (gap in SQLite)",
+                    s.messages.len()
+                )));
+            }
+            s.messages.push(r.get(1)?);
+            if let Some(k) = r.get::<_, Option<String>>(2)? {
+                s.idem.push((k, seq));
+            }
+        }
+    }
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT record FROM compactions WHERE session_id = ?1 ORDER BY compact_seq",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| r.get(0))?;
+        s.compactions = rows.collect::<rusqlite::Result<_>>()?;
+    }
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT round_index, record FROM usage WHERE session_id = ?1 ORDER BY round_index",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        s.usage = rows.collect::<rusqlite::Result<_>>()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT label, record FROM checkpoints WHERE seq IN
+                 (SELECT max(seq) FROM checkpoints WHERE session_id = ?1 GROUP BY label)
+             ORDER BY seq",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        s.checkpoints = rows.collect::<rusqlite::Result<_>>()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT id, decision, rationale, planned_action, meta, created_at FROM decisions
+             WHERE session_id = ?1 AND outcome IS NULL ORDER BY created_at, id",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| {
+            Ok(vec![
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get::<_, i64>(5)?.to_string(),
+            ])
+        })?;
+        s.decisions = rows.collect::<rusqlite::Result<_>>()?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT user_id, round_id, state FROM rounds WHERE session_id = ?1
+             ORDER BY user_id, round_id",
+        )?;
+        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+        snapshot.rounds = group_sorted(rows.collect::<rusqlite::Result<Vec<_>>>()?);
+    }
+    s.children = strings(
+        conn,
+        "SELECT id FROM sessions WHERE parent = ?1 ORDER BY id",
+        params![sid],
+    )?;
+    let last_compact_seq = s.compactions.len();
+    s.meta = vec![
+        ("user_id", user_id),
+        ("kind", kind),
+        ("parent", parent),
+        ("spawn_depth", depth.to_string()),
+        ("lifecycle", lifecycle),
+        ("status", status),
+        ("model", model),
+        ("system_prompt", prompt),
+        ("config", config),
+        ("metadata", metadata),
+        ("created_at", created.to_string()),
+        ("updated_at", updated.to_string()),
+        ("next_seq", (s.messages.len() + 1).to_string()),
+        ("round_index", round_index.to_string()),
+        ("last_compact_seq", last_compact_seq.to_string()),
+        ("pending", pending),
+        ("version", "0".into()),
+        ("ttl", ttl.to_string()),
+    ];
+    Ok(Some(snapshot))
+}
+
+/// User values (user → key/value pairs) and StateService rounds of sessions that are not
+/// agentstate sessions ((user, session) → round/state pairs) SQLite holds for one partition.
+pub(crate) type UserData = (
+    Vec<(String, Vec<(String, String)>)>,
+    Vec<((String, String), Vec<(i64, String)>)>,
+);
+
+/// Reads the user data of partition `p` (the partition of the user id) from SQLite.
+pub(crate) fn load_user_data(
+    conn: &Connection,
+    keys: &crate::keys::Keys,
+    p: u32,
+) -> Result<UserData> {
+    let mut stmt =
+        conn.prepare_cached("SELECT user_id, key, value FROM user_values ORDER BY user_id, key")?;
+    let values = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))))?
+        .filter(|row| row.as_ref().map_or(true, |(u, _)| keys.partition(u) == p))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT user_id, session_id, round_id, state FROM rounds
+         WHERE session_id NOT IN (SELECT id FROM sessions)
+         ORDER BY user_id, session_id, round_id",
+    )?;
+    let rounds = stmt
+        .query_map([], |r| {
+            Ok(((r.get::<_, String>(0)?, r.get(1)?), (r.get(2)?, r.get(3)?)))
+        })?
+        .filter(|row| {
+            row.as_ref()
+                .map_or(true, |((u, _), _)| keys.partition(u) == p)
+        })
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok((group_sorted(values), group_sorted(rounds)))
+}
+
+/// The sessions SQLite holds for partition `p`: (id, user id or '').
+pub(crate) fn partition_sessions(conn: &Connection, p: u32) -> Result<Vec<(String, String)>> {
+    let mut stmt = conn.prepare_cached("SELECT id, user_id FROM sessions WHERE partition = ?1")?;
+    let rows = stmt.query_map(params![p], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The decisions of partition `p` SQLite holds without an outcome, oldest first.
+pub(crate) fn open_decisions(conn: &Connection, p: u32) -> Result<Vec<Decision>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, session_id, decision, rationale, planned_action, meta, created_at
+         FROM decisions WHERE id LIKE ?1 AND outcome IS NULL ORDER BY created_at",
+    )?;
+    let rows = stmt.query_map(params![decision_id(p, "%")], |r| {
+        let action: String = r.get(4)?;
+        let meta: String = r.get(5)?;
+        Ok(Decision {
+            id: r.get(0)?,
+            session_id: r.get(1)?,
+            decision: r.get(2)?,
+            rationale: r.get(3)?,
+            planned_action: Some(action).filter(|a| !a.is_empty()),
+            meta: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
+            outcome: None,
+            created_at: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
