@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh redis-server openssl
+scripts/check-architecture.sh
 cargo test --locked "$@"

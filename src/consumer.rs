@@ -242,34 +242,22 @@ pub fn parse_event(p: u32, entry: &StreamId) -> std::result::Result<DecisionEven
         other => other.to_string(),
     })?;
     Ok(match parsed {
-        DecisionEntry::Decision {
-            session_id,
-            decision,
-            rationale,
-            planned_action,
-            meta,
-            created_at,
-        } => DecisionEvent::Decision(Decision {
+        DecisionEntry::Decision(d) => DecisionEvent::Decision(Decision {
             id: decision_id(p, &entry.id),
-            session_id: session_id.to_string(),
-            decision: decision.to_string(),
-            rationale: rationale.to_string(),
-            planned_action: (!planned_action.is_empty()).then(|| planned_action.to_string()),
-            meta: serde_json::from_str(meta)
+            session_id: d.session_id.to_string(),
+            decision: d.decision.to_string(),
+            rationale: d.rationale.to_string(),
+            planned_action: (!d.planned_action.is_empty()).then(|| d.planned_action.to_string()),
+            meta: serde_json::from_str(d.meta)
                 .map_err(|e| format!("entry {}: meta: {e}", entry.id))?,
             outcome: None,
-            created_at,
+            created_at: d.created_at,
         }),
-        DecisionEntry::Outcome {
-            decision_id,
-            session_id,
-            outcome,
-            created_at,
-        } => DecisionEvent::Outcome(Outcome {
-            decision_id: decision_id.to_string(),
-            session_id: session_id.to_string(),
-            outcome: outcome.to_string(),
-            created_at,
+        DecisionEntry::Outcome(o) => DecisionEvent::Outcome(Outcome {
+            decision_id: o.decision_id.to_string(),
+            session_id: o.session_id.to_string(),
+            outcome: o.outcome.to_string(),
+            created_at: o.created_at,
         }),
     })
 }

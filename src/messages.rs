@@ -20,6 +20,9 @@ pub enum MessageState {
 }
 
 /// A message to append. Build with [`NewMessage::new`] and the setters.
+///
+/// [`Message`] repeats these fields (deliberately, not `#[serde(flatten)]`): a stored message
+/// reads as one flat struct (`m.content`), and its JSON is the element Redis stores.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct NewMessage {

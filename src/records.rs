@@ -152,35 +152,43 @@ impl<'a> WalRecord<'a> {
     }
 }
 
+/// A `type=decision` entry of a decisions stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRecord<'a> {
+    /// The session that decided.
+    pub session_id: &'a str,
+    /// What was decided.
+    pub decision: &'a str,
+    /// Why.
+    pub rationale: &'a str,
+    /// The planned action, `""` for none.
+    pub planned_action: &'a str,
+    /// Caller metadata, a JSON object (text).
+    pub meta: &'a str,
+    /// ms since the epoch, Redis clock.
+    pub created_at: i64,
+}
+
+/// A `type=outcome` entry of a decisions stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeRecord<'a> {
+    /// `<partition>:<entry id>` of the decision.
+    pub decision_id: &'a str,
+    /// The decision's session.
+    pub session_id: &'a str,
+    /// What happened.
+    pub outcome: &'a str,
+    /// ms since the epoch, Redis clock.
+    pub created_at: i64,
+}
+
 /// One entry of a `decisions` stream, as `record_decision.lua` / `record_outcome.lua` write it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecisionEntry<'a> {
-    /// `type=decision`.
-    Decision {
-        /// The session that decided.
-        session_id: &'a str,
-        /// What was decided.
-        decision: &'a str,
-        /// Why.
-        rationale: &'a str,
-        /// The planned action, `""` for none.
-        planned_action: &'a str,
-        /// Caller metadata, a JSON object (text).
-        meta: &'a str,
-        /// ms since the epoch, Redis clock.
-        created_at: i64,
-    },
-    /// `type=outcome`.
-    Outcome {
-        /// `<partition>:<entry id>` of the decision.
-        decision_id: &'a str,
-        /// The decision's session.
-        session_id: &'a str,
-        /// What happened.
-        outcome: &'a str,
-        /// ms since the epoch, Redis clock.
-        created_at: i64,
-    },
+    /// A decision.
+    Decision(DecisionRecord<'a>),
+    /// An outcome of an earlier decision.
+    Outcome(OutcomeRecord<'a>),
 }
 
 impl<'a> DecisionEntry<'a> {
@@ -192,20 +200,20 @@ impl<'a> DecisionEntry<'a> {
             .parse::<i64>()
             .map_err(|e| Error::InvalidInput(format!("entry {id}: created_at: {e}")))?;
         match field("type")? {
-            "decision" => Ok(DecisionEntry::Decision {
+            "decision" => Ok(DecisionEntry::Decision(DecisionRecord {
                 session_id: field("session_id")?,
                 decision: field("decision")?,
                 rationale: field("rationale")?,
                 planned_action: field("planned_action")?,
                 meta: field("meta")?,
                 created_at,
-            }),
-            "outcome" => Ok(DecisionEntry::Outcome {
+            })),
+            "outcome" => Ok(DecisionEntry::Outcome(OutcomeRecord {
                 decision_id: field("decision_id")?,
                 session_id: field("session_id")?,
                 outcome: field("outcome")?,
                 created_at,
-            }),
+            })),
             other => Err(Error::InvalidInput(format!(
                 "entry {id} has unknown type {other:?}"
             ))),

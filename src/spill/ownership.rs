@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use std::time::Instant;
 
-use super::flusher::sqlite;
+use super::flusher::{self, sqlite};
 use super::{rehydrator, with_db, Partition, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry};
@@ -105,14 +105,7 @@ impl SpillDaemon {
                 }
                 rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
             }
-            let _: () = redis::cmd("HSET")
-                .arg(&key)
-                .arg(committed::WAL)
-                .arg(&wal)
-                .arg(committed::DECISIONS)
-                .arg(&decisions)
-                .query_async(&mut conn)
-                .await?;
+            flusher::publish_committed(&self.store, p, &wal, &decisions).await?;
             tracing::info!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
             let part = &mut self.parts[p as usize];
             *part = Partition {

@@ -12,6 +12,7 @@ use rusqlite::Connection;
 use super::{with_db, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry, WalOp, WalRecord};
+use crate::store::Store;
 use sqlite::{Applied, Batch};
 
 impl SpillDaemon {
@@ -85,14 +86,7 @@ impl SpillDaemon {
             self.parts[p as usize].token = 0;
             return Ok(None);
         };
-        let _: () = redis::cmd("HSET")
-            .arg(keys.committed(p))
-            .arg(committed::WAL)
-            .arg(&wal)
-            .arg(committed::DECISIONS)
-            .arg(&decisions)
-            .query_async(&mut conn)
-            .await?;
+        publish_committed(&self.store, p, &wal, &decisions).await?;
         let part = &mut self.parts[p as usize];
         part.wal = wal;
         part.decisions = decisions;
@@ -102,6 +96,26 @@ impl SpillDaemon {
         tracing::debug!(partition = p, wal = nw, decisions = nd, "committed batch");
         Ok(Some((nw, nd)))
     }
+}
+
+/// Publishes in `<prefix>:{p}:committed` the last ids of both streams SQLite committed
+/// (durable callers poll it; the trimmer never cuts above it).
+pub(super) async fn publish_committed(
+    store: &Store,
+    p: u32,
+    wal: &str,
+    decisions: &str,
+) -> Result<()> {
+    let mut conn = store.conn().await?;
+    let _: () = redis::cmd("HSET")
+        .arg(store.keys().committed(p))
+        .arg(committed::WAL)
+        .arg(wal)
+        .arg(committed::DECISIONS)
+        .arg(decisions)
+        .query_async(&mut conn)
+        .await?;
+    Ok(())
 }
 
 /// After user data was erased: copy the zeroed pages into the main file and truncate the

@@ -432,15 +432,8 @@ fn apply_decision(
     entry: &DecisionEntry<'_>,
     touched: &mut HashMap<String, i64>,
 ) -> Result<()> {
-    match *entry {
-        DecisionEntry::Decision {
-            session_id,
-            decision,
-            rationale,
-            planned_action,
-            meta,
-            created_at,
-        } => {
+    match entry {
+        DecisionEntry::Decision(d) => {
             // A decision of a session closed after it was recorded is not kept.
             tx.prepare_cached(
                 "INSERT INTO decisions (id, session_id, decision, rationale, planned_action, meta,
@@ -450,23 +443,18 @@ fn apply_decision(
             )?
             .execute(params![
                 decision_id(partition, id),
-                session_id,
-                decision,
-                rationale,
-                planned_action,
-                meta,
-                created_at,
+                d.session_id,
+                d.decision,
+                d.rationale,
+                d.planned_action,
+                d.meta,
+                d.created_at,
             ])?;
-            touch(touched, session_id, created_at);
+            touch(touched, d.session_id, d.created_at);
         }
-        DecisionEntry::Outcome {
-            decision_id,
-            outcome,
-            created_at,
-            ..
-        } => {
+        DecisionEntry::Outcome(o) => {
             tx.prepare_cached("UPDATE decisions SET outcome = ?2, outcome_at = ?3 WHERE id = ?1")?
-                .execute(params![decision_id, outcome, created_at])?;
+                .execute(params![o.decision_id, o.outcome, o.created_at])?;
         }
     }
     Ok(())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Checks the Architecture Invariants of ARCHITECTURE.md that a grep can check. Exit 1, naming
+# the offending lines, when one is broken.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+status=0
+fail() { echo "architecture: $1" >&2; echo "$2" >&2; status=1; }
+
+# Only src/scripts.rs builds an EVALSHA (script calls go through its typed builders).
+hits=$(grep -rn '"EVALSHA"\|prepare_invoke\|invoke_script\|invoke_async\|Script::new' src \
+  | grep -v '^src/scripts.rs:' | grep -v '^src/cli/bench/harness.rs:.*== "EVALSHA"' || true)
+[ -z "$hits" ] || fail "only src/scripts.rs may build EVALSHA calls" "$hits"
+
+# Only src/keys.rs formats key names: a partition's hash tag `:{p}` is `:{{{p}}}` in a
+# format string.
+hits=$(grep -rnE 'format!\(.*:\{\{\{' src | grep -v '^src/keys.rs:' || true)
+[ -z "$hits" ] || fail "only src/keys.rs may format key names" "$hits"
+
+# Nothing outside the spill daemon and the CLI opens SQLite.
+hits=$(grep -rln 'rusqlite' src | grep -v '^src/spill/\|^src/cli/\|^src/error.rs$' || true)
+[ -z "$hits" ] || fail "only src/spill/ and the CLI may use SQLite" "$hits"
+if grep -n 'rusqlite' src/error.rs | grep -qv 'cfg(feature = "spill")\|impl From<rusqlite::Error>\|fn from(err: rusqlite::Error)'; then
+  fail "src/error.rs may name rusqlite only behind the spill feature" "$(grep -n rusqlite src/error.rs)"
+fi
+
+# An agent-only build (no spill feature) links no SQLite.
+if cargo tree --locked --no-default-features --features tls -e normal --prefix none \
+    | grep -q '^rusqlite '; then
+  fail "the library without the spill feature must not depend on rusqlite" \
+    "cargo tree --no-default-features --features tls -e normal | grep rusqlite"
+fi
+exit $status
