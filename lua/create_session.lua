@@ -3,17 +3,24 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   partition session index   <prefix>:{p}:sessions
   KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (ignored when ARGV[2] is empty)
+  KEYS[12]   the daemon's commit marker <prefix>:{p}:committed
   ARGV[1] session id          ARGV[2] user id or ''        ARGV[3] parent id or ''
   ARGV[4] spawn_depth         ARGV[5] kind (root|subagent)  ARGV[6] lifecycle
   ARGV[7] model or ''         ARGV[8] system prompt or ''   ARGV[9] config JSON
   ARGV[10] metadata JSON      ARGV[11] idle TTL, seconds
   Returns: the wal entry id
   Errors:  EXISTS when the session is live already, or indexed (expired from Redis but
-           restorable from SQLite: creating it anew would replace its durable history)
+           restorable from SQLite: creating it anew would replace its durable history);
+           NOT_DECIDED <sid> when no spill daemon has checked this Redis against SQLite yet
+           (KEYS[12] absent: Redis lost its state, or no daemon ever ran): the index cannot
+           vouch that SQLite lacks the id, so nothing is created
   Atomic: the existence checks run before the first write.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('SISMEMBER', KEYS[10], ARGV[1]) == 1 then
   return fail('EXISTS', 'session ' .. ARGV[1])
+end
+if redis.call('EXISTS', KEYS[12]) == 0 then
+  return fail('NOT_DECIDED', ARGV[1])
 end
 local now = now_ms()
 redis.call('HSET', KEYS[1],

@@ -22,8 +22,10 @@ pub enum Error {
     /// The session does not exist in Redis (and, where rehydration applies, nowhere else).
     #[error("unknown session {0}")]
     UnknownSession(String),
-    /// The session is not live in Redis and no spill daemon answered the restore request.
-    #[error("session {sid} is not live in Redis and no spill daemon restored it within {waited:?}; start one with `agentstate spill`")]
+    /// The session is not live in Redis and no spill daemon answered for it: SQLite may hold
+    /// its history (after Redis lost its state, or before any daemon checked this Redis), so
+    /// it is neither restored nor created anew. Retry once a daemon runs.
+    #[error("session {sid} is not live in Redis and no spill daemon answered for it within {waited:?} (SQLite may hold its history); start one with `agentstate spill`, or run `agentstate restore {sid}`")]
     NotLive {
         /// The session that could not be restored.
         sid: String,
@@ -137,7 +139,7 @@ type MakeError = fn(&str) -> Error;
 /// The codes our Lua scripts raise (`fail('CODE', detail)` in `lua/`), each with the
 /// variant it becomes; [`Error::from_redis`] looks codes up here, so business code never
 /// matches strings. A unit test checks this table against the scripts both ways.
-const LUA_CODES: [(&str, MakeError); 7] = [
+const LUA_CODES: [(&str, MakeError); 8] = [
     ("NO_SESSION", |d| Error::UnknownSession(d.to_string())),
     ("NO_DECISION", |d| {
         Error::InvalidInput(format!("unknown decision {d}"))
@@ -160,6 +162,10 @@ const LUA_CODES: [(&str, MakeError); 7] = [
         Error::BadRange { from, to, detail }
     }),
     ("EXISTS", |d| Error::AlreadyExists(d.to_string())),
+    ("NOT_DECIDED", |d| Error::NotLive {
+        sid: d.to_string(),
+        waited: Duration::ZERO,
+    }),
     ("BAD_INPUT", |d| Error::InvalidInput(d.to_string())),
 ];
 

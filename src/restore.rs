@@ -53,27 +53,50 @@ impl Store {
         }
     }
 
-    /// Whether `sid` may be restored: the partition's session index keeps an id until the
-    /// session is closed, so an id it lacks is unknown — answered at once, writing nothing,
-    /// as long as the namespace is intact (`<prefix>:config` exists) and no daemon is busy
-    /// taking the partition. After Redis lost its state (the config key is gone with it) the
-    /// index is empty until a daemon takes the partition, re-seeds it and publishes
-    /// `<prefix>:{p}:committed`; until then this waits (bounded by `restore_wait`, then
-    /// [`Error::NotLive`]) instead of calling a session unknown that SQLite may hold.
+    /// Whether `sid` may be restored. The partition's session index keeps an id until the
+    /// session is closed, but it only speaks for SQLite once a spill daemon has checked this
+    /// Redis against SQLite: the daemon publishes `<prefix>:{p}:committed` after re-seeding
+    /// the index, and no agent ever writes that hash, so an emptied Redis cannot re-create it
+    /// by itself. With it, an id the index lacks is unknown — answered at once, writing
+    /// nothing. Without it (Redis lost its state, or no daemon ever ran) SQLite may hold the
+    /// session: this waits for the daemon, bounded by `restore_wait`, then fails with the
+    /// retryable [`Error::NotLive`] — never [`Error::UnknownSession`].
     async fn restorable(&self, sid: &str, conn: &mut crate::pool::Connection) -> Result<bool> {
         let p = self.keys().partition(sid);
         let wait = self.config().restore_wait;
         let mut backoff = Backoff::new(wait);
         loop {
-            let (indexed, published, daemon, intact): (bool, bool, bool, bool) = redis::pipe()
+            let (indexed, decided): (bool, bool) = redis::pipe()
                 .sismember(self.keys().sessions_index(p), sid)
                 .exists(self.keys().committed(p))
-                .exists(self.keys().lease(p))
-                .exists(self.keys().config())
                 .query_async(conn)
                 .await?;
-            if indexed || published || (intact && !daemon) {
+            if indexed || decided {
                 return Ok(indexed);
+            }
+            if !backoff.pause().await {
+                return Err(Error::NotLive {
+                    sid: sid.to_string(),
+                    waited: wait,
+                });
+            }
+        }
+    }
+
+    /// Waits, bounded by `restore_wait`, until a spill daemon has checked partition `p` of
+    /// this Redis against SQLite (`<prefix>:{p}:committed` exists); [`Error::NotLive`] for
+    /// `sid` when none did in time.
+    pub(crate) async fn await_decided(&self, p: u32, sid: &str) -> Result<()> {
+        let wait = self.config().restore_wait;
+        let mut backoff = Backoff::new(wait);
+        let mut conn = self.conn().await?;
+        loop {
+            let decided: bool = redis::cmd("EXISTS")
+                .arg(self.keys().committed(p))
+                .query_async(&mut conn)
+                .await?;
+            if decided {
+                return Ok(());
             }
             if !backoff.pause().await {
                 return Err(Error::NotLive {

@@ -164,8 +164,9 @@ pub struct NewSessionArgs<'a> {
 pub fn create_session(ns: &Keys, s: &SessionKeys, sid: &str, a: &NewSessionArgs) -> ScriptCall {
     let index = ns.sessions_index(s.partition);
     let by_user = ns.user_sessions(s.partition, a.user);
+    let committed = ns.committed(s.partition);
     let mut keys = s.as_array().to_vec();
-    keys.extend([index.as_str(), by_user.as_str()]);
+    keys.extend([index.as_str(), by_user.as_str(), committed.as_str()]);
     let kind = if a.parent.is_empty() {
         "root"
     } else {

@@ -202,6 +202,13 @@ async fn run(cli: Cli) -> Result<()> {
         TopCommand::Store(command) => command,
     };
     let ctx = connect(cli.global).await?;
+    // The daemon and the read-only views need no check; restore stands a daemon by itself.
+    if !matches!(
+        command,
+        Command::Spill(_) | Command::Restore(_) | Command::Export { .. } | Command::Stats
+    ) {
+        spill::check_against_sqlite(&ctx).await?;
+    }
     match command {
         Command::Session(cmd) => session::run(&ctx, cmd).await,
         Command::Keys { sid } => session::keys(&ctx, &sid).await,

@@ -59,10 +59,47 @@ pub struct RestoreArgs {
     all: bool,
 }
 
-/// `agentstate restore SID... | --all`: makes each session live from SQLite through a
-/// running daemon; prints `restored`, or `live` when it was live already (for several
-/// sessions `<sid> restored|live` per line, with a progress bar on stderr).
+/// `agentstate restore SID... | --all`: makes each session live from SQLite; prints
+/// `restored`, or `live` when it was live already (for several sessions `<sid>
+/// restored|live` per line, with a progress bar on stderr). Works with or without a running
+/// daemon: for the length of the command a daemon of this process stands by on `--db`; it
+/// takes only partitions no daemon owns (leases), so a partition's owner serves its
+/// requests and nothing races it.
 pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
+    let standby = SpillDaemon::open(ctx.store.clone(), SpillConfig::new(ctx.global.db())).await?;
+    let cancel = CancellationToken::new();
+    let daemon = tokio::spawn(standby.run(cancel.clone()));
+    let result = restore_through_daemon(ctx, args).await;
+    cancel.cancel();
+    daemon
+        .await
+        .map_err(|e| agentstate::Error::io(e.to_string()))??;
+    result
+}
+
+/// Checks this Redis against SQLite before a command that reads or writes sessions, when no
+/// daemon has yet (some partition lacks `<prefix>:{p}:committed` and no daemon holds its
+/// lease): one daemon pass of this process takes those partitions, re-seeds what Redis lost
+/// and publishes the marker. With a daemon running this is one round trip.
+pub async fn check_against_sqlite(ctx: &Ctx) -> Result<()> {
+    let keys = ctx.store.keys();
+    let mut pipe = redis::pipe();
+    for p in 0..keys.partitions() {
+        pipe.exists(keys.committed(p)).exists(keys.lease(p));
+    }
+    let mut conn = ctx.store.conn().await?;
+    let found: Vec<bool> = pipe.query_async(&mut conn).await?;
+    let undecided = found.chunks(2).any(|pair| !pair[0] && !pair[1]);
+    if undecided {
+        SpillDaemon::open(ctx.store.clone(), SpillConfig::new(ctx.global.db()))
+            .await?
+            .run_once()
+            .await?;
+    }
+    Ok(())
+}
+
+async fn restore_through_daemon(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
     let sids = match (args.all, args.sids.is_empty()) {
         (true, true) => ctx.store.list_sessions(None).await?,
         (false, false) => args.sids,

@@ -418,6 +418,7 @@ async fn a_consumer_rejoins_when_redis_lost_its_streams() {
     let mut c = s.consumer("svc", "c1", fast()).await.unwrap();
     let _: () = redis::cmd("FLUSHALL").query(&mut t.redis()).unwrap();
     assert!(c.read().await.unwrap().is_empty());
+    t.flush().await; // a daemon checks the emptied Redis before sessions are created again
     let sids = sessions(s, 1).await;
     let ids = record_decisions(s, &sids, 2).await;
     assert_eq!(decision_ids(&c.read().await.unwrap()), ids);
@@ -432,6 +433,7 @@ async fn decisions_recorded_after_redis_loss_but_before_the_rejoin_are_not_misse
         .await
         .unwrap();
     let _: () = redis::cmd("FLUSHALL").query(&mut t.redis()).unwrap();
+    t.flush().await; // a daemon checks the emptied Redis before sessions are created again
     let sids = sessions(s, 1).await;
     let ids = record_decisions(s, &sids, 3).await;
     assert_eq!(decision_ids(&c.read().await.unwrap()), ids);

@@ -74,6 +74,13 @@ async fn a_password_or_acl_protected_redis_works_with_credentials_in_the_url() {
     ] {
         let store = Store::connect(Config::new(&url)).await.unwrap();
         if n == 1 {
+            let db = tempfile::tempdir().unwrap();
+            agentstate::SpillDaemon::open(store.clone(), SpillConfig::new(db.path().join("a.db")))
+                .await
+                .unwrap()
+                .run_once()
+                .await
+                .unwrap();
             store
                 .create_session(&NewSession::new().id("locked"))
                 .await

@@ -27,6 +27,21 @@ pub async fn env_with(tweak: impl FnOnce(Config) -> Config) -> TestEnv {
     let store = Store::connect(tweak(Config::new(server.url())))
         .await
         .expect("connect");
+    let t = TestEnv { server, store };
+    // As in production, a spill daemon has checked this Redis against SQLite before agents
+    // work on it (it publishes `<prefix>:{p}:committed`); tests of the moments before that
+    // (a lost Redis, no daemon yet) use `env_without_daemon`.
+    t.flush().await;
+    t
+}
+
+/// Like [`env`], but no daemon has ever looked at this Redis: no session id can be called
+/// unknown, and no session can be created, until one does.
+pub async fn env_without_daemon() -> TestEnv {
+    let server = RedisServer::start().expect("start redis-server");
+    let store = Store::connect(Config::new(server.url()))
+        .await
+        .expect("connect");
     TestEnv { server, store }
 }
 

@@ -3,7 +3,7 @@
 use std::process::Command;
 
 use agentstate::redis_server::{free_port, RedisServer};
-use agentstate::{Config, MessageQuery, NewMessage, NewSession, Store};
+use agentstate::{Config, MessageQuery, NewMessage, NewSession, SpillConfig, Store};
 
 /// A redis-server with a TLS listener (self-signed certificate) besides its plain port, and
 /// the `rediss://` URL of that listener (`#insecure`: the certificate is not verified).
@@ -40,6 +40,12 @@ async fn a_store_and_the_cli_work_over_rediss() {
     let dir = tempfile::tempdir().unwrap();
     let (server, url) = tls_server(dir.path());
     let store = Store::connect(Config::new(&url)).await.unwrap();
+    agentstate::SpillDaemon::open(store.clone(), SpillConfig::new(dir.path().join("t.db")))
+        .await
+        .unwrap()
+        .run_once()
+        .await
+        .unwrap();
     store
         .create_session(&NewSession::new().id("secure"))
         .await

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use agentstate::redis_server::RedisServer;
-use agentstate::{Error, Result, SpillConfig, Store};
+use agentstate::{Error, Result, SpillConfig, SpillDaemon, Store};
 
 use super::decisions::{self, W4Report, W4Sizes};
 use super::live::{self, RawCommands};
@@ -346,6 +346,11 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         server,
         progress,
     } = options;
+    // Like any deployment, a daemon checks this Redis against SQLite before sessions are made.
+    SpillDaemon::open(store.clone(), SpillConfig::new(&db_path))
+        .await?
+        .run_once()
+        .await?;
     let sizes = Sizes::new(quick);
     let machine_at_start = Machine {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -36,7 +36,8 @@ async fn redis_lost_after_a_flush_restores_every_session_exactly() {
             "SELECT token FROM cursors WHERE partition = ?1",
             &p.to_string()
         ),
-        3
+        4,
+        "env()'s daemon pass, then three more"
     );
 
     t.lose_redis().await;
