@@ -11,6 +11,7 @@ mod decisions;
 mod demo;
 mod faults;
 mod key_protocol;
+mod loss;
 mod messages;
 mod rounds;
 mod sessions;

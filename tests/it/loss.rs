@@ -1,0 +1,203 @@
+//! Redis losing its state: a durable session is never called unknown, never replaced by a
+//! create, comes back with or without a running daemon, and many openers at once all get it
+//! (issue 11). Everything runs the real binary against a private Redis and a real SQLite file.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use agentstate::*;
+
+use crate::support::{env, env_without_daemon, TestEnv};
+
+/// `(seq, element)` of every message SQLite holds for `sid`, in seq order.
+fn sqlite_messages(db: &std::path::Path, sid: &str) -> Vec<(i64, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq")
+        .unwrap();
+    let rows = stmt
+        .query_map([sid], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    rows.collect::<rusqlite::Result<_>>().unwrap()
+}
+
+fn flushall(t: &TestEnv) {
+    let _: () = redis::cmd("FLUSHALL").query(&mut t.redis()).unwrap();
+}
+
+/// The defect as reported: after FLUSHALL, `restore` without a daemon said `unknown session`,
+/// a create of the id was accepted and its flush replaced the durable history.
+#[tokio::test]
+async fn a_lost_redis_never_calls_a_durable_session_unknown_nor_lets_a_create_replace_it() {
+    let t = env_without_daemon().await;
+    let db = t.server.dir().join("agentstate.db"); // the CLI's --db (AGENTSTATE_DB)
+    t.cli_ok(&["session", "create", "--id", "planner"]);
+    for i in 0..3 {
+        let content = format!("old{i}");
+        t.cli_ok(&[
+            "msg",
+            "append",
+            "planner",
+            "--role",
+            "user",
+            "--content",
+            &content,
+        ]);
+    }
+    t.cli_ok(&["spill", "--once"]);
+    let before = sqlite_messages(&db, "planner");
+    assert_eq!(before.len(), 3);
+
+    // No daemon runs: restore reads the SQLite file itself.
+    flushall(&t);
+    assert_eq!(t.cli_ok(&["restore", "planner"]).trim(), "restored");
+    let created = t.cli(&["session", "create", "--id", "planner"]);
+    assert!(
+        created.runtime_error().contains("already exists"),
+        "{created:?}"
+    );
+    t.cli_ok(&[
+        "msg",
+        "append",
+        "planner",
+        "--role",
+        "user",
+        "--content",
+        "NEW",
+    ]);
+    t.cli_ok(&["spill", "--once"]);
+    let after = sqlite_messages(&db, "planner");
+    assert_eq!(
+        after[..3],
+        before[..],
+        "the durable history is untouched, byte for byte"
+    );
+    assert_eq!(after.len(), 4);
+    assert_eq!(after[3].0, 4);
+    assert!(after[3].1.contains(r#""content":"NEW""#), "{}", after[3].1);
+
+    // Lost again, and this time the first command is a create of the same id.
+    flushall(&t);
+    let created = t.cli(&["session", "create", "--id", "planner"]);
+    // The command first checks this Redis against SQLite (a daemon pass, which logs that the
+    // streams were lost), then refuses.
+    assert_eq!(
+        (created.code, created.stdout.as_str()),
+        (1, ""),
+        "{created:?}"
+    );
+    assert_eq!(
+        created.stderr.lines().last(),
+        Some("error: session planner already exists"),
+        "{created:?}"
+    );
+    assert_eq!(sqlite_messages(&db, "planner"), after);
+    // Without a daemon, the operator's way back is `restore` (the error of any other command
+    // on the session says so); it reads the SQLite file itself.
+    let listed = t.cli(&["msg", "list", "planner"]);
+    assert!(
+        listed
+            .runtime_error()
+            .contains("agentstate restore planner"),
+        "{listed:?}"
+    );
+    assert_eq!(t.cli_ok(&["restore", "planner"]).trim(), "restored");
+    let listed = t.cli_ok(&["msg", "list", "planner"]);
+    assert_eq!(listed.lines().count(), 4, "{listed}");
+}
+
+/// With no daemon to ask, a library call on a session Redis lacks is the retryable
+/// `NotLive` (SQLite may hold it), never `UnknownSession`; a create writes nothing.
+#[tokio::test]
+async fn without_a_daemon_an_unknown_id_is_not_live_and_a_create_writes_nothing() {
+    let t = env_without_daemon().await;
+    let config = t.store.config().clone();
+    let s = Store::connect(config.daemon_wait(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    let err = s.messages("ghost", MessageQuery::all()).await.unwrap_err();
+    assert!(
+        matches!(err, Error::NotLive { ref sid, .. } if sid == "ghost"),
+        "{err:?}"
+    );
+    let err = t
+        .rejected(s.create_session(&NewSession::new().id("ghost")))
+        .await;
+    assert!(matches!(err, Error::NotLive { .. }), "{err:?}");
+    // Once a daemon checked this Redis, unknown means unknown, at once.
+    t.flush().await;
+    let err = s.messages("ghost", MessageQuery::all()).await.unwrap_err();
+    assert!(
+        matches!(err, Error::UnknownSession(ref id) if id == "ghost"),
+        "{err:?}"
+    );
+    s.create_session(&NewSession::new().id("ghost"))
+        .await
+        .unwrap();
+}
+
+/// The usual picture after Redis restarts: every agent of a session retries at once. With a
+/// daemon running, 16 processes opening the lost session all get it whole, and it is
+/// restored exactly once (counted in every process's log).
+#[tokio::test]
+async fn sixteen_processes_opening_a_lost_session_at_once_all_get_it_restored_once() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(&NewSession::new().id("shared"))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        s.append("shared", &NewMessage::new("user").content(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    t.flush().await;
+    let expected = t.cli_ok(&["--db", t.db().to_str().unwrap(), "msg", "list", "shared"]);
+    assert_eq!(expected.lines().count(), 20);
+
+    let log = |name: &str| std::fs::File::create(t.server.dir().join(name)).unwrap();
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentstate"))
+        .args(["--redis", &t.server.url(), "--db", t.db().to_str().unwrap()])
+        .args(["spill", "--lease-ms", "600"])
+        .env("AGENTSTATE_LOG", "agentstate=info")
+        .stdout(Stdio::null())
+        .stderr(log("daemon.log"))
+        .spawn()
+        .unwrap();
+    t.wait_for_daemon().await;
+    flushall(&t);
+    let openers: Vec<_> = (0..16)
+        .map(|i| {
+            t.cli_command()
+                .args(["--db", t.db().to_str().unwrap(), "msg", "list", "shared"])
+                .env("AGENTSTATE_LOG", "agentstate=info")
+                .stdout(Stdio::piped())
+                .stderr(log(&format!("opener{i}.log")))
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for opener in openers {
+        let out = opener.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), expected);
+    }
+    unsafe {
+        libc::kill(daemon.id() as i32, libc::SIGTERM);
+    }
+    assert!(daemon.wait().unwrap().success());
+    let restores: usize = std::fs::read_dir(t.server.dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "log") && p.file_name().unwrap() != "redis.log"
+        })
+        .map(|p| {
+            std::fs::read_to_string(&p)
+                .unwrap()
+                .matches("restored session")
+                .count()
+        })
+        .sum();
+    assert_eq!(restores, 1);
+}
