@@ -173,9 +173,12 @@ pub struct Consumer {
     /// Only XREADGROUP BLOCK runs here.
     reader: MultiplexedConnection,
     /// Decisions stream key of each partition, indexed by partition.
-    streams: Vec<String>,
+    streams: std::sync::Arc<[String]>,
     /// When stale entries were last claimed; `None` before the first read.
     last_claim: Option<Instant>,
+    /// Where the next bounded read starts scanning partitions (rotates, so no partition
+    /// starves the others).
+    next_partition: usize,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -187,6 +190,10 @@ impl std::fmt::Debug for Consumer {
             .finish()
     }
 }
+
+/// The idle time [`Consumer::release`] gives an entry it hands back: every read claims
+/// entries this idle first, so a released entry goes to the next reader of the group at once.
+pub const RELEASED_IDLE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Milliseconds of `d`, for Redis arguments.
 fn millis(d: Duration) -> usize {
@@ -304,6 +311,7 @@ impl Store {
                 .map(|p| self.keys().decisions(p))
                 .collect(),
             last_claim: None,
+            next_partition: 0,
         };
         consumer.join(consumer.options.start).await?;
         Ok(consumer)
@@ -359,40 +367,27 @@ impl Consumer {
             StartFrom::Beginning => "0",
             StartFrom::Now => "$",
         };
-        for key in &self.streams {
+        for key in self.streams.iter() {
             create_group(&self.store, key, &self.group, start).await?;
         }
         Ok(())
     }
 
-    /// The next batch: entries claimed from dead consumers first (checked at most every
-    /// `min_idle / 2`), otherwise new entries of every partition (at most `count` from each,
-    /// so no partition starves another), waiting up to `block` for some. Empty when the
-    /// wait timed out. Entries that cannot be parsed go straight to the dead-letter stream.
+    /// The next batch: entries other consumers handed back ([`Consumer::release`]) first,
+    /// then entries claimed from dead consumers (checked at most every `min_idle / 2`),
+    /// otherwise new entries of every partition (at most `count` from each, so no partition
+    /// starves another), waiting up to `block` for some. Empty when the wait timed out.
+    /// Entries that cannot be parsed go straight to the dead-letter stream.
     pub async fn read(&mut self) -> Result<Vec<Delivery>> {
-        if self
-            .last_claim
-            .is_none_or(|t| t.elapsed() >= self.options.min_idle / 2)
-        {
-            let claimed = self.claim_stale().await?;
-            if !claimed.is_empty() {
-                return Ok(claimed);
-            }
+        if let Some(claimed) = self.claim_first(usize::MAX).await? {
+            return Ok(claimed);
         }
-        let reply = match self.read_new().await {
-            Err(e) if has_code(&e, "NOGROUP") => {
-                // The streams were lost (Redis restarted or flushed): join again, from the
-                // beginning — everything in a stream recreated since is new to this group.
-                self.join(StartFrom::Beginning).await?;
-                self.read_new().await?
-            }
-            Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() => {
-                // The dedicated connection broke (Redis restarted): open a new one; the
-                // caller's next read goes through it.
-                self.reader = blocking_connection(&self.store, self.options.block).await?;
-                return Ok(Vec::new());
-            }
-            other => other?,
+        let reply = match self
+            .read_new(&self.streams.clone(), self.options.count, true)
+            .await
+        {
+            Err(e) => return self.recover(e).await,
+            Ok(reply) => reply,
         };
         let mut out = Vec::new();
         for key in reply.into_iter().flat_map(|r| r.keys) {
@@ -402,19 +397,114 @@ impl Consumer {
         Ok(out)
     }
 
-    /// One XREADGROUP over every partition stream (`>`: never delivered to this group).
-    async fn read_new(&mut self) -> std::result::Result<Option<StreamReadReply>, RedisError> {
+    /// Like [`Consumer::read`], but takes at most `n` entries in all, so a bounded reader
+    /// (`tail --count`) never holds entries it will not hand out while others of its group
+    /// wait: partitions are read one after the other (from a rotating start) with what is
+    /// left of `n`, and only when all are empty does it block, for one entry.
+    pub async fn read_up_to(&mut self, n: usize) -> Result<Vec<Delivery>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        if let Some(claimed) = self.claim_first(n).await? {
+            return Ok(claimed);
+        }
+        let parts = self.streams.len();
+        let start = self.next_partition;
+        self.next_partition = (start + 1) % parts;
+        let mut out = Vec::new();
+        for i in 0..parts {
+            let p = (start + i) % parts;
+            let streams = self.streams.clone();
+            let reply = match self.read_new(&streams[p..=p], n - out.len(), false).await {
+                Err(e) => return self.recover(e).await,
+                Ok(reply) => reply,
+            };
+            for stream in reply.into_iter().flat_map(|r| r.keys) {
+                out.extend(
+                    self.parse_batch(p as u32, stream.ids, &HashMap::new())
+                        .await?,
+                );
+            }
+            if out.len() >= n {
+                return Ok(out);
+            }
+        }
+        if !out.is_empty() || self.options.block.is_zero() {
+            return Ok(out);
+        }
+        let reply = match self.read_new(&self.streams.clone(), 1, true).await {
+            Err(e) => return self.recover(e).await,
+            Ok(reply) => reply,
+        };
+        for key in reply.into_iter().flat_map(|r| r.keys) {
+            let p = self.partition_of(&key.key)?;
+            out.extend(self.parse_batch(p, key.ids, &HashMap::new()).await?);
+        }
+        // Entries landing in several partitions at the instant the block ends come back one
+        // per partition: give what is over `n` back to the group at once.
+        let surplus = out.split_off(out.len().min(n));
+        self.release(&surplus).await?;
+        Ok(out)
+    }
+
+    /// The claims every read makes first: entries handed back to the group, then (when due)
+    /// entries idle past `min_idle`; at most `limit` of them (the rest handed back again).
+    async fn claim_first(&mut self, limit: usize) -> Result<Option<Vec<Delivery>>> {
+        let released = self.claim_idle(RELEASED_IDLE, limit).await?;
+        if !released.is_empty() {
+            return Ok(Some(released));
+        }
+        if self
+            .last_claim
+            .is_none_or(|t| t.elapsed() >= self.options.min_idle / 2)
+        {
+            let claimed = self.claim_stale_up_to(limit).await?;
+            if !claimed.is_empty() {
+                return Ok(Some(claimed));
+            }
+        }
+        Ok(None)
+    }
+
+    /// What a read does when its XREADGROUP failed: after Redis lost the streams (NOGROUP)
+    /// it joins again from the beginning — everything in a stream recreated since is new to
+    /// this group; when the dedicated connection broke (Redis restarted) it opens a new one.
+    /// Either way this read returns nothing and the caller's next read goes on.
+    async fn recover(&mut self, e: RedisError) -> Result<Vec<Delivery>> {
+        if has_code(&e, "NOGROUP") {
+            self.join(StartFrom::Beginning).await?;
+            return Ok(Vec::new());
+        }
+        if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_timeout()
+        {
+            self.reader = blocking_connection(&self.store, self.options.block).await?;
+            return Ok(Vec::new());
+        }
+        Err(e.into())
+    }
+
+    /// One XREADGROUP over `streams` (`>`: never delivered to this group), `count` from each;
+    /// blocking up to `block` when `block` is set and the option is not zero.
+    async fn read_new(
+        &mut self,
+        streams: &[String],
+        count: usize,
+        block: bool,
+    ) -> std::result::Result<Option<StreamReadReply>, RedisError> {
         let mut opts = StreamReadOptions::default()
             .group(&self.group, &self.name)
-            .count(self.options.count);
-        if !self.options.block.is_zero() {
+            .count(count);
+        if block && !self.options.block.is_zero() {
             opts = opts.block(millis(self.options.block));
         }
-        let ids = vec![">"; self.streams.len()];
+        let ids = vec![">"; streams.len()];
         redis::cmd("XREADGROUP")
             .arg(&opts)
             .arg("STREAMS")
-            .arg(&self.streams)
+            .arg(streams)
             .arg(&ids)
             .query_async(&mut self.reader)
             .await
@@ -461,17 +551,29 @@ impl Consumer {
     /// counter now exceeds `max_deliveries` to the dead-letter stream, and returns the rest.
     /// [`Consumer::read`] calls it on its own; call it to recover without waiting.
     pub async fn claim_stale(&mut self) -> Result<Vec<Delivery>> {
+        self.claim_stale_up_to(usize::MAX).await
+    }
+
+    async fn claim_stale_up_to(&mut self, limit: usize) -> Result<Vec<Delivery>> {
         self.last_claim = Some(Instant::now());
-        let min_idle = millis(self.options.min_idle);
+        self.claim_idle(self.options.min_idle, limit).await
+    }
+
+    /// Claims up to `limit` entries idle for at least `idle` (XAUTOCLAIM on every partition,
+    /// one pipeline; what is over `limit` is handed back at once), dead-lettering those past
+    /// `max_deliveries`.
+    async fn claim_idle(&mut self, idle: Duration, limit: usize) -> Result<Vec<Delivery>> {
+        let min_idle = millis(idle);
+        let count = self.options.count.min(limit);
         let mut pipe = redis::pipe();
-        for key in &self.streams {
+        for key in self.streams.iter() {
             pipe.xautoclaim_options(
                 key,
                 &self.group,
                 &self.name,
                 min_idle,
                 "0-0",
-                StreamAutoClaimOptions::default().count(self.options.count),
+                StreamAutoClaimOptions::default().count(count),
             );
         }
         let mut conn = self.store.conn().await?;
@@ -527,6 +629,8 @@ impl Consumer {
             }
             out.extend(self.parse_batch(p, live, &counts).await?);
         }
+        let surplus = out.split_off(out.len().min(limit));
+        self.release(&surplus).await?;
         Ok(out)
     }
 
@@ -536,18 +640,15 @@ impl Consumer {
         self.store.invoke(&call).await
     }
 
-    /// Hands deliveries back to the group unprocessed: they stay pending but look idle, so
-    /// the next claim of any consumer (this one included) takes them, and this delivery is
-    /// not counted against `max_deliveries` (XCLAIM ... IDLE RETRYCOUNT JUSTID).
+    /// Hands deliveries back to the group unprocessed: they stay pending but look idle for
+    /// [`RELEASED_IDLE`], so the next read of any consumer of the group (this one included)
+    /// claims them first, and this delivery is not counted against `max_deliveries`
+    /// (XCLAIM ... IDLE RETRYCOUNT JUSTID).
     pub async fn release(&self, deliveries: &[Delivery]) -> Result<()> {
         if deliveries.is_empty() {
             return Ok(());
         }
-        let idle = millis(
-            self.options
-                .min_idle
-                .max(Duration::from_secs(365 * 24 * 3600)),
-        );
+        let idle = millis(RELEASED_IDLE);
         let mut pipe = redis::pipe();
         for d in deliveries {
             pipe.cmd("XCLAIM")

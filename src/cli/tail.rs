@@ -38,7 +38,7 @@ pub struct TailArgs {
 }
 
 /// Reads, prints one JSON line per delivery, and acks what it printed (unless --no-ack).
-/// Entries read beyond --count are released to the group, not lost.
+/// With --count N it never takes more than N entries from the group.
 pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
     let batch = a.count.unwrap_or(100).clamp(1, 100);
     let options = ConsumerOptions::new()
@@ -54,8 +54,16 @@ pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
     let mut consumer = ctx.store.consumer(&a.group, &a.consumer, options).await?;
     let mut printed = 0usize;
     loop {
-        let mut got = tokio::select! {
-            got = consumer.read() => got?,
+        // A bounded tail takes only what it will print, so consumers sharing a group share
+        // the work.
+        let read = async {
+            match a.count {
+                Some(n) => consumer.read_up_to(n - printed).await,
+                None => consumer.read().await,
+            }
+        };
+        let got = tokio::select! {
+            got = read => got?,
             _ = tokio::signal::ctrl_c() => return Ok(()),
         };
         if got.is_empty() {
@@ -68,10 +76,6 @@ pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
             }
             continue;
         }
-        let surplus = match a.count {
-            Some(n) => got.split_off(got.len().min(n - printed)),
-            None => Vec::new(),
-        };
         for d in &got {
             print_json(d)?;
         }
@@ -79,7 +83,6 @@ pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
         if !a.no_ack {
             consumer.ack(&got).await?;
         }
-        consumer.release(&surplus).await?;
         if a.count == Some(printed) {
             return Ok(());
         }

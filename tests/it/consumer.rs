@@ -348,7 +348,7 @@ async fn tail_prints_json_lines_exits_after_count_and_releases_the_rest() {
         assert_eq!(v["deliveries"], 1);
         assert!(v["created_at"].as_i64().unwrap() > 0);
     }
-    // The two entries read beyond --count were handed back, uncounted, and are claimed at once.
+    // The second tail gets the two entries left, first delivery.
     let second = tail("c2", "10");
     assert_eq!(second.len(), 2);
     assert!(second.iter().all(|v| v["deliveries"] == 1), "{second:?}");
@@ -437,4 +437,94 @@ async fn decisions_recorded_after_redis_loss_but_before_the_rejoin_are_not_misse
     let sids = sessions(s, 1).await;
     let ids = record_decisions(s, &sids, 3).await;
     assert_eq!(decision_ids(&c.read().await.unwrap()), ids);
+}
+
+/// Two `tail --count 20` of one group over 40 decisions (spread over the partitions) share
+/// the work: each prints exactly 20, none takes more than it prints, together they print
+/// all 40 once. (Before: COUNT applied per partition, one took 40 and left 20 pending on
+/// itself, and the other exited with nothing in about half the runs.)
+#[tokio::test]
+async fn two_bounded_tails_in_one_group_share_the_work() {
+    let t = env().await;
+    let s = &t.store;
+    let sids = sessions(s, 8).await;
+    // A bounded tail holds only what it printed: with --no-ack its 20 stay pending on it,
+    // and not one more (the other 20 were never delivered).
+    s.consumer("peek", "p", fast()).await.unwrap();
+    record_decisions(s, &sids, 40).await;
+    let out = t.cli_ok(&[
+        "tail",
+        "--group",
+        "peek",
+        "--consumer",
+        "p",
+        "--count",
+        "20",
+        "--no-ack",
+    ]);
+    assert_eq!(json_lines(&out).len(), 20);
+    assert_eq!(t.pending("peek"), 20);
+    for round in 0..3 {
+        let group = format!("g{round}");
+        // Both consumers join (group from now) before the decisions arrive.
+        for c in ["a", "b"] {
+            s.consumer(&group, c, fast()).await.unwrap();
+        }
+        let ids = record_decisions(s, &sids, 40).await;
+        let spawn = |consumer: &str| {
+            t.cli_command()
+                .args(["tail", "--group", &group, "--consumer", consumer])
+                .args(["--count", "20", "--block-ms", "500"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn("a"), spawn("b"));
+        let mut printed = Vec::new();
+        for child in [a, b] {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let lines = json_lines(&String::from_utf8(out.stdout).unwrap());
+            assert_eq!(lines.len(), 20, "round {round}: each prints its share");
+            printed.extend(lines.iter().map(|v| v["id"].as_str().unwrap().to_string()));
+        }
+        let unique: BTreeSet<&String> = printed.iter().collect();
+        assert_eq!(unique, ids.iter().collect(), "round {round}");
+        assert_eq!(t.pending(&group), 0, "round {round}: nothing left pending");
+    }
+}
+
+/// Entries a consumer hands back go to the group at once: the next read of another
+/// consumer gets them, long before `min_idle`, uncounted.
+#[tokio::test]
+async fn released_entries_go_to_the_next_reader_at_once() {
+    let t = env().await;
+    let s = &t.store;
+    let sids = sessions(s, 3).await;
+    let slow = ConsumerOptions::new()
+        .min_idle(Duration::from_secs(600))
+        .block(Duration::from_millis(100))
+        .start(StartFrom::Beginning);
+    let mut a = s.consumer("svc", "a", slow.clone()).await.unwrap();
+    let mut b = s.consumer("svc", "b", slow).await.unwrap();
+    let ids = record_decisions(s, &sids, 6).await;
+    let taken = a.read_up_to(4).await.unwrap();
+    assert_eq!(taken.len(), 4, "a bounded read takes no more than asked");
+    assert_eq!(t.pending("svc"), 4);
+    a.release(&taken).await.unwrap();
+    let mut got = b.read_up_to(10).await.unwrap();
+    assert_eq!(
+        decision_ids(&got),
+        decision_ids(&taken),
+        "the handed-back ones first"
+    );
+    assert!(got.iter().all(|d| d.deliveries == 1), "{got:?}");
+    got.extend(b.read_up_to(10).await.unwrap());
+    let mut all = decision_ids(&got);
+    all.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(all, expected);
+    b.ack(&got).await.unwrap();
+    assert_eq!(t.pending("svc"), 0);
 }
