@@ -53,6 +53,8 @@ lua_scripts! {
     FORGET_USER => "forget_user",
     RESEED_USER_VALUES => "reseed_user_values",
     CLAIM_LEASE => "claim_lease",
+    PUBLISH_COMMITTED => "publish_committed",
+    TRIM_STREAM => "trim_stream",
     RESTORE_SESSION => "restore_session",
     RESTORE_ROUNDS => "restore_rounds",
 }
@@ -512,6 +514,26 @@ pub fn claim_lease(ns: &Keys, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> S
     .arg(owner)
     .arg(ttl_ms)
     .arg(floor)
+}
+
+/// `publish_committed.lua`: sets `fields` of partition `p`'s committed hash while `lease`
+/// (the caller's lease value) still holds the partition.
+pub fn publish_committed(ns: &Keys, p: u32, lease: &str, fields: &[(&str, &str)]) -> ScriptCall {
+    ScriptCall::new(
+        "publish_committed",
+        &PUBLISH_COMMITTED,
+        &[&ns.committed(p), &ns.lease(p)],
+    )
+    .arg(lease)
+    .arg(fields)
+}
+
+/// `trim_stream.lua`: XTRIM MINID `min_id` of `stream` (a stream of partition `p`) while
+/// `lease` still holds the partition.
+pub fn trim_stream(ns: &Keys, p: u32, stream: &str, lease: &str, min_id: &str) -> ScriptCall {
+    ScriptCall::new("trim_stream", &TRIM_STREAM, &[stream, &ns.lease(p)])
+        .arg(lease)
+        .arg(min_id)
 }
 
 /// Everything `restore_session.lua` writes back for one session, section by section in the

@@ -300,14 +300,12 @@ impl SpillDaemon {
         report.restored += self.serve_restores(p).await?;
         if std::mem::take(&mut self.parts[p as usize].trim_due) {
             let part = &self.parts[p as usize];
-            trimmer::trim(
-                &self.store,
-                p,
-                &part.wal,
-                &part.decisions,
-                self.config.decisions_cap,
-            )
-            .await?;
+            let lease = ownership::value(&self.owner, part.token);
+            let cap = self.config.decisions_cap;
+            if !trimmer::trim(&self.store, p, &lease, &part.wal, &part.decisions, cap).await? {
+                self.lost_lease(p);
+                return Ok(());
+            }
         }
         self.publish_stats(p).await
     }

@@ -105,7 +105,16 @@ impl SpillDaemon {
                 }
                 rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
             }
-            flusher::publish_committed(&self.store, p, &wal, &decisions).await?;
+            let ids = [
+                (committed::WAL, wal.as_str()),
+                (committed::DECISIONS, &decisions),
+            ];
+            if !flusher::publish_committed(&self.store, p, &value(&self.owner, token), &ids).await?
+            {
+                // Redis lost its state again while we recovered: start over next pass.
+                self.lost_lease(p);
+                return Ok(false);
+            }
             tracing::info!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
             let part = &mut self.parts[p as usize];
             *part = Partition {
@@ -129,15 +138,25 @@ impl SpillDaemon {
         let part = &self.parts[p as usize];
         let (wal, lease) = (part.wal.clone(), value(&self.owner, part.token));
         rehydrator::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
-        let mut conn = self.store.conn().await?;
-        let _: () = redis::cmd("HSET")
-            .arg(self.store.keys().committed(p))
-            .arg(committed::SEEDED)
-            .arg(1)
-            .query_async(&mut conn)
-            .await?;
+        let seeded = [(committed::SEEDED, "1")];
+        if !flusher::publish_committed(&self.store, p, &lease, &seeded).await? {
+            self.lost_lease(p);
+            return Ok(());
+        }
         self.parts[p as usize].reseed_due = false;
         Ok(())
+    }
+
+    /// Forgets partition `p` after a fenced write found the lease gone (another owner, or
+    /// Redis lost its state): the next pass claims it anew and, after a loss, recovers.
+    pub(super) fn lost_lease(&mut self, p: u32) {
+        if self.parts[p as usize].token > 0 {
+            tracing::warn!(
+                partition = p,
+                "lost the partition lease (another owner, or Redis lost its state)"
+            );
+        }
+        self.parts[p as usize].token = 0;
     }
 
     pub(super) async fn release_all(&mut self) {

@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::records::parse_stream_id;
+use crate::scripts;
 use crate::store::Store;
 
 /// The smaller of two stream ids.
@@ -15,26 +16,43 @@ fn min_id<'a>(a: &'a str, b: &'a str) -> &'a str {
     }
 }
 
-/// Trims partition `p`: the wal below `wal_committed`; the decisions stream below
-/// `decisions_committed` and below every consumer group's oldest pending or undelivered
-/// entry, unless more than `cap` entries would stay.
+/// XTRIM MINID `min_id` of `stream` while `lease` holds partition `p`: the entries trimmed,
+/// or `None` when the lease is gone (nothing trimmed).
+async fn fenced_trim(
+    store: &Store,
+    p: u32,
+    lease: &str,
+    stream: &str,
+    min_id: &str,
+) -> Result<Option<u64>> {
+    let call = scripts::trim_stream(store.keys(), p, stream, lease, min_id);
+    let trimmed: i64 = store.invoke(&call).await?;
+    Ok(u64::try_from(trimmed).ok())
+}
+
+/// Trims partition `p` while `lease` (the owner's lease value) holds it: the wal below
+/// `wal_committed`; the decisions stream below `decisions_committed` and below every
+/// consumer group's oldest pending or undelivered entry, unless more than `cap` entries
+/// would stay. False (and nothing more trimmed) once the lease is found gone: after a Redis
+/// loss the streams are a new timeline SQLite has none of.
 pub(super) async fn trim(
     store: &Store,
     p: u32,
+    lease: &str,
     wal_committed: &str,
     decisions_committed: &str,
     cap: usize,
-) -> Result<()> {
+) -> Result<bool> {
     let keys = store.keys();
     let mut conn = store.conn().await?;
     let wal_key = keys.wal(p);
     let decisions_key = keys.decisions(p);
-    let _: u64 = redis::cmd("XTRIM")
-        .arg(&wal_key)
-        .arg("MINID")
-        .arg(wal_committed)
-        .query_async(&mut conn)
-        .await?;
+    if fenced_trim(store, p, lease, &wal_key, wal_committed)
+        .await?
+        .is_none()
+    {
+        return Ok(false);
+    }
     let groups: redis::streams::StreamInfoGroupsReply = match redis::cmd("XINFO")
         .arg("GROUPS")
         .arg(&decisions_key)
@@ -43,7 +61,7 @@ pub(super) async fn trim(
     {
         Ok(g) => g,
         // No stream yet.
-        Err(_) => return Ok(()),
+        Err(_) => return Ok(true),
     };
     let mut floor = decisions_committed.to_string();
     for group in &groups.groups {
@@ -60,12 +78,12 @@ pub(super) async fn trim(
             floor = min_id(&floor, &data.start_id).to_string();
         }
     }
-    let _: u64 = redis::cmd("XTRIM")
-        .arg(&decisions_key)
-        .arg("MINID")
-        .arg(&floor)
-        .query_async(&mut conn)
-        .await?;
+    if fenced_trim(store, p, lease, &decisions_key, &floor)
+        .await?
+        .is_none()
+    {
+        return Ok(false);
+    }
     let len: usize = redis::cmd("XLEN")
         .arg(&decisions_key)
         .query_async(&mut conn)
@@ -82,12 +100,9 @@ pub(super) async fn trim(
             .await?;
         if let Some((oldest_kept, _)) = newest.last() {
             let target = min_id(oldest_kept, decisions_committed);
-            let removed: u64 = redis::cmd("XTRIM")
-                .arg(&decisions_key)
-                .arg("MINID")
-                .arg(target)
-                .query_async(&mut conn)
-                .await?;
+            let Some(removed) = fenced_trim(store, p, lease, &decisions_key, target).await? else {
+                return Ok(false);
+            };
             if removed > 0 {
                 tracing::warn!(
                     partition = p,
@@ -98,5 +113,5 @@ pub(super) async fn trim(
             }
         }
     }
-    Ok(())
+    Ok(true)
 }

@@ -201,3 +201,92 @@ async fn sixteen_processes_opening_a_lost_session_at_once_all_get_it_restored_on
         .sum();
     assert_eq!(restores, 1);
 }
+
+/// `(created_at, metadata)` of session `sid` in SQLite, plus its messages.
+fn sqlite_history(db: &std::path::Path, sid: &str) -> (String, Vec<(i64, String)>) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let head: String = conn
+        .query_row(
+            "SELECT created_at || ' ' || metadata || ' ' || updated_at FROM sessions WHERE id = ?1",
+            [sid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    (head, sqlite_messages(db, sid))
+}
+
+/// Creates of ids SQLite holds, racing two Redis losses while a daemon runs: every one is
+/// refused (`AlreadyExists`, or the retryable `NotLive` while the daemon recovers), whatever
+/// the timing; fresh ids go on being created; SQLite's rows of the durable sessions stay
+/// byte for byte what they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_racing_a_redis_loss_never_replace_a_durable_history() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let t = env().await;
+    let s = t.store.clone();
+    let ids: Vec<String> = (0..8).map(|i| format!("durable{i}")).collect();
+    for id in &ids {
+        s.create_session(
+            &NewSession::new()
+                .id(id)
+                .metadata(serde_json::json!({"n": id})),
+        )
+        .await
+        .unwrap();
+        for i in 0..3 {
+            s.append(id, &NewMessage::new("user").content(format!("{id}-{i}")))
+                .await
+                .unwrap();
+        }
+    }
+    t.flush().await;
+    let before: Vec<_> = ids.iter().map(|id| sqlite_history(&t.db(), id)).collect();
+
+    let (stop_daemon, daemon) = t.start_daemon().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let fresh = Arc::new(AtomicUsize::new(0));
+    let racers: Vec<_> = (0..4)
+        .map(|w| {
+            let (s, ids, stop, fresh) = (s.clone(), ids.clone(), stop.clone(), fresh.clone());
+            tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    for id in &ids {
+                        match s.create_session(&NewSession::new().id(id)).await {
+                            Ok(_) => panic!("a create replaced durable session {id}"),
+                            Err(Error::AlreadyExists(_) | Error::NotLive { .. }) => {}
+                            // A call in flight while Redis goes away.
+                            Err(Error::RedisUnavailable { .. }) => {}
+                            Err(other) => panic!("{id}: {other:?}"),
+                        }
+                    }
+                    n += 1;
+                    let id = format!("fresh{w}x{n}");
+                    if s.create_session(&NewSession::new().id(&id)).await.is_ok() {
+                        fresh.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        flushall(&t);
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    stop.store(true, Ordering::Relaxed);
+    for r in racers {
+        r.await.unwrap();
+    }
+    stop_daemon.cancel();
+    daemon.await.unwrap().unwrap();
+    t.flush().await;
+    assert!(
+        fresh.load(Ordering::Relaxed) > 0,
+        "fresh ids were created meanwhile"
+    );
+    let after: Vec<_> = ids.iter().map(|id| sqlite_history(&t.db(), id)).collect();
+    assert_eq!(after, before);
+}

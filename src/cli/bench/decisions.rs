@@ -416,12 +416,19 @@ pub fn row(report: &W4Report) -> Row {
 #[cfg(test)]
 mod tests {
     use agentstate::redis_server::RedisServer;
-    use agentstate::{Config, Store};
+    use agentstate::{Config, SpillConfig, SpillDaemon, Store};
 
     #[tokio::test]
     async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {
         let server = RedisServer::start().unwrap();
         let store = Store::connect(Config::new(server.url())).await.unwrap();
+        let db = tempfile::tempdir().unwrap();
+        SpillDaemon::open(store.clone(), SpillConfig::new(db.path().join("w4.db")))
+            .await
+            .unwrap()
+            .run_once()
+            .await
+            .unwrap();
         let sizes = super::W4Sizes {
             decisions: 400,
             latency_samples: 20,

@@ -9,21 +9,27 @@ use std::collections::{BTreeSet, HashMap};
 
 use rusqlite::Connection;
 
-use super::{with_db, SpillDaemon};
+use super::{ownership, with_db, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry, WalOp, WalRecord};
+use crate::scripts;
 use crate::store::Store;
 use sqlite::{Applied, Batch};
 
 impl SpillDaemon {
     /// Reads up to a batch from both streams of `p` and commits it to SQLite. Returns the
-    /// entries committed, or `None` when the partition turned out to belong to another daemon.
+    /// entries committed, or `None` when the partition turned out to belong to another daemon
+    /// or this Redis lost its state (the lease went with it): the batch is read in the same
+    /// round trip as the lease, so entries of a new timeline are never read after an old
+    /// cursor; the next pass takes the partition again and recovers.
     pub(super) async fn flush_batch(&mut self, p: u32) -> Result<Option<(usize, usize)>> {
         let keys = self.store.keys();
         let part = &self.parts[p as usize];
         let count = self.config.batch_size;
+        let lease = ownership::value(&self.owner, part.token);
         let mut conn = self.store.conn().await?;
-        let (wal, decisions): (Vec<Entry>, Vec<Entry>) = redis::pipe()
+        let (held, wal, decisions): (Option<String>, Vec<Entry>, Vec<Entry>) = redis::pipe()
+            .get(keys.lease(p))
             .cmd("XRANGE")
             .arg(keys.wal(p))
             .arg(format!("({}", part.wal))
@@ -38,6 +44,10 @@ impl SpillDaemon {
             .arg(count)
             .query_async(&mut conn)
             .await?;
+        if held.as_deref() != Some(lease.as_str()) {
+            self.lost_lease(p);
+            return Ok(None);
+        }
         if wal.is_empty() && decisions.is_empty() {
             return Ok(Some((0, 0)));
         }
@@ -86,7 +96,14 @@ impl SpillDaemon {
             self.parts[p as usize].token = 0;
             return Ok(None);
         };
-        publish_committed(&self.store, p, &wal, &decisions).await?;
+        let ids = [
+            (committed::WAL, wal.as_str()),
+            (committed::DECISIONS, &decisions),
+        ];
+        if !publish_committed(&self.store, p, &lease, &ids).await? {
+            self.lost_lease(p);
+            return Ok(None);
+        }
         let part = &mut self.parts[p as usize];
         part.wal = wal;
         part.decisions = decisions;
@@ -98,24 +115,18 @@ impl SpillDaemon {
     }
 }
 
-/// Publishes in `<prefix>:{p}:committed` the last ids of both streams SQLite committed
-/// (durable callers poll it; the trimmer never cuts above it).
+/// Sets `fields` of `<prefix>:{p}:committed` (the last ids of both streams SQLite committed,
+/// which durable callers poll and the trimmer never cuts above; `seeded`) while `lease` still
+/// holds the partition; false (nothing written) when it does not.
 pub(super) async fn publish_committed(
     store: &Store,
     p: u32,
-    wal: &str,
-    decisions: &str,
-) -> Result<()> {
-    let mut conn = store.conn().await?;
-    let _: () = redis::cmd("HSET")
-        .arg(store.keys().committed(p))
-        .arg(committed::WAL)
-        .arg(wal)
-        .arg(committed::DECISIONS)
-        .arg(decisions)
-        .query_async(&mut conn)
-        .await?;
-    Ok(())
+    lease: &str,
+    fields: &[(&str, &str)],
+) -> Result<bool> {
+    let call = scripts::publish_committed(store.keys(), p, lease, fields);
+    let written: i64 = store.invoke(&call).await?;
+    Ok(written == 1)
 }
 
 /// After user data was erased: copy the zeroed pages into the main file and truncate the
