@@ -96,6 +96,10 @@ pub struct Config {
     pub restore_wait: Duration,
     /// How long a `Durable` write waits for SQLite to commit it.
     pub durable_wait: Duration,
+    /// How long a call that is safe to repeat (reads, appends with an idempotency key)
+    /// retries while Redis is unreachable (restarting, failing over) before it fails with
+    /// [`crate::Error::RedisUnavailable`]; other calls fail at once.
+    pub retry_wait: Duration,
 }
 
 impl Default for Config {
@@ -110,6 +114,7 @@ impl Default for Config {
             response_timeout: Duration::from_secs(10),
             restore_wait: Duration::from_secs(5),
             durable_wait: Duration::from_secs(5),
+            retry_wait: Duration::from_secs(5),
         }
     }
 }
@@ -144,6 +149,12 @@ impl Config {
     /// Sets the payload limits.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets how long calls that are safe to repeat retry while Redis is unreachable.
+    pub fn retry_wait(mut self, wait: Duration) -> Self {
+        self.retry_wait = wait;
         self
     }
 

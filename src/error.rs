@@ -82,11 +82,16 @@ pub enum Error {
     /// The session or key already exists where a new one was required.
     #[error("{0} already exists")]
     AlreadyExists(String),
-    /// Redis cannot be reached or answered with a transport error.
-    #[error("redis unavailable: {message}")]
+    /// Redis cannot be reached or answered with a transport error. `retry_safe` says whether
+    /// the call can simply be sent again: true when nothing reached Redis (or the call is
+    /// safe to repeat and its retries ran out), false when a write may have been applied
+    /// (repeat it only if it is idempotent, e.g. an append with an idempotency key).
+    #[error("redis unavailable: {message}{}", if *retry_safe { " (nothing was applied; safe to retry)" } else { " (the call may have been applied)" })]
     RedisUnavailable {
         /// What failed.
         message: String,
+        /// Whether sending the same call again cannot apply it twice.
+        retry_safe: bool,
         /// The underlying error, when there was one.
         #[source]
         source: Option<BoxError>,
@@ -188,6 +193,7 @@ impl Error {
     pub fn unavailable(message: impl Into<String>) -> Error {
         Error::RedisUnavailable {
             message: message.into(),
+            retry_safe: true,
             source: None,
         }
     }
@@ -216,13 +222,27 @@ impl Error {
                 return make(err.detail().unwrap_or("").trim());
             }
         }
-        if err.is_io_error()
+        // Refused before running anything: loading its data after a restart, or a cluster
+        // that cannot serve the slot now. Safe to send again.
+        let refused = matches!(
+            err.kind(),
+            redis::ErrorKind::Server(
+                redis::ServerErrorKind::BusyLoading
+                    | redis::ServerErrorKind::TryAgain
+                    | redis::ServerErrorKind::ClusterDown
+                    | redis::ServerErrorKind::MasterDown
+            )
+        );
+        if refused
+            || err.is_io_error()
             || err.is_connection_dropped()
             || err.is_connection_refusal()
             || err.is_timeout()
         {
             Error::RedisUnavailable {
                 message: err.to_string(),
+                // A transport failure may come after the command reached Redis.
+                retry_safe: refused,
                 source: Some(Box::new(err)),
             }
         } else {
@@ -230,6 +250,36 @@ impl Error {
                 message: err.to_string(),
                 source: Some(Box::new(err)),
             }
+        }
+    }
+
+    /// True when a transport failure or timeout talking to Redis caused it.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::RedisUnavailable { .. })
+    }
+
+    /// Whether the same call can be sent again without being applied twice: a Redis that
+    /// could not be reached before anything was sent, and the retryable wait for a daemon
+    /// ([`Error::NotLive`]: nothing was written).
+    pub fn is_retry_safe(&self) -> bool {
+        match self {
+            Error::RedisUnavailable { retry_safe, .. } => *retry_safe,
+            Error::NotLive { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The same error marked safe to retry (nothing reached Redis, or the call is idempotent).
+    pub(crate) fn into_retry_safe(self) -> Error {
+        match self {
+            Error::RedisUnavailable {
+                message, source, ..
+            } => Error::RedisUnavailable {
+                message,
+                retry_safe: true,
+                source,
+            },
+            other => other,
         }
     }
 
@@ -251,6 +301,7 @@ impl From<deadpool_redis::PoolError> for Error {
             deadpool_redis::PoolError::Backend(e) => Error::from_redis(e),
             other => Error::RedisUnavailable {
                 message: other.to_string(),
+                retry_safe: true, // no connection: nothing was sent
                 source: Some(Box::new(other)),
             },
         }

@@ -153,10 +153,43 @@ impl RedisServer {
         }
     }
 
-    /// Kills the server and starts an empty one on the same port: "Redis lost everything".
+    /// Kills the server and starts an empty one on the same port: "Redis lost everything"
+    /// (its persistence files, if any, are deleted).
     pub fn restart_empty(&mut self) -> Result<()> {
         self.kill();
+        for name in ["appendonlydir", "dump.rdb"] {
+            let path = self.dir.path().join(name);
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+        }
         self.spawn()
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port and directory: with
+    /// persistence turned on (`--appendonly yes --appendfsync always` in the extra
+    /// arguments) it comes back with every acknowledged write — "Redis restarted".
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// Stops the server process (SIGSTOP): connections stay open but nothing is answered,
+    /// as when Redis is cut off by a network partition. [`RedisServer::resume`] continues it.
+    pub fn pause(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Continues a paused server (SIGCONT); it then answers what was sent meanwhile.
+    pub fn resume(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        if let Some(child) = &self.child {
+            // SAFETY: sends a signal to our own child process, which has not been reaped.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, signal);
+            }
+        }
     }
 
     /// A synchronous connection, for tests that inspect keys with plain commands.

@@ -40,10 +40,14 @@ impl Store {
         let meta = self.session_keys(sid)?.meta;
         let mut restored = false;
         loop {
-            let (live, value): (bool, T) = redis::pipe()
-                .exists(&meta)
-                .add_command(read.clone())
-                .query_async(&mut self.conn().await?)
+            let (live, value): (bool, T) = self
+                .retrying(true, || async {
+                    Ok(redis::pipe()
+                        .exists(&meta)
+                        .add_command(read.clone())
+                        .query_async(&mut self.conn().await?)
+                        .await?)
+                })
                 .await?;
             if live || restored {
                 return Ok(value);

@@ -69,13 +69,33 @@ pub struct ScriptCall {
     script: &'static Script,
     /// The EVALSHA command.
     cmd: Cmd,
+    /// Whether sending it twice has the effect of sending it once (reads, appends with an
+    /// idempotency key, the daemon's only-if-absent and fenced writes): such a call is
+    /// retried while Redis is unreachable.
+    idempotent: bool,
 }
 
 impl ScriptCall {
     fn new(name: &'static str, script: &'static Script, keys: &[&str]) -> Self {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
-        ScriptCall { name, script, cmd }
+        ScriptCall {
+            name,
+            script,
+            cmd,
+            idempotent: false,
+        }
+    }
+
+    /// Marks the call as safe to send twice.
+    fn idempotent(mut self, yes: bool) -> Self {
+        self.idempotent = yes;
+        self
+    }
+
+    /// Whether sending the call twice has the effect of sending it once.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
     }
 
     fn arg(mut self, arg: impl ToRedisArgs) -> Self {
@@ -249,6 +269,7 @@ pub fn append_message(
         .arg(idempotency_key.unwrap_or(""))
         .arg(opt(expect_seq))
         .arg(limit)
+        .idempotent(idempotency_key.is_some())
 }
 
 /// What [`load_messages`] reads.
@@ -284,6 +305,7 @@ pub fn load_messages(s: &SessionKeys, sid: &str, mode: LoadMode) -> ScriptCall {
         .arg(name)
         .arg(after)
         .arg(opt(last))
+        .idempotent(true)
 }
 
 /// `compact.lua`: marks `[from, to]` compacted out and appends the note `body`.
@@ -330,6 +352,7 @@ pub fn read_working(s: &SessionKeys, sid: &str, key: Option<&str>) -> ScriptCall
     ScriptCall::new("read_working", &READ_WORKING, &[&s.meta, &s.work])
         .arg(sid)
         .arg(key.unwrap_or(""))
+        .idempotent(true)
 }
 
 /// `record_usage.lua`: upserts the usage `body` of one round.
@@ -378,7 +401,9 @@ pub fn save_round(
 
 /// `read_round.lua`: one round's state (`None` = the latest).
 pub fn read_round(ns: &Keys, user: &str, session: &str, round: Option<u64>) -> ScriptCall {
-    ScriptCall::new("read_round", &READ_ROUND, &[&ns.rounds(user, session)]).arg(opt(round))
+    ScriptCall::new("read_round", &READ_ROUND, &[&ns.rounds(user, session)])
+        .arg(opt(round))
+        .idempotent(true)
 }
 
 /// The decision `record_decision.lua` records.
@@ -501,7 +526,7 @@ pub fn reseed_user_values(
     for (key, value) in pairs {
         call = call.arg(key).arg(value);
     }
-    call
+    call.idempotent(true)
 }
 
 /// `claim_lease.lua`: acquires or renews (`ttl_ms` > 0) or releases (0) partition `p`'s lease.
@@ -514,6 +539,7 @@ pub fn claim_lease(ns: &Keys, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> S
     .arg(owner)
     .arg(ttl_ms)
     .arg(floor)
+    .idempotent(true)
 }
 
 /// `publish_committed.lua`: sets `fields` of partition `p`'s committed hash while `lease`
@@ -526,6 +552,7 @@ pub fn publish_committed(ns: &Keys, p: u32, lease: &str, fields: &[(&str, &str)]
     )
     .arg(lease)
     .arg(fields)
+    .idempotent(true)
 }
 
 /// `trim_stream.lua`: XTRIM MINID `min_id` of `stream` (a stream of partition `p`) while
@@ -534,6 +561,7 @@ pub fn trim_stream(ns: &Keys, p: u32, stream: &str, lease: &str, min_id: &str) -
     ScriptCall::new("trim_stream", &TRIM_STREAM, &[stream, &ns.lease(p)])
         .arg(lease)
         .arg(min_id)
+        .idempotent(true)
 }
 
 /// Everything `restore_session.lua` writes back for one session, section by section in the
@@ -586,7 +614,7 @@ pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionIma
     let call = section(call, &image.usage);
     let call = section(call, &image.checkpoints);
     let call = section(call, &image.children);
-    section(call, &image.decisions)
+    section(call, &image.decisions).idempotent(true)
 }
 
 /// `restore_rounds.lua`: writes `user`'s StateService rounds of `session` unless that rounds
@@ -605,6 +633,7 @@ pub fn restore_rounds(
     )
     .arg(max)
     .arg(rounds)
+    .idempotent(true)
 }
 
 #[cfg(test)]

@@ -297,10 +297,13 @@ impl Store {
     /// The session's meta, or `None` when it is not live in Redis.
     pub async fn session(&self, sid: &str) -> Result<Option<Session>> {
         let keys = self.session_keys(sid)?;
-        let mut conn = self.conn().await?;
-        let h: HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(&keys.meta)
-            .query_async(&mut conn)
+        let h: HashMap<String, String> = self
+            .retrying(true, || async {
+                Ok(redis::cmd("HGETALL")
+                    .arg(&keys.meta)
+                    .query_async(&mut self.conn().await?)
+                    .await?)
+            })
             .await?;
         if h.is_empty() {
             return Ok(None);

@@ -8,6 +8,7 @@ use deadpool_redis::Runtime;
 use redis::{AsyncConnectionConfig, FromRedisValue};
 
 use crate::config::{Config, Durability};
+use crate::durability::Backoff;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::pool::{Connection, Manager, Pool};
@@ -128,15 +129,55 @@ impl Store {
         &self.inner.config
     }
 
-    /// A pooled connection (multiplexed; fine to hold across awaits).
+    /// A pooled connection (multiplexed; fine to hold across awaits). Failing to get one
+    /// means nothing was sent: the error is marked safe to retry.
     pub async fn conn(&self) -> Result<Connection> {
-        Ok(self.inner.pool.get().await?)
+        self.inner
+            .pool
+            .get()
+            .await
+            .map_err(|e| Error::from(e).into_retry_safe())
     }
 
     /// Runs one script call (one EVALSHA; see [`ScriptCall::run`]) and decodes its reply.
+    /// While Redis is unreachable an idempotent call is retried (bounded by
+    /// [`Config::retry_wait`]); any other fails at once, its error saying whether it may
+    /// have been applied ([`Error::is_retry_safe`]).
     pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        let mut conn = self.conn().await?;
-        Ok(call.run(&mut conn).await?)
+        self.retrying(call.is_idempotent(), || async {
+            let mut conn = self.conn().await?;
+            Ok(call.run(&mut conn).await?)
+        })
+        .await
+    }
+
+    /// Runs `attempt`; when it fails because Redis is unreachable and the work is
+    /// `idempotent`, runs it again after a short pause (1 ms doubling to 20 ms) until it
+    /// succeeds or [`Config::retry_wait`] is over (then the last error, marked safe to retry).
+    pub(crate) async fn retrying<T, Fut>(
+        &self,
+        idempotent: bool,
+        attempt: impl Fn() -> Fut,
+    ) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut backoff = None;
+        loop {
+            match attempt().await {
+                Err(e) if idempotent && e.is_unavailable() => {
+                    let wait = self.config().retry_wait;
+                    if !backoff
+                        .get_or_insert_with(|| Backoff::new(wait))
+                        .pause()
+                        .await
+                    {
+                        return Err(e.into_retry_safe());
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Runs a session-scoped script; when it fails because the session is not live, asks the
