@@ -686,8 +686,13 @@ impl Consumer {
         for (p, ids) in &by_partition {
             pipe.xack(&self.streams[*p as usize], &self.group, ids);
         }
-        let mut conn = self.store.conn().await?;
-        let acked: Vec<usize> = pipe.query_async(&mut conn).await?;
+        // XACK is idempotent: repeat it while Redis restarts.
+        let acked: Vec<usize> = self
+            .store
+            .retrying(true, || async {
+                Ok(pipe.query_async(&mut self.store.conn().await?).await?)
+            })
+            .await?;
         Ok(acked.into_iter().sum())
     }
 }
