@@ -145,6 +145,14 @@ impl Store {
                 None => {}
             }
             if !backoff.pause().await {
+                // Withdraw the request: a daemon that comes later should not restore a
+                // session nobody waits for any more (one request per waiter, so LREM 1).
+                let _: i64 = redis::cmd("LREM")
+                    .arg(self.keys().restore_requests(keys.partition))
+                    .arg(1)
+                    .arg(sid)
+                    .query_async(&mut conn)
+                    .await?;
                 return Err(Error::NotLive {
                     sid: sid.to_string(),
                     waited: wait,

@@ -66,7 +66,11 @@ pub struct RestoreArgs {
 /// takes only partitions no daemon owns (leases), so a partition's owner serves its
 /// requests and nothing races it.
 pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
-    let standby = SpillDaemon::open(ctx.store.clone(), SpillConfig::new(ctx.global.db())).await?;
+    let mut standby =
+        SpillDaemon::open(ctx.store.clone(), SpillConfig::new(ctx.global.db())).await?;
+    // Its first pass takes the partitions nobody owns and, after a loss, re-seeds their
+    // index before `--all` lists it.
+    standby.pass().await?;
     let cancel = CancellationToken::new();
     let daemon = tokio::spawn(standby.run(cancel.clone()));
     let result = restore_through_daemon(ctx, args).await;

@@ -104,6 +104,15 @@ async fn a_lost_redis_never_calls_a_durable_session_unknown_nor_lets_a_create_re
     assert_eq!(t.cli_ok(&["restore", "planner"]).trim(), "restored");
     let listed = t.cli_ok(&["msg", "list", "planner"]);
     assert_eq!(listed.lines().count(), 4, "{listed}");
+
+    // `restore --all` without a daemon brings back every session SQLite holds.
+    t.cli_ok(&["session", "create", "--id", "second"]);
+    t.cli_ok(&["spill", "--once"]);
+    flushall(&t);
+    let restored = t.cli_ok(&["restore", "--all"]);
+    let mut lines: Vec<&str> = restored.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["planner restored", "second restored"]);
 }
 
 /// With no daemon to ask, a library call on a session Redis lacks is the retryable
