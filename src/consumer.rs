@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::streams::{
-    StreamAutoClaimOptions, StreamAutoClaimReply, StreamId, StreamPendingCountReply,
-    StreamRangeReply, StreamReadOptions, StreamReadReply,
+    StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamRangeReply, StreamReadOptions,
+    StreamReadReply,
 };
 use redis::{AsyncCommands, AsyncConnectionConfig, RedisError};
 use serde::{Deserialize, Serialize};
@@ -170,8 +170,9 @@ pub struct Consumer {
     name: String,
     /// Read, claim and dead-letter settings.
     options: ConsumerOptions,
-    /// Only XREADGROUP BLOCK runs here.
-    reader: MultiplexedConnection,
+    /// Only XREADGROUP BLOCK runs here. `None` on a cluster, where one read cannot span
+    /// the partitions' slots: reads go to each partition's node and a wait polls.
+    reader: Option<MultiplexedConnection>,
     /// Decisions stream key of each partition, indexed by partition.
     streams: std::sync::Arc<[String]>,
     /// When stale entries were last claimed; `None` before the first read.
@@ -300,7 +301,11 @@ impl Store {
                 "max_deliveries and count must be at least 1".into(),
             ));
         }
-        let reader = blocking_connection(self, options.block).await?;
+        let reader = if self.is_cluster() {
+            None
+        } else {
+            Some(blocking_connection(self, options.block).await?)
+        };
         let consumer = Consumer {
             store: self.clone(),
             group: group.to_string(),
@@ -319,12 +324,18 @@ impl Store {
 
     /// Up to `count` dead letters of each partition, oldest first within a partition.
     pub async fn dead_letters(&self, count: usize) -> Result<Vec<DeadLetter>> {
-        let mut pipe = redis::pipe();
-        for p in 0..self.keys().partitions() {
-            pipe.xrange_count(self.keys().dead_letters(p), "-", "+", count);
-        }
-        let mut conn = self.conn().await?;
-        let replies: Vec<StreamRangeReply> = pipe.query_async(&mut conn).await?;
+        let cmds = (0..self.keys().partitions())
+            .map(|p| {
+                let mut cmd = redis::cmd("XRANGE");
+                cmd.arg(self.keys().dead_letters(p))
+                    .arg("-")
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(count);
+                cmd
+            })
+            .collect();
+        let replies: Vec<StreamRangeReply> = self.fan_out(cmds).await?;
         let mut out = Vec::new();
         for (p, reply) in (0..).zip(replies) {
             for entry in reply.ids {
@@ -470,30 +481,34 @@ impl Consumer {
     /// it joins again from the beginning — everything in a stream recreated since is new to
     /// this group; when the dedicated connection broke (Redis restarted) it opens a new one.
     /// Either way this read returns nothing and the caller's next read goes on.
-    async fn recover(&mut self, e: RedisError) -> Result<Vec<Delivery>> {
-        if has_code(&e, "NOGROUP") {
+    async fn recover(&mut self, e: Error) -> Result<Vec<Delivery>> {
+        if e.server_code().as_deref() == Some("NOGROUP") {
             self.join(StartFrom::Beginning).await?;
             return Ok(Vec::new());
         }
-        if e.is_io_error()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-            || e.is_timeout()
-        {
-            self.reader = blocking_connection(&self.store, self.options.block).await?;
+        if e.is_unavailable() {
+            if self.reader.is_some() {
+                self.reader = Some(blocking_connection(&self.store, self.options.block).await?);
+            }
             return Ok(Vec::new());
         }
-        Err(e.into())
+        Err(e)
     }
 
     /// One XREADGROUP over `streams` (`>`: never delivered to this group), `count` from each;
-    /// blocking up to `block` when `block` is set and the option is not zero.
+    /// blocking up to `block` when `block` is set and the option is not zero. On a cluster
+    /// (one read cannot span slots) each stream is read on its own node, all at once, and a
+    /// wait is a poll: reads every 5 ms doubling to 50 ms until something comes or the block
+    /// time is over.
     async fn read_new(
         &mut self,
         streams: &[String],
         count: usize,
         block: bool,
-    ) -> std::result::Result<Option<StreamReadReply>, RedisError> {
+    ) -> Result<Option<StreamReadReply>> {
+        let Some(reader) = self.reader.as_mut() else {
+            return self.poll_new(streams, count, block).await;
+        };
         let mut opts = StreamReadOptions::default()
             .group(&self.group, &self.name)
             .count(count);
@@ -501,13 +516,44 @@ impl Consumer {
             opts = opts.block(millis(self.options.block));
         }
         let ids = vec![">"; streams.len()];
-        redis::cmd("XREADGROUP")
+        Ok(redis::cmd("XREADGROUP")
             .arg(&opts)
             .arg("STREAMS")
             .arg(streams)
             .arg(&ids)
-            .query_async(&mut self.reader)
-            .await
+            .query_async(reader)
+            .await?)
+    }
+
+    /// [`Consumer::read_new`] on a cluster: one XREADGROUP per stream, sent at once.
+    async fn poll_new(
+        &self,
+        streams: &[String],
+        count: usize,
+        block: bool,
+    ) -> Result<Option<StreamReadReply>> {
+        let deadline = Instant::now() + self.options.block;
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let opts = StreamReadOptions::default()
+                .group(&self.group, &self.name)
+                .count(count);
+            let cmds = streams
+                .iter()
+                .map(|key| {
+                    let mut cmd = redis::cmd("XREADGROUP");
+                    cmd.arg(&opts).arg("STREAMS").arg(key).arg(">");
+                    cmd
+                })
+                .collect();
+            let replies: Vec<Option<StreamReadReply>> = self.store.fan_out(cmds).await?;
+            let keys: Vec<_> = replies.into_iter().flatten().flat_map(|r| r.keys).collect();
+            if !keys.is_empty() || !block || Instant::now() >= deadline {
+                return Ok(Some(StreamReadReply { keys }));
+            }
+            tokio::time::sleep(pause.min(deadline - Instant::now())).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
     }
 
     /// The partition whose decisions stream is `key`.
@@ -565,20 +611,23 @@ impl Consumer {
     async fn claim_idle(&mut self, idle: Duration, limit: usize) -> Result<Vec<Delivery>> {
         let min_idle = millis(idle);
         let count = self.options.count.min(limit);
-        let mut pipe = redis::pipe();
-        for key in self.streams.iter() {
-            pipe.xautoclaim_options(
-                key,
-                &self.group,
-                &self.name,
-                min_idle,
-                "0-0",
-                StreamAutoClaimOptions::default().count(count),
-            );
-        }
-        let mut conn = self.store.conn().await?;
-        let replies: Vec<StreamAutoClaimReply> = match pipe.query_async(&mut conn).await {
-            Err(e) if has_code(&e, "NOGROUP") => {
+        let cmds = self
+            .streams
+            .iter()
+            .map(|key| {
+                let mut cmd = redis::cmd("XAUTOCLAIM");
+                cmd.arg(key)
+                    .arg(&self.group)
+                    .arg(&self.name)
+                    .arg(min_idle)
+                    .arg("0-0")
+                    .arg("COUNT")
+                    .arg(count);
+                cmd
+            })
+            .collect();
+        let replies: Vec<StreamAutoClaimReply> = match self.store.fan_out(cmds).await {
+            Err(e) if e.server_code().as_deref() == Some("NOGROUP") => {
                 self.join(StartFrom::Beginning).await?;
                 return Ok(Vec::new());
             }
@@ -593,22 +642,22 @@ impl Consumer {
         }
         // Exact delivery counters of what this consumer now holds (nobody else can claim
         // it before min_idle passes again).
-        let mut pipe = redis::pipe();
+        let mut cmds = Vec::new();
         for (p, reply) in &claimed {
             if !reply.deleted_ids.is_empty() {
                 tracing::warn!(partition = p, ids = ?reply.deleted_ids, "pending entries were trimmed before anyone acked them");
             }
             for entry in &reply.claimed {
-                pipe.cmd("XPENDING")
-                    .arg(&self.streams[*p as usize])
+                let mut cmd = redis::cmd("XPENDING");
+                cmd.arg(&self.streams[*p as usize])
                     .arg(&self.group)
                     .arg(&entry.id)
                     .arg(&entry.id)
                     .arg(1);
+                cmds.push(cmd);
             }
         }
-        let pending: Vec<StreamPendingCountReply> = pipe.query_async(&mut conn).await?;
-        drop(conn);
+        let pending: Vec<StreamPendingCountReply> = self.store.fan_out(cmds).await?;
         let counts: HashMap<String, u64> = pending
             .into_iter()
             .flat_map(|r| r.ids)
@@ -649,23 +698,24 @@ impl Consumer {
             return Ok(());
         }
         let idle = millis(RELEASED_IDLE);
-        let mut pipe = redis::pipe();
-        for d in deliveries {
-            pipe.cmd("XCLAIM")
-                .arg(&self.streams[d.partition as usize])
-                .arg(&self.group)
-                .arg(&self.name)
-                .arg(0)
-                .arg(&d.entry_id)
-                .arg("IDLE")
-                .arg(idle)
-                .arg("RETRYCOUNT")
-                .arg(d.deliveries.saturating_sub(1))
-                .arg("JUSTID")
-                .ignore();
-        }
-        let mut conn = self.store.conn().await?;
-        pipe.query_async::<()>(&mut conn).await?;
+        let cmds = deliveries
+            .iter()
+            .map(|d| {
+                let mut cmd = redis::cmd("XCLAIM");
+                cmd.arg(&self.streams[d.partition as usize])
+                    .arg(&self.group)
+                    .arg(&self.name)
+                    .arg(0)
+                    .arg(&d.entry_id)
+                    .arg("IDLE")
+                    .arg(idle)
+                    .arg("RETRYCOUNT")
+                    .arg(d.deliveries.saturating_sub(1))
+                    .arg("JUSTID");
+                cmd
+            })
+            .collect();
+        let _: Vec<redis::Value> = self.store.fan_out(cmds).await?;
         Ok(())
     }
 
@@ -682,16 +732,20 @@ impl Consumer {
                 .or_default()
                 .push(&d.entry_id);
         }
-        let mut pipe = redis::pipe();
-        for (p, ids) in &by_partition {
-            pipe.xack(&self.streams[*p as usize], &self.group, ids);
-        }
+        let cmds: Vec<redis::Cmd> = by_partition
+            .iter()
+            .map(|(p, ids)| {
+                let mut cmd = redis::cmd("XACK");
+                cmd.arg(&self.streams[*p as usize])
+                    .arg(&self.group)
+                    .arg(ids);
+                cmd
+            })
+            .collect();
         // XACK is idempotent: repeat it while Redis restarts.
         let acked: Vec<usize> = self
             .store
-            .retrying(true, || async {
-                Ok(pipe.query_async(&mut self.store.conn().await?).await?)
-            })
+            .retrying(true, || self.store.fan_out(cmds.clone()))
             .await?;
         Ok(acked.into_iter().sum())
     }

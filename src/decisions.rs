@@ -165,12 +165,15 @@ impl Store {
             Some(s) => vec![self.session_keys(s)?.partition],
             None => (0..self.keys().partitions()).collect(),
         };
-        let mut pipe = redis::pipe();
-        for p in &partitions {
-            pipe.hgetall(self.keys().open_decisions(*p));
-        }
-        let mut conn = self.conn().await?;
-        let maps: Vec<HashMap<String, String>> = pipe.query_async(&mut conn).await?;
+        let cmds = partitions
+            .iter()
+            .map(|p| {
+                let mut cmd = redis::cmd("HGETALL");
+                cmd.arg(self.keys().open_decisions(*p));
+                cmd
+            })
+            .collect();
+        let maps: Vec<HashMap<String, String>> = self.fan_out(cmds).await?;
         let mut out = Vec::new();
         for text in maps.into_iter().flat_map(|m| m.into_values()) {
             let d: Decision = serde_json::from_str(&text)?;

@@ -253,6 +253,24 @@ impl Error {
         }
     }
 
+    /// The code of the error Redis answered with (`NOGROUP`, `BUSYGROUP`, ...), also when it
+    /// came from one command of a pipeline; `None` for other errors.
+    pub fn server_code(&self) -> Option<String> {
+        let Error::Redis {
+            source: Some(source),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let err = source.downcast_ref::<redis::RedisError>()?;
+        err.code().map(String::from).or_else(|| {
+            err.clone()
+                .into_server_errors()
+                .and_then(|errs| errs.first().map(|(_, e)| e.code().to_string()))
+        })
+    }
+
     /// True when a transport failure or timeout talking to Redis caused it.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::RedisUnavailable { .. })

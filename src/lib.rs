@@ -22,7 +22,9 @@
 //!   place an EVALSHA is built.
 //! - [`records`]: what the streams carry, typed (wal records, decision entries, the
 //!   `committed` fields, stream ids).
-//! - [`store`]: the shared handle (connection pool, namespace check).
+//! - [`connection`]: one node (pool) or a Redis Cluster (cluster connection), chosen by the
+//!   URL; the `Connection` every call uses.
+//! - [`store`]: the shared handle (connection, namespace check, fan-out over partitions).
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
@@ -36,6 +38,7 @@
 
 pub mod checkpoints;
 pub mod config;
+pub mod connection;
 pub mod consumer;
 pub mod decisions;
 pub mod durability;

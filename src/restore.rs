@@ -65,7 +65,11 @@ impl Store {
     /// nothing. Without it (Redis lost its state, or no daemon ever ran) SQLite may hold the
     /// session: this waits for the daemon, bounded by `restore_wait`, then fails with the
     /// retryable [`Error::NotLive`] — never [`Error::UnknownSession`].
-    async fn restorable(&self, sid: &str, conn: &mut crate::pool::Connection) -> Result<bool> {
+    async fn restorable(
+        &self,
+        sid: &str,
+        conn: &mut crate::connection::Connection,
+    ) -> Result<bool> {
         let p = self.keys().partition(sid);
         let wait = self.config().restore_wait;
         let mut backoff = Backoff::new(wait);

@@ -352,22 +352,25 @@ impl Store {
     }
 
     /// Session ids, sorted: all of them, or those of one user. Reads one index set per
-    /// partition in a single pipeline — never a keyspace scan. The index keeps a session until
+    /// partition in a single pipeline (one request per partition on a cluster) — never a
+    /// keyspace scan. The index keeps a session until
     /// it is closed, so sessions that expired from Redis but can be restored are listed too.
     pub async fn list_sessions(&self, user: Option<&str>) -> Result<Vec<String>> {
         if let Some(user) = user {
             validate_id("user", user)?;
         }
-        let mut pipe = redis::pipe();
-        for p in 0..self.keys().partitions() {
-            let key = match user {
-                Some(u) => self.keys().user_sessions(p, u),
-                None => self.keys().sessions_index(p),
-            };
-            pipe.smembers(key);
-        }
-        let mut conn = self.conn().await?;
-        let sets: Vec<Vec<String>> = pipe.query_async(&mut conn).await?;
+        let cmds = (0..self.keys().partitions())
+            .map(|p| {
+                let key = match user {
+                    Some(u) => self.keys().user_sessions(p, u),
+                    None => self.keys().sessions_index(p),
+                };
+                let mut cmd = redis::cmd("SMEMBERS");
+                cmd.arg(key);
+                cmd
+            })
+            .collect();
+        let sets: Vec<Vec<String>> = self.fan_out(cmds).await?;
         let mut all: Vec<String> = sets.into_iter().flatten().collect();
         all.sort();
         Ok(all)

@@ -1,17 +1,16 @@
-//! [`Store`]: the handle agent processes share — a connection pool ([`crate::pool`]), the
-//! namespace and the limits. Capability methods live in their concept modules (`sessions`, `messages`, ...)
+//! [`Store`]: the handle agent processes share — the way to Redis ([`crate::connection`]: a
+//! pool for one node, or a cluster connection), the namespace and the limits. Capability methods live in their concept modules (`sessions`, `messages`, ...)
 //! as further `impl Store` blocks.
 
 use std::sync::Arc;
 
-use deadpool_redis::Runtime;
-use redis::{AsyncConnectionConfig, FromRedisValue};
+use redis::FromRedisValue;
 
 use crate::config::{Config, Durability};
+use crate::connection::{Backend, Connection};
 use crate::durability::Backoff;
 use crate::error::{Error, Result};
 use crate::keys::Keys;
-use crate::pool::{Connection, Manager, Pool};
 use crate::scripts::ScriptCall;
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
@@ -25,8 +24,8 @@ pub struct Store {
 }
 
 struct Inner {
-    /// Shared by every task of the process; each connection is multiplexed.
-    pool: Pool,
+    /// Shared by every task of the process; every connection is multiplexed.
+    backend: Backend,
     /// Limits, TTLs and waits.
     config: Config,
     /// Key names of the namespace.
@@ -39,21 +38,6 @@ impl std::fmt::Debug for Store {
             .field("namespace", &self.inner.config.namespace)
             .finish()
     }
-}
-
-/// Builds a pool of multiplexed connections whose response timeout is `config.response_timeout`
-/// (redis-rs' own default of 500 ms would cut blocking stream reads short).
-pub(crate) fn build_pool(config: &Config) -> Result<Pool> {
-    let conn_config = AsyncConnectionConfig::new()
-        .set_response_timeout(Some(config.response_timeout))
-        .set_connection_timeout(Some(std::time::Duration::from_secs(3)));
-    let manager =
-        Manager::new(config.redis_url.as_str(), conn_config).map_err(Error::from_redis)?;
-    Pool::builder(manager)
-        .max_size(config.pool_size)
-        .runtime(Runtime::Tokio1)
-        .build()
-        .map_err(|e| Error::unavailable(e.to_string()))
 }
 
 /// Installs rustls' ring crypto provider once per process (redis-rs brings rustls without
@@ -79,10 +63,14 @@ impl Store {
         crate::keys::validate_id("prefix", &config.namespace.prefix)?;
         crate::config::check_ttl(config.session_ttl.as_secs())?;
         install_tls_provider();
-        let pool = build_pool(&config)?;
+        let backend = Backend::connect(&config).await?;
         let keys = Keys::new(&config.namespace.prefix, config.namespace.partitions);
         let store = Store {
-            inner: Arc::new(Inner { pool, config, keys }),
+            inner: Arc::new(Inner {
+                backend,
+                config,
+                keys,
+            }),
             durability: Durability::Live,
         };
         store.check_namespace().await?;
@@ -132,11 +120,94 @@ impl Store {
     /// A pooled connection (multiplexed; fine to hold across awaits). Failing to get one
     /// means nothing was sent: the error is marked safe to retry.
     pub async fn conn(&self) -> Result<Connection> {
-        self.inner
-            .pool
-            .get()
-            .await
-            .map_err(|e| Error::from(e).into_retry_safe())
+        self.inner.backend.get().await
+    }
+
+    /// Whether this store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.inner.backend, Backend::Cluster(_))
+    }
+
+    /// Sends commands that each touch one partition's slot: one pipeline on a single node
+    /// (one round trip), one request per command on a cluster (all in flight at once, each
+    /// to the node holding its slot). Replies in the order of `cmds`.
+    pub async fn fan_out<T: FromRedisValue>(&self, cmds: Vec<redis::Cmd>) -> Result<Vec<T>> {
+        if cmds.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn().await?;
+        if !self.is_cluster() {
+            let mut pipe = redis::pipe();
+            for cmd in cmds {
+                pipe.add_command(cmd);
+            }
+            return Ok(pipe.query_async(&mut conn).await?);
+        }
+        let requests = cmds.into_iter().map(|cmd| {
+            let mut conn = match &conn {
+                Connection::Cluster(c) => Connection::Cluster(c.clone()),
+                _ => unreachable!("a cluster store hands out cluster connections"),
+            };
+            async move { cmd.query_async::<T>(&mut conn).await }
+        });
+        let replies = futures_util::future::join_all(requests).await;
+        replies
+            .into_iter()
+            .map(|r| r.map_err(Error::from))
+            .collect()
+    }
+
+    /// Every key of this namespace (`<prefix>:*`), scanned on every master (SCAN, never
+    /// KEYS), sorted. For operators and tools; agents never scan.
+    pub async fn scan_namespace(&self) -> Result<Vec<String>> {
+        let pattern = self.keys().namespace_pattern();
+        let mut all = Vec::new();
+        for mut conn in self.masters().await? {
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut conn)
+                    .await?;
+                all.extend(keys);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        all.sort();
+        all.dedup();
+        Ok(all)
+    }
+
+    /// A connection to every master: the one node, or each master of the cluster (for
+    /// SCAN, KEYS, INFO and wipes, which a cluster answers per node).
+    pub async fn masters(&self) -> Result<Vec<Connection>> {
+        let Backend::Cluster(cluster) = &self.inner.backend else {
+            return Ok(vec![self.conn().await?]);
+        };
+        let mut cluster = cluster.clone();
+        let mut out = Vec::new();
+        for (host, port) in crate::connection::master_addresses(&mut cluster).await? {
+            let seed = match crate::connection::Target::parse(&self.config().redis_url)? {
+                crate::connection::Target::Cluster(nodes) => nodes[0].clone(),
+                crate::connection::Target::Single(url) => url,
+            };
+            let url = crate::connection::node_url(&seed, &host, port)?;
+            let config = redis::AsyncConnectionConfig::new()
+                .set_response_timeout(Some(self.config().response_timeout))
+                .set_connection_timeout(Some(std::time::Duration::from_secs(3)));
+            let conn = redis::Client::open(url.as_str())?
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            out.push(Connection::Node(conn));
+        }
+        Ok(out)
     }
 
     /// Runs one script call (one EVALSHA; see [`ScriptCall::run`]) and decodes its reply.

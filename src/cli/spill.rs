@@ -87,12 +87,15 @@ pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
 /// and publishes the marker. With a daemon running this is one round trip.
 pub async fn check_against_sqlite(ctx: &Ctx) -> Result<()> {
     let keys = ctx.store.keys();
-    let mut pipe = redis::pipe();
-    for p in 0..keys.partitions() {
-        pipe.exists(keys.committed(p)).exists(keys.lease(p));
-    }
-    let mut conn = ctx.store.conn().await?;
-    let found: Vec<bool> = pipe.query_async(&mut conn).await?;
+    let cmds = (0..keys.partitions())
+        .flat_map(|p| {
+            let (mut committed, mut lease) = (redis::cmd("EXISTS"), redis::cmd("EXISTS"));
+            committed.arg(keys.committed(p));
+            lease.arg(keys.lease(p));
+            [committed, lease]
+        })
+        .collect();
+    let found: Vec<bool> = ctx.store.fan_out(cmds).await?;
     let undecided = found.chunks(2).any(|pair| !pair[0] && !pair[1]);
     if undecided {
         SpillDaemon::open(ctx.store.clone(), SpillConfig::new(ctx.global.db()))

@@ -43,7 +43,7 @@ pub struct PartitionStats {
 
 /// Pending count and lag of one stream after `committed`.
 async fn pending(
-    conn: &mut crate::pool::Connection,
+    conn: &mut crate::connection::Connection,
     key: &str,
     committed: Option<&str>,
 ) -> Result<(usize, u64)> {

@@ -5,10 +5,13 @@ mod support;
 
 mod bad_input;
 mod cli;
+mod cluster;
+mod cluster_support;
 mod concurrency;
 mod consumer;
 mod decisions;
 mod demo;
+mod deployments;
 mod faults;
 mod key_protocol;
 mod loss;

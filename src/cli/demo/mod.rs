@@ -167,29 +167,20 @@ async fn demo_redis(global: &Global) -> Result<DemoRedis> {
     })
 }
 
-/// Deletes every key of the store's namespace (SCAN + UNLINK): "Redis lost" on a shared server.
+/// Deletes every key of the store's namespace (SCAN on every master, then UNLINK each):
+/// "Redis lost" on a shared server or cluster.
 async fn wipe_namespace(store: &Store) -> Result<()> {
-    let mut conn = store.conn().await?;
-    let pattern = store.keys().namespace_pattern();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await?;
-        if !keys.is_empty() {
-            redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<()>(&mut conn)
-                .await?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
+    let keys = store.scan_namespace().await?;
+    for chunk in keys.chunks(1000) {
+        let unlinks = chunk
+            .iter()
+            .map(|k| {
+                let mut cmd = redis::cmd("UNLINK");
+                cmd.arg(k);
+                cmd
+            })
+            .collect();
+        let _: Vec<i64> = store.fan_out(unlinks).await?;
     }
+    Ok(())
 }

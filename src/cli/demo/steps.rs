@@ -361,12 +361,7 @@ pub(super) async fn redis_lost(
             DemoRedis::Shared(url)
         }
     };
-    let mut conn = store.conn().await?;
-    let live: Vec<String> = redis::cmd("KEYS")
-        .arg(store.keys().namespace_pattern())
-        .query_async(&mut conn)
-        .await
-        .unwrap_or_default();
+    let live = store.scan_namespace().await.unwrap_or_default();
     n.check(
         live.iter().all(|k| !k.contains(planner.as_str())),
         "nothing of the session is left in Redis",

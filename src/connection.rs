@@ -1,0 +1,283 @@
+//! Where Redis is, and the connections to it: one node (a pool of multiplexed connections,
+//! [`crate::pool`]) or a Redis Cluster (redis-rs' async cluster connection: multiplexed, one
+//! connection per node, routes every command by the slot of its first key and follows
+//! MOVED/ASK while slots migrate). The URL chooses: a comma-separated list of node URLs, or
+//! `redis+cluster://` / `rediss+cluster://` with a comma-separated list of `host:port`, is a
+//! cluster; anything else is one node.
+//!
+//! Every script and every pipeline of the library touches the keys of one partition, and a
+//! partition's keys share one hash tag, so each goes to one slot on a cluster. Work over all
+//! partitions goes through [`crate::Store::fan_out`] (one pipeline on a node, one request per
+//! partition on a cluster); scans go to every master ([`crate::Store::masters`]).
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, Value};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::pool::{self, Manager, Pool};
+
+/// The deployment a URL names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One Redis: its URL.
+    Single(String),
+    /// A Redis Cluster: the URLs of its seed nodes (any of them will do; the others are
+    /// discovered).
+    Cluster(Vec<String>),
+}
+
+impl Target {
+    /// Reads a URL: `redis://a:7000,redis://b:7001` (a list of node URLs) or
+    /// `redis+cluster://[user:pass@]a:7000,b:7001` (`rediss+cluster://` for TLS) is a
+    /// cluster, anything else one node.
+    pub fn parse(url: &str) -> Result<Target> {
+        let bad = |why: &str| Error::InvalidInput(format!("redis url {url:?}: {why}"));
+        for (scheme, plain) in [
+            ("redis+cluster://", "redis://"),
+            ("rediss+cluster://", "rediss://"),
+        ] {
+            if let Some(rest) = url.strip_prefix(scheme) {
+                let (auth, hosts) = match rest.rsplit_once('@') {
+                    Some((auth, hosts)) => (format!("{auth}@"), hosts),
+                    None => (String::new(), rest),
+                };
+                // A trailing path or fragment (`/0`, `#insecure`) applies to every node.
+                let (hosts, tail) = match hosts.find(['/', '#']) {
+                    Some(i) => hosts.split_at(i),
+                    None => (hosts, ""),
+                };
+                let nodes: Vec<String> = hosts
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| format!("{plain}{auth}{h}{tail}"))
+                    .collect();
+                if nodes.is_empty() {
+                    return Err(bad("no cluster node given"));
+                }
+                return Ok(Target::Cluster(nodes));
+            }
+        }
+        if url.contains(',') {
+            let nodes: Vec<String> = url
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .collect();
+            if nodes.iter().any(|n| !n.contains("://")) {
+                return Err(bad(
+                    "each node of a comma-separated list is a full URL (redis://host:port)",
+                ));
+            }
+            return Ok(Target::Cluster(nodes));
+        }
+        Ok(Target::Single(url.to_string()))
+    }
+}
+
+/// The store's way to Redis: a pool for one node, or the shared cluster connection.
+#[derive(Clone)]
+pub(crate) enum Backend {
+    /// One node.
+    Single(Pool),
+    /// A cluster; clones share the connection.
+    Cluster(ClusterConnection),
+}
+
+impl Backend {
+    /// Connects as `config` says (the cluster connection is made at once; pooled
+    /// connections when first used).
+    pub(crate) async fn connect(config: &Config) -> Result<Backend> {
+        match Target::parse(&config.redis_url)? {
+            Target::Single(url) => Ok(Backend::Single(build_pool(config, &url)?)),
+            Target::Cluster(nodes) => {
+                let client = redis::cluster::ClusterClient::builder(nodes)
+                    .connection_timeout(Duration::from_secs(3))
+                    .response_timeout(config.response_timeout)
+                    .build()
+                    .map_err(Error::from_redis)?;
+                let conn = client
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| Error::from_redis(e).into_retry_safe())?;
+                Ok(Backend::Cluster(conn))
+            }
+        }
+    }
+
+    /// A connection: a pooled one, or a clone of the cluster connection.
+    pub(crate) async fn get(&self) -> Result<Connection> {
+        match self {
+            Backend::Single(pool) => pool
+                .get()
+                .await
+                .map(Connection::Single)
+                .map_err(|e| Error::from(e).into_retry_safe()),
+            Backend::Cluster(conn) => Ok(Connection::Cluster(conn.clone())),
+        }
+    }
+}
+
+/// Builds a pool of multiplexed connections to `url` whose response timeout is
+/// `config.response_timeout` (redis-rs' own default of 500 ms would cut blocking stream
+/// reads short).
+fn build_pool(config: &Config, url: &str) -> Result<Pool> {
+    let conn_config = AsyncConnectionConfig::new()
+        .set_response_timeout(Some(config.response_timeout))
+        .set_connection_timeout(Some(Duration::from_secs(3)));
+    let manager = Manager::new(url, conn_config).map_err(Error::from_redis)?;
+    Pool::builder(manager)
+        .max_size(config.pool_size)
+        .runtime(deadpool_redis::Runtime::Tokio1)
+        .build()
+        .map_err(|e| Error::unavailable(e.to_string()))
+}
+
+/// A connection of the store: pooled (one node), the cluster connection, or a plain
+/// connection to one node of a cluster (scans).
+pub enum Connection {
+    /// Checked out of the one-node pool.
+    Single(pool::Connection),
+    /// The cluster connection (routes by slot).
+    Cluster(ClusterConnection),
+    /// One cluster node, for commands that must reach each master (SCAN, KEYS, INFO).
+    Node(MultiplexedConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+            Connection::Node(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Node(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+            Connection::Node(c) => c.get_db(),
+        }
+    }
+}
+
+/// The `host:port` of every master of the cluster `conn` reaches (`CLUSTER SLOTS`).
+pub(crate) async fn master_addresses(conn: &mut ClusterConnection) -> Result<Vec<(String, u16)>> {
+    let slots: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await?;
+    let mut masters = Vec::new();
+    for range in slots {
+        let Value::Array(parts) = range else { continue };
+        let Some(Value::Array(node)) = parts.get(2) else {
+            continue;
+        };
+        let host: Option<String> = node
+            .first()
+            .and_then(|v| redis::from_redis_value(v.clone()).ok());
+        let port: Option<u16> = node
+            .get(1)
+            .and_then(|v| redis::from_redis_value(v.clone()).ok());
+        if let (Some(host), Some(port)) = (host, port) {
+            if !masters.contains(&(host.clone(), port)) {
+                masters.push((host, port));
+            }
+        }
+    }
+    masters.sort();
+    Ok(masters)
+}
+
+/// The URL of node `host:port` of a cluster whose seed URL is `seed` (same scheme,
+/// credentials and options).
+pub(crate) fn node_url(seed: &str, host: &str, port: u16) -> Result<String> {
+    let mut url = url_parts(seed)?;
+    url.host_port = format!("{host}:{port}");
+    Ok(format!(
+        "{}{}{}{}",
+        url.scheme, url.auth, url.host_port, url.tail
+    ))
+}
+
+/// A node URL split for [`node_url`].
+struct UrlParts {
+    scheme: String,
+    auth: String,
+    host_port: String,
+    tail: String,
+}
+
+fn url_parts(url: &str) -> Result<UrlParts> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Error::InvalidInput(format!("redis url {url:?} has no scheme")))?;
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((auth, rest)) => (format!("{auth}@"), rest),
+        None => (String::new(), rest),
+    };
+    let (host_port, tail) = match rest.find(['/', '#', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    Ok(UrlParts {
+        scheme: format!("{scheme}://"),
+        auth,
+        host_port: host_port.to_string(),
+        tail: tail.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Target;
+
+    #[test]
+    fn urls_choose_the_deployment() {
+        assert_eq!(
+            Target::parse("redis://127.0.0.1:6379").unwrap(),
+            Target::Single("redis://127.0.0.1:6379".into())
+        );
+        let cluster = Target::Cluster(vec![
+            "redis://127.0.0.1:7000".into(),
+            "redis://127.0.0.1:7001".into(),
+        ]);
+        assert_eq!(
+            Target::parse("redis://127.0.0.1:7000,redis://127.0.0.1:7001").unwrap(),
+            cluster
+        );
+        assert_eq!(
+            Target::parse("redis+cluster://127.0.0.1:7000,127.0.0.1:7001").unwrap(),
+            cluster
+        );
+        assert_eq!(
+            Target::parse("rediss+cluster://u:p@a:1,b:2#insecure").unwrap(),
+            Target::Cluster(vec![
+                "rediss://u:p@a:1#insecure".into(),
+                "rediss://u:p@b:2#insecure".into()
+            ])
+        );
+        assert!(Target::parse("redis://a:1,b:2").is_err());
+        assert!(Target::parse("redis+cluster://").is_err());
+        assert_eq!(
+            super::node_url("rediss://u:p@a:1/0#insecure", "10.0.0.2", 7002).unwrap(),
+            "rediss://u:p@10.0.0.2:7002/0#insecure"
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! What only a cluster does: a busy partition's slot moves to another master while agents
+//! append and the daemon flushes, and one master restarts empty. Each test has a cluster of
+//! its own (the flows both deployments share are in `deployments`).
+
+use std::time::Duration;
+
+use agentstate::*;
+
+use crate::cluster_support::Cluster;
+
+/// A store on `cluster`, checked against a fresh SQLite file by one daemon pass.
+async fn store_on(cluster: &Cluster, db: &std::path::Path) -> (Store, SpillConfig) {
+    let config = Config::new(cluster.url()).retry_wait(Duration::from_secs(20));
+    let store = Store::connect(config).await.unwrap();
+    let spill = SpillConfig::new(db)
+        .interval(Duration::from_millis(10))
+        .lease_ttl(Duration::from_millis(500));
+    SpillDaemon::open(store.clone(), spill.clone())
+        .await
+        .unwrap()
+        .run_once()
+        .await
+        .unwrap();
+    (store, spill)
+}
+
+/// Every message element of `sid` in Redis, and SQLite's rows for it.
+async fn both_copies(store: &Store, db: &std::path::Path, sid: &str) -> (Vec<String>, Vec<String>) {
+    // Restores the session if it is not live, then reads the stored elements as they are.
+    store.require_session(sid).await.unwrap();
+    let live: Vec<String> = redis::cmd("LRANGE")
+        .arg(store.keys().session(sid).msgs)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut store.conn().await.unwrap())
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT element FROM messages WHERE session_id = ?1 ORDER BY seq")
+        .unwrap();
+    let rows: Vec<String> = stmt
+        .query_map([sid], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    (live, rows)
+}
+
+/// The slot of partition `p`'s keys (all share the hash tag `{p}`).
+fn slot_of(cluster: &Cluster, store: &Store, p: u32) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(store.keys().wal(p))
+        .query(&mut cluster.nodes[0].connection())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resharding_a_busy_partition_loses_and_duplicates_nothing() {
+    let cluster = tokio::task::block_in_place(Cluster::start);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("spill.db");
+    let (store, spill) = store_on(&cluster, &db).await;
+    store
+        .create_session(&NewSession::new().id("busy"))
+        .await
+        .unwrap();
+    let p = store.keys().partition("busy");
+    let slot = slot_of(&cluster, &store, p);
+    let from = cluster.owner_of(slot);
+    let to = (from + 1) % cluster.nodes.len();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let daemon = tokio::spawn(
+        SpillDaemon::open(store.clone(), spill)
+            .await
+            .unwrap()
+            .run(cancel.clone()),
+    );
+    let (writers, per_writer) = (4, 150);
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..per_writer {
+                    let m = NewMessage::new("user").content(format!("w{w}-{i}"));
+                    let key = AppendOptions::default().idempotency_key(format!("w{w}-k{i}"));
+                    loop {
+                        match store.append_with("busy", &m, &key).await {
+                            Ok(_) => break,
+                            // A slot in the middle of a move may refuse for a moment.
+                            Err(e) if e.is_unavailable() => {
+                                tokio::time::sleep(Duration::from_millis(10)).await
+                            }
+                            Err(e) => panic!("w{w}-{i}: {e:?}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // Move the slot while the writers are busy (keys migrate in batches, clients follow ASK).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let written_before = store
+        .messages("busy", MessageQuery::all())
+        .await
+        .unwrap()
+        .len();
+    assert!(
+        written_before < writers * per_writer,
+        "the move comes under load"
+    );
+    tokio::task::block_in_place(|| cluster.move_slot(slot, from, to));
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(cluster.owner_of(slot), to);
+    // The daemon, on the new owner, commits everything.
+    let durable = store.with_durability(Durability::Durable);
+    durable
+        .append("busy", &NewMessage::new("user").content("last"))
+        .await
+        .unwrap();
+    cancel.cancel();
+    daemon.await.unwrap().unwrap();
+    let (live, rows) = both_copies(&store, &db, "busy").await;
+    let n = writers * per_writer + 1;
+    assert_eq!(live.len(), n);
+    let seqs: Vec<u64> = store
+        .messages("busy", MessageQuery::all())
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(seqs, (1..=n as u64).collect::<Vec<_>>(), "gapless");
+    let mut contents: Vec<String> = store
+        .messages("busy", MessageQuery::all())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| m.content)
+        .collect();
+    contents.sort();
+    contents.dedup();
+    assert_eq!(contents.len(), n, "each append once");
+    assert_eq!(rows, live, "SQLite holds exactly what Redis holds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_restarted_empty_is_a_redis_loss_that_restore_covers() {
+    let mut cluster = tokio::task::block_in_place(Cluster::start);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("spill.db");
+    let (store, spill) = store_on(&cluster, &db).await;
+    let sids: Vec<String> = (0..12).map(|i| format!("s{i}")).collect();
+    for sid in &sids {
+        store
+            .create_session(&NewSession::new().id(sid))
+            .await
+            .unwrap();
+        for i in 0..3 {
+            store
+                .append(sid, &NewMessage::new("user").content(format!("{sid}-{i}")))
+                .await
+                .unwrap();
+        }
+    }
+    SpillDaemon::open(store.clone(), spill.clone())
+        .await
+        .unwrap()
+        .run_once()
+        .await
+        .unwrap();
+    let mut before = Vec::new();
+    for sid in &sids {
+        before.push(both_copies(&store, &db, sid).await);
+    }
+    // Sessions of node 0 are lost with it; the others stay live.
+    let on_node0: Vec<&String> = sids
+        .iter()
+        .filter(|sid| {
+            let slot = slot_of(&cluster, &store, store.keys().partition(sid));
+            cluster.owner_of(slot) == 0
+        })
+        .collect();
+    assert!(!on_node0.is_empty() && on_node0.len() < sids.len());
+    tokio::task::block_in_place(|| {
+        cluster.nodes[0].restart_empty().unwrap();
+        cluster.wait_ok();
+    });
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let daemon = tokio::spawn(
+        SpillDaemon::open(store.clone(), spill)
+            .await
+            .unwrap()
+            .run(cancel.clone()),
+    );
+    for (sid, (live, rows)) in sids.iter().zip(&before) {
+        assert_eq!(
+            &both_copies(&store, &db, sid).await,
+            &(live.clone(), rows.clone()),
+            "{sid}"
+        );
+    }
+    let err = store
+        .create_session(&NewSession::new().id(on_node0[0]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::AlreadyExists(_)), "{err:?}");
+    cancel.cancel();
+    daemon.await.unwrap().unwrap();
+}
