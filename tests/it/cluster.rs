@@ -211,3 +211,106 @@ async fn a_master_restarted_empty_is_a_redis_loss_that_restore_covers() {
     cancel.cancel();
     daemon.await.unwrap().unwrap();
 }
+
+/// The CLI on a cluster URL: sessions, messages, decisions through `tail`, `stats`, `keys`,
+/// the daemon (`spill --once`) and `restore` after the namespace was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_works_on_a_cluster() {
+    let cluster = tokio::task::block_in_place(crate::cluster_support::shared);
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("cli{}", std::process::id());
+    let cli = |args: &[&str]| {
+        let mut all = vec!["--prefix", prefix.as_str()];
+        all.extend_from_slice(args);
+        let out = crate::support::cli_at(&cluster.url(), dir.path(), &all);
+        assert_eq!(out.code, 0, "{args:?}: {out:?}");
+        out.stdout
+    };
+    assert_eq!(cli(&["session", "create", "--id", "c1"]).trim(), "c1");
+    for i in 0..3 {
+        cli(&[
+            "msg",
+            "append",
+            "c1",
+            "--role",
+            "user",
+            "--content",
+            &format!("m{i}"),
+        ]);
+        cli(&[
+            "decide",
+            "c1",
+            "--decision",
+            &format!("d{i}"),
+            "--rationale",
+            "r",
+        ]);
+    }
+    assert_eq!(cli(&["msg", "list", "c1"]).lines().count(), 3);
+    let tail = cli(&[
+        "tail",
+        "--group",
+        "g",
+        "--consumer",
+        "a",
+        "--count",
+        "3",
+        "--from-start",
+    ]);
+    assert_eq!(crate::support::json_lines(&tail).len(), 3);
+    let keys = cli(&["keys", "c1"]);
+    assert!(keys.lines().any(|k| k.ends_with(":s:c1:msgs")), "{keys}");
+    cli(&["spill", "--once"]);
+    let stats = cli(&["--json", "stats"]);
+    assert_eq!(stats.lines().count(), 16);
+    assert!(
+        stats.lines().all(|l| l.contains(r#""wal_pending":0"#)),
+        "{stats}"
+    );
+
+    let store = Store::connect(Config::new(cluster.url()).prefix(&prefix))
+        .await
+        .unwrap();
+    for key in store.scan_namespace().await.unwrap() {
+        let _: i64 = redis::cmd("UNLINK")
+            .arg(&key)
+            .query_async(&mut store.conn().await.unwrap())
+            .await
+            .unwrap();
+    }
+    assert_eq!(cli(&["restore", "c1"]).trim(), "restored");
+    assert_eq!(cli(&["msg", "list", "c1"]).lines().count(), 3);
+}
+
+/// The narrated demo, on the cluster (its "Redis lost" deletes its namespace on every master).
+#[test]
+fn the_demo_passes_on_a_cluster() {
+    let cluster = crate::cluster_support::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::support::cli_at(
+        &cluster.url(),
+        dir.path(),
+        &["--db", dir.path().join("demo.db").to_str().unwrap(), "demo"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stdout.contains("all checks passed"), "{}", out.stdout);
+}
+
+/// With the default 16 partitions on 3 masters (slots split evenly), no master holds more
+/// than half of the partitions.
+#[test]
+fn sixteen_partitions_spread_over_three_masters() {
+    let cluster = crate::cluster_support::shared();
+    let keys = agentstate::keys::Keys::new("as", 16);
+    let mut per_master = [0usize; 3];
+    for p in 0..16 {
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(keys.wal(p))
+            .query(&mut cluster.nodes[0].connection())
+            .unwrap();
+        per_master[cluster.owner_of(slot)] += 1;
+    }
+    assert!(per_master.iter().all(|n| *n <= 8), "{per_master:?}");
+    assert_eq!(per_master.iter().sum::<usize>(), 16);
+}
