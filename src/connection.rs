@@ -180,29 +180,53 @@ impl ConnectionLike for Connection {
     }
 }
 
-/// The `host:port` of every master of the cluster `conn` reaches (`CLUSTER SLOTS`).
-pub(crate) async fn master_addresses(conn: &mut ClusterConnection) -> Result<Vec<(String, u16)>> {
+/// A field of a `CLUSTER SLOTS` reply, decoded.
+fn field<T: redis::FromRedisValue>(v: Option<&Value>) -> Option<T> {
+    v.and_then(|v| redis::from_redis_value(v.clone()).ok())
+}
+
+/// The slot ranges of the cluster `conn` reaches and the `host:port` of the master serving
+/// each (`CLUSTER SLOTS`).
+async fn slot_ranges(conn: &mut ClusterConnection) -> Result<Vec<(u16, u16, (String, u16))>> {
     let slots: Vec<Value> = redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await?;
-    let mut masters = Vec::new();
+    let mut out = Vec::new();
     for range in slots {
         let Value::Array(parts) = range else { continue };
         let Some(Value::Array(node)) = parts.get(2) else {
             continue;
         };
-        let host: Option<String> = node
-            .first()
-            .and_then(|v| redis::from_redis_value(v.clone()).ok());
-        let port: Option<u16> = node
-            .get(1)
-            .and_then(|v| redis::from_redis_value(v.clone()).ok());
-        if let (Some(host), Some(port)) = (host, port) {
-            if !masters.contains(&(host.clone(), port)) {
-                masters.push((host, port));
-            }
+        let host: Option<String> = field(node.first());
+        let port: Option<u16> = field(node.get(1));
+        let (lo, hi): (Option<u16>, Option<u16>) = (field(parts.first()), field(parts.get(1)));
+        if let (Some(lo), Some(hi), Some(host), Some(port)) = (lo, hi, host, port) {
+            out.push((lo, hi, (host, port)));
         }
     }
+    Ok(out)
+}
+
+/// The `host:port` of every master of the cluster `conn` reaches.
+pub(crate) async fn master_addresses(conn: &mut ClusterConnection) -> Result<Vec<(String, u16)>> {
+    let mut masters: Vec<(String, u16)> =
+        slot_ranges(conn).await?.into_iter().map(|r| r.2).collect();
     masters.sort();
+    masters.dedup();
     Ok(masters)
+}
+
+/// The `host:port` of the master serving `key` now.
+pub(crate) async fn owner_of(conn: &mut ClusterConnection, key: &str) -> Result<(String, u16)> {
+    let slot: u16 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(conn)
+        .await?;
+    slot_ranges(conn)
+        .await?
+        .into_iter()
+        .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))
+        .map(|r| r.2)
+        .ok_or_else(|| Error::redis(format!("no master serves slot {slot}")))
 }
 
 /// The URL of node `host:port` of a cluster whose seed URL is `seed` (same scheme,

@@ -16,7 +16,7 @@ use redis::streams::{
     StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamRangeReply, StreamReadOptions,
     StreamReadReply,
 };
-use redis::{AsyncCommands, AsyncConnectionConfig, RedisError};
+use redis::{AsyncCommands, RedisError};
 use serde::{Deserialize, Serialize};
 
 use crate::decisions::Decision;
@@ -222,14 +222,13 @@ pub async fn create_group(store: &Store, key: &str, group: &str, start: &str) ->
 }
 
 /// A connection of its own for XREADGROUP BLOCK: its response timeout covers `block`, and
-/// blocking on it stalls no other caller.
+/// blocking on it stalls no other caller. On a cluster it reaches the node of partition 0's
+/// stream (a read over every partition's stream cannot span a cluster's slots).
 pub async fn blocking_connection(store: &Store, block: Duration) -> Result<MultiplexedConnection> {
-    let config = AsyncConnectionConfig::new()
-        .set_response_timeout(Some(block + store.config().response_timeout))
-        .set_connection_timeout(Some(Duration::from_secs(3)));
-    Ok(redis::Client::open(store.config().redis_url.as_str())?
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?)
+    let any_stream = store.keys().decisions(0);
+    store
+        .dedicated_connection(&any_stream, block + store.config().response_timeout)
+        .await
 }
 
 /// The fields of a stream entry as text.

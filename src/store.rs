@@ -185,6 +185,39 @@ impl Store {
         Ok(all)
     }
 
+    /// The URL of the node serving `key`: the one node's URL, or on a cluster the master
+    /// that holds the key's slot now (same scheme and credentials as the seed).
+    pub async fn node_url_for(&self, key: &str) -> Result<String> {
+        use crate::connection::{node_url, owner_of, Target};
+        match (
+            &self.inner.backend,
+            Target::parse(&self.config().redis_url)?,
+        ) {
+            (Backend::Cluster(cluster), Target::Cluster(nodes)) => {
+                let (host, port) = owner_of(&mut cluster.clone(), key).await?;
+                node_url(&nodes[0], &host, port)
+            }
+            _ => Ok(self.config().redis_url.clone()),
+        }
+    }
+
+    /// A connection of its own (shared with no other call) to the node serving `key`,
+    /// whose response timeout is `timeout`: for blocking reads, which would stall a shared
+    /// multiplexed connection.
+    pub async fn dedicated_connection(
+        &self,
+        key: &str,
+        timeout: std::time::Duration,
+    ) -> Result<redis::aio::MultiplexedConnection> {
+        let url = self.node_url_for(key).await?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(std::time::Duration::from_secs(3)));
+        Ok(redis::Client::open(url.as_str())?
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?)
+    }
+
     /// A connection to every master: the one node, or each master of the cluster (for
     /// SCAN, KEYS, INFO and wipes, which a cluster answers per node).
     pub async fn masters(&self) -> Result<Vec<Connection>> {

@@ -136,6 +136,28 @@ impl Sizes {
     }
 }
 
+/// [`redis_benchmark`] on the node that serves the command's first key (an EVALSHA's
+/// `command[3]`): the one Redis, or on a cluster the master holding that slot.
+async fn benchmark_raw(store: &Store, requests: usize, command: &[String]) -> Result<f64> {
+    let key = command.get(3).map_or("", String::as_str);
+    let url = store.node_url_for(key).await?;
+    let (host, port) = tcp_address(&url)?;
+    redis_benchmark(&host, port, requests, command)
+}
+
+/// Host and port of a plain `redis://` URL (redis-benchmark runs beside it).
+pub fn tcp_address(url: &str) -> Result<(String, u16)> {
+    match redis::IntoConnectionInfo::into_connection_info(url)
+        .map_err(Error::from_redis)?
+        .addr()
+    {
+        redis::ConnectionAddr::Tcp(host, port) => Ok((host.clone(), *port)),
+        _ => Err(Error::InvalidInput(
+            "bench needs a plain redis:// TCP address (redis-benchmark runs beside it)".into(),
+        )),
+    }
+}
+
 /// Runs `redis-benchmark -q -c WORKERS -P 1 -n requests` with one command against the Redis
 /// at `host`:`port` and returns its requests per second.
 pub fn redis_benchmark(host: &str, port: u16, requests: usize, command: &[String]) -> Result<f64> {
@@ -157,25 +179,33 @@ pub fn redis_benchmark(host: &str, port: u16, requests: usize, command: &[String
         .ok_or_else(|| Error::io(format!("could not read redis-benchmark output: {text}")))
 }
 
-/// A field of `INFO <section>`.
-async fn info_field(store: &Store, section: &str, field: &str) -> Result<String> {
-    let mut conn = store.conn().await?;
-    let info: String = redis::cmd("INFO")
-        .arg(section)
-        .query_async(&mut conn)
-        .await?;
-    info.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .map(|v| v.trim().to_string())
-        .ok_or_else(|| Error::redis(format!("INFO {section} has no {field}")))
+/// A field of `INFO <section>` of every master (one on a single node).
+async fn info_field(store: &Store, section: &str, field: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for mut conn in store.masters().await? {
+        let info: String = redis::cmd("INFO")
+            .arg(section)
+            .query_async(&mut conn)
+            .await?;
+        let value = info
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+            .ok_or_else(|| Error::redis(format!("INFO {section} has no {field}")))?;
+        out.push(value);
+    }
+    Ok(out)
 }
 
-/// `used_memory` of the server, bytes.
+/// `used_memory`, bytes, summed over every master.
 pub async fn used_memory(store: &Store) -> Result<u64> {
-    info_field(store, "memory", "used_memory")
-        .await?
-        .parse()
-        .map_err(|e| Error::redis(format!("used_memory: {e}")))
+    let mut total = 0;
+    for v in info_field(store, "memory", "used_memory").await? {
+        total += v
+            .parse::<u64>()
+            .map_err(|e| Error::redis(format!("used_memory: {e}")))?;
+    }
+    Ok(total)
 }
 
 /// A short, readable rendering of a raw command for the table: `EVALSHA <script> (<n> keys)`
@@ -264,8 +294,10 @@ impl Memory {
 pub struct Machine {
     /// Logical CPUs.
     pub cores: usize,
-    /// `redis_version` of the server.
+    /// `redis_version` of the server (of each master, on a cluster).
     pub redis_version: String,
+    /// Masters serving the namespace: 1, or the cluster's.
+    pub masters: usize,
     /// 1-minute load average when the run started (`/proc/loadavg`; figures taken at a load
     /// above the core count are noisy).
     pub load_start: Option<f64>,
@@ -297,10 +329,6 @@ pub struct Report {
 pub struct Options<'a> {
     /// The published sizes, or the quick ones.
     pub quick: bool,
-    /// Host of the Redis behind `store` (redis-benchmark connects to it).
-    pub host: String,
-    /// Port of the Redis behind `store`.
-    pub port: u16,
     /// A fresh SQLite file for the spill workloads.
     pub db_path: PathBuf,
     /// The private server behind `store`, if any: W6 restarts it empty (a real loss of
@@ -340,8 +368,6 @@ fn load_average() -> Option<f64> {
 pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let Options {
         quick,
-        host,
-        port,
         db_path,
         server,
         progress,
@@ -354,7 +380,10 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let sizes = Sizes::new(quick);
     let machine_at_start = Machine {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        redis_version: info_field(store, "server", "redis_version").await?,
+        redis_version: info_field(store, "server", "redis_version")
+            .await?
+            .join(", "),
+        masters: store.masters().await?.len(),
         load_start: load_average(),
         load_end: None,
     };
@@ -387,12 +416,7 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
 
     let bar = stage(progress, "W1 raw: redis-benchmark".into());
     let raw = RawCommands::prepare(store, &sessions[0]).await?;
-    w1.raw_per_sec = Some(redis_benchmark(
-        &host,
-        port,
-        sizes.raw_requests,
-        &raw.append,
-    )?);
+    w1.raw_per_sec = Some(benchmark_raw(store, sizes.raw_requests, &raw.append).await?);
     w1.raw_command = Some(describe(&raw.append));
     bar.finish_and_clear();
 
@@ -401,7 +425,7 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         format!("W2 load: {} loads of each session", sizes.loads),
     );
     let mut w2 = live::w2_load(store, &sessions, sizes).await?;
-    let loads = redis_benchmark(&host, port, sizes.raw_requests / 10, &raw.load)?;
+    let loads = benchmark_raw(store, sizes.raw_requests / 10, &raw.load).await?;
     w2.raw_per_sec = Some(loads * sizes.messages as f64);
     w2.raw_command = Some(describe(&raw.load));
     bar.finish_and_clear();
@@ -414,8 +438,8 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         ),
     );
     let mut w3 = live::w3_state(store, sizes).await?;
-    let save = redis_benchmark(&host, port, sizes.raw_requests / 5, &raw.save)?;
-    let read = redis_benchmark(&host, port, sizes.raw_requests / 5, &raw.read)?;
+    let save = benchmark_raw(store, sizes.raw_requests / 5, &raw.save).await?;
+    let read = benchmark_raw(store, sizes.raw_requests / 5, &raw.read).await?;
     w3.raw_per_sec = Some(1.0 / (1.0 / save + 1.0 / read));
     w3.raw_command = Some(format!("{} + {}", describe(&raw.save), describe(&raw.read)));
     bar.finish_and_clear();

@@ -41,17 +41,6 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
             (server.url(), Some(server))
         }
     };
-    let (host, port) = match redis::IntoConnectionInfo::into_connection_info(url.as_str())
-        .map_err(Error::from_redis)?
-        .addr()
-    {
-        redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
-        _ => {
-            return Err(Error::InvalidInput(
-                "bench needs a plain redis:// TCP address (redis-benchmark runs beside it)".into(),
-            ))
-        }
-    };
     let prefix = if global.prefix == "as" && global.redis.is_some() {
         "asbench".to_string()
     } else {
@@ -68,8 +57,6 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
         &store,
         Options {
             quick: args.quick,
-            host,
-            port,
             db_path: db_dir.path().join("bench.db"),
             server: private.as_mut(),
             progress: true,
