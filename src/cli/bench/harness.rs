@@ -322,6 +322,45 @@ pub struct Report {
     pub w6: RehydrateFigures,
     /// Memory after W1, before and after the trim.
     pub memory: Memory,
+    /// Commands Redis ran per W1 append (from `INFO commandstats` of every master).
+    pub w1_calls: W1Calls,
+}
+
+/// What one append cost Redis in commands during W1 (other clients of the same Redis add
+/// to it; the CLI's own reads of the stats are one INFO per master).
+#[derive(Debug, Clone, Serialize)]
+pub struct W1Calls {
+    /// EVALSHA calls per append: 1 on one node and on a cluster.
+    pub evalsha_per_append: f64,
+    /// Every command per append, the scripts' inner ones included.
+    pub commands_per_append: f64,
+}
+
+/// Calls of EVALSHA and of all commands so far, summed over every master
+/// (`INFO commandstats`).
+async fn command_calls(store: &Store) -> Result<(u64, u64)> {
+    let (mut evalsha, mut total) = (0, 0);
+    for mut conn in store.masters().await? {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await?;
+        for line in info.lines() {
+            let Some((name, stats)) = line.split_once(':') else {
+                continue;
+            };
+            let calls: u64 = stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            total += calls;
+            if name == "cmdstat_evalsha" {
+                evalsha += calls;
+            }
+        }
+    }
+    Ok((evalsha, total))
 }
 
 /// How [`run`] runs.
@@ -397,8 +436,15 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         ),
     );
     let mem_before = used_memory(store).await?;
+    let calls_before = command_calls(store).await?;
     let (mut w1, sessions) = live::w1_append(store, sizes).await?;
     let written = Instant::now();
+    let calls_w1 = command_calls(store).await?;
+    let appends = (sizes.sessions * sizes.messages) as f64;
+    let w1_calls = W1Calls {
+        evalsha_per_append: (calls_w1.0 - calls_before.0) as f64 / appends,
+        commands_per_append: (calls_w1.1 - calls_before.1) as f64 / appends,
+    };
     let mem_w1 = used_memory(store).await?;
     bar.finish_and_clear();
 
@@ -480,5 +526,6 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         w5,
         w6,
         memory,
+        w1_calls,
     })
 }

@@ -83,6 +83,12 @@ fn print_report(report: &Report) {
         if report.quick { ", --quick sizes" } else { "" }
     );
     print_table(&report.rows);
+    println!(
+        "W1 cost in Redis: {:.2} EVALSHA and {:.1} commands (inner ones included) per append, {} master(s)",
+        report.w1_calls.evalsha_per_append,
+        report.w1_calls.commands_per_append,
+        m.masters
+    );
     let (w4, w5, w6) = (&report.w4, &report.w5, &report.w6);
     println!(
         "W4 latency, record_decision returning -> blocked consumer holding it: p50 {} us, p99 {} us (raw XADD: {} / {} us); W4 p50/p99 above are from calling record_decision",
