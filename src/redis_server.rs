@@ -31,20 +31,28 @@ pub fn redis_server_available() -> bool {
         .unwrap_or(false)
 }
 
-/// A loopback TCP port that nothing listens on right now.
+/// A loopback TCP port that nothing listens on right now, from 20000–22767: below Linux'
+/// ephemeral range (32768 and up), so no client connection of a busy machine takes it
+/// between this check and the server's bind, and its cluster bus port (port + 10000) stays
+/// below that range too. A process never hands the same port out twice (tests start
+/// servers concurrently).
 pub fn free_port() -> u16 {
-    // Ports above 20000 keep clear of the cluster bus offset (port + 10000 must stay valid).
-    for _ in 0..64 {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-        let port = listener.local_addr().expect("local addr").port();
-        if port < 55000 {
+    use rand::Rng;
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    let mut rng = rand::rng();
+    for _ in 0..1000 {
+        let port = rng.random_range(20_000..22_768);
+        let bus = port + 10_000;
+        if !handed_out.contains(&port)
+            && TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && TcpListener::bind(("127.0.0.1", bus)).is_ok()
+        {
+            handed_out.push(port);
             return port;
         }
     }
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    panic!("no free loopback port in 20000-22767")
 }
 
 impl RedisServer {
