@@ -1,0 +1,51 @@
+"""agentstate: a shared, live session store for AI-agent processes in Redis, with a durable
+spillover into SQLite — the Python package, a binding over the Rust core.
+
+Every call is one Rust call on a shared tokio runtime: the sync methods (``store.append``)
+release the GIL around the Redis I/O; their async twins (``await store.aappend``) never block
+the event loop. One ``Store`` may be shared by any number of threads and event loops.
+
+>>> from agentstate import Store
+>>> store = Store("redis://127.0.0.1:6379")                     # doctest: +SKIP
+>>> sid = store.create_session(user="alice")                     # doctest: +SKIP
+>>> store.append(sid, "user", "hello")                           # doctest: +SKIP
+1
+
+Adapters: :mod:`agentstate.openai_agents` (OpenAI Agents SDK ``Session``) and
+:mod:`agentstate.strands` (Strands Agents ``SessionRepository``).
+"""
+
+from ._agentstate import (
+    AgentStateError,
+    AlreadyExists,
+    Conflict,
+    Consumer,
+    DurabilityTimeout,
+    InvalidInput,
+    NamespaceMismatch,
+    NotLive,
+    RedisUnavailable,
+    Store,
+    TooLarge,
+    UnknownSession,
+    __version__,
+)
+from ._shared import shared_store, ashared_store
+
+__all__ = [
+    "AgentStateError",
+    "AlreadyExists",
+    "Conflict",
+    "Consumer",
+    "DurabilityTimeout",
+    "InvalidInput",
+    "NamespaceMismatch",
+    "NotLive",
+    "RedisUnavailable",
+    "Store",
+    "TooLarge",
+    "UnknownSession",
+    "__version__",
+    "shared_store",
+    "ashared_store",
+]

@@ -1,0 +1,46 @@
+"""One connected :class:`~agentstate.Store` per (url, prefix, partitions) in the process, so
+every adapter object (a session per conversation) shares one connection pool."""
+
+from __future__ import annotations
+
+import threading
+from typing import Dict, Tuple
+
+from ._agentstate import Store
+
+_Key = Tuple[str, str, int]
+_stores: Dict[_Key, Store] = {}
+_lock = threading.Lock()
+
+
+def shared_store(url: str, prefix: str = "as", partitions: int = 16) -> Store:
+    """The process-wide store for this namespace, connecting (blocking) on first use."""
+    key = (url, prefix, partitions)
+    with _lock:
+        store = _stores.get(key)
+        if store is None:
+            store = Store(url, prefix=prefix, partitions=partitions)
+            _stores[key] = store
+        return store
+
+
+async def ashared_store(url: str, prefix: str = "as", partitions: int = 16) -> Store:
+    """Like :func:`shared_store`, but connects without blocking the event loop."""
+    key = (url, prefix, partitions)
+    store = _stores.get(key)
+    if store is not None:
+        return store
+    store = await Store.aconnect(url, prefix=prefix, partitions=partitions)
+    with _lock:
+        # Two tasks may have connected at once: keep the first, drop ours.
+        return _stores.setdefault(key, store)
+
+
+def _forget_all() -> None:
+    """Drops the cached stores (tests that restart Redis on the same URL use it)."""
+    with _lock:
+        _stores.clear()
+
+
+__all__ = ["shared_store", "ashared_store"]
+

@@ -1,0 +1,172 @@
+"""``AgentStateSession``: the OpenAI Agents SDK ``Session`` protocol on agentstate.
+
+Each conversation item is one agentstate message (its ``role`` is the item's role, or its
+``type`` for tool calls and outputs; its ``content`` the item's exact JSON text), so the
+history is live in Redis, flushed to SQLite by the spill daemon and restored from it after
+Redis lost it — and other agentstate tools (CLI, compaction, checkpoints) see it too.
+
+    from agents import Agent, Runner
+    from agentstate.openai_agents import AgentStateSession
+
+    session = AgentStateSession("conversation-42", url="redis://127.0.0.1:6379")
+    result = await Runner.run(Agent(name="a", instructions="..."), "hello", session=session)
+
+``pop_item`` removes the newest message with the core's ``pop_message`` (one script, logged
+to the wal); ``clear_session`` closes the agentstate session (Redis and SQLite, one script)
+and the next ``add_items`` starts it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Union
+
+from agents.memory.session_settings import SessionSettings, coerce_session_settings
+
+from . import _ids
+from ._agentstate import AlreadyExists, Store, UnknownSession
+from ._shared import ashared_store
+
+__all__ = ["AgentStateSession"]
+
+DEFAULT_URL = "redis://127.0.0.1:6379"
+
+
+def _encode(item: Any) -> Dict[str, Any]:
+    """The agentstate message of one item."""
+    kind = item.get("role") or item.get("type") if isinstance(item, dict) else None
+    return {
+        "role": _ids.role(kind),
+        "content": json.dumps(item, ensure_ascii=False, separators=(",", ":")),
+    }
+
+
+def _decode(message: Dict[str, Any]) -> Optional[Any]:
+    """The item of one stored message: its content parsed as JSON; a message written by
+    other agentstate tools (e.g. a compaction note) becomes ``{"role", "content"}``."""
+    content = message.get("content")
+    if content is None:
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return {"role": message["role"], "content": content}
+
+
+class AgentStateSession:
+    """An OpenAI Agents SDK session stored in agentstate.
+
+    Args:
+        session_id: the conversation's id (an agentstate session of the same id when it is
+            1-128 chars of ``[A-Za-z0-9._+-]``, else a stable digest of it).
+        url: Redis URL; default ``$AGENTSTATE_REDIS_URL`` or ``redis://127.0.0.1:6379``.
+        prefix: agentstate namespace prefix.
+        session_settings: a ``SessionSettings`` or a dict (``{"limit": n}``), normalised as
+            the SDK does; its ``limit`` is used when ``get_items`` gets none.
+        partitions: the namespace's partition count.
+        store: an already connected :class:`agentstate.Store` to use instead of ``url``.
+    """
+
+    session_settings: Optional[SessionSettings] = None
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        url: Optional[str] = None,
+        prefix: str = "as",
+        session_settings: Union[SessionSettings, Dict[str, Any], None] = None,
+        partitions: int = 16,
+        store: Optional[Store] = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self._sid = _ids.part(session_id)
+        self._url = url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL
+        self._prefix = prefix
+        self._partitions = partitions
+        self._store = store
+        self._closed = False
+
+    @property
+    def agentstate_id(self) -> str:
+        """The agentstate session id holding this conversation."""
+        return self._sid
+
+    async def _open(self) -> Store:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+        if self._store is None:
+            self._store = await ashared_store(self._url, self._prefix, self._partitions)
+        return self._store
+
+    async def get_items(self, limit: Optional[int] = None) -> List[Any]:
+        """The latest ``limit`` items in chronological order (all when ``limit`` and
+        ``session_settings.limit`` are None; none when it is 0). One round trip."""
+        store = await self._open()
+        if limit is None:
+            limit = self.session_settings.limit if self.session_settings else None
+        if limit == 0:
+            return []
+        last = limit if limit is not None and limit > 0 else None
+        try:
+            messages = await store.amessages(self._sid, last=last)
+        except UnknownSession:
+            return []
+        items = []
+        for m in messages:
+            item = _decode(m)
+            if item is not None:
+                items.append(item)
+        return items
+
+    async def add_items(self, items: List[Any]) -> None:
+        """Appends the items in order (the session is created on first use)."""
+        store = await self._open()
+        if not items:
+            return
+        messages = [_encode(i) for i in items]
+        try:
+            await store.aappend_many(self._sid, messages)
+        except UnknownSession:
+            await self._create(store)
+            await store.aappend_many(self._sid, messages)
+
+    async def _create(self, store: Store) -> None:
+        try:
+            await store.acreate_session(
+                self._sid,
+                metadata={"framework": "openai-agents", "session_id": self.session_id},
+            )
+        except AlreadyExists:
+            pass  # another writer created it first
+
+    async def pop_item(self) -> Optional[Any]:
+        """Removes and returns the newest item, or None when the session is empty."""
+        store = await self._open()
+        try:
+            message = await store.apop_message(self._sid)
+        except UnknownSession:
+            return None
+        return None if message is None else _decode(message)
+
+    async def clear_session(self) -> None:
+        """Deletes every item: the agentstate session is closed (Redis and SQLite)."""
+        store = await self._open()
+        try:
+            await store.aclose_session(self._sid, True)
+        except UnknownSession:
+            pass
+
+    def close(self) -> None:
+        """Marks the session closed (later calls raise ``RuntimeError``); the connection pool
+        is shared by the process and stays open."""
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return f"AgentStateSession({self.session_id!r}, prefix={self._prefix!r})"

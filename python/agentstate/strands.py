@@ -1,0 +1,269 @@
+"""``AgentStateSessionRepository``: a Strands Agents ``SessionRepository`` on agentstate.
+
+Use it with Strands' own ``RepositorySessionManager``:
+
+    from strands import Agent
+    from strands.session.repository_session_manager import RepositorySessionManager
+    from agentstate.strands import AgentStateSessionRepository
+
+    repo = AgentStateSessionRepository(url="redis://127.0.0.1:6379")
+    agent = Agent(session_manager=RepositorySessionManager(session_id="s1", session_repository=repo))
+
+The mapping onto agentstate (everything is live in Redis, flushed to SQLite, restored):
+
+* a Strands session is an agentstate session (same id), its ``Session`` JSON in the
+  session's metadata;
+* each agent is a linked sub-agent session ``<session>@<agent>`` (closing the session closes
+  its agents); the ``SessionAgent`` JSON it was created with is that session's metadata, each
+  update a checkpoint labelled ``agent`` (``created_at`` stays the creation's, as in Strands'
+  file and S3 repositories);
+* message ``n`` of an agent is the message with seq ``n + 1`` of the agent's session, its
+  content the ``SessionMessage`` JSON: creation is an append that expects exactly that seq
+  (so creating an existing message fails), an update or redaction replaces that message with
+  the core's ``replace_message`` (one script, logged to the wal);
+* multi-agent state is a checkpoint of the session labelled ``ma.<id>``.
+
+Creating what exists or updating what is missing raises ``SessionException``; reading what is
+missing returns ``None`` (``[]`` for a message list).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from strands.session.session_repository import SessionRepository
+from strands.types.exceptions import SessionException
+from strands.types.session import Session, SessionAgent, SessionMessage
+
+from . import _ids
+from ._agentstate import AlreadyExists, Conflict, InvalidInput, Store, UnknownSession
+from ._shared import shared_store
+
+if TYPE_CHECKING:
+    from strands.multiagent.base import MultiAgentBase
+
+__all__ = ["AgentStateSessionRepository"]
+
+DEFAULT_URL = "redis://127.0.0.1:6379"
+AGENT_LABEL = "agent"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class AgentStateSessionRepository(SessionRepository):
+    """A Strands ``SessionRepository`` storing sessions, agents, messages and multi-agent
+    state in agentstate.
+
+    Args:
+        url: Redis URL; default ``$AGENTSTATE_REDIS_URL`` or ``redis://127.0.0.1:6379``.
+        prefix: agentstate namespace prefix.
+        partitions: the namespace's partition count.
+        store: an already connected :class:`agentstate.Store` to use instead of ``url``.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: Optional[str] = None,
+        prefix: str = "as",
+        partitions: int = 16,
+        store: Optional[Store] = None,
+    ) -> None:
+        self._store = store or shared_store(
+            url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL, prefix, partitions
+        )
+
+    @property
+    def store(self) -> Store:
+        """The agentstate store underneath."""
+        return self._store
+
+    # ---- sessions -------------------------------------------------------------------------
+
+    def create_session(self, session: Session, **kwargs: Any) -> Session:
+        """Creates the session; ``SessionException`` when it exists (live or restorable)."""
+        try:
+            self._store.create_session(
+                _ids.part(session.session_id),
+                metadata={"strands": "session", "session": session.to_dict()},
+            )
+        except AlreadyExists as e:
+            raise SessionException(f"Session {session.session_id} already exists") from e
+        return session
+
+    def read_session(self, session_id: str, **kwargs: Any) -> Optional[Session]:
+        """The session, or None."""
+        meta = self._store.session(_ids.part(session_id))
+        data = _strands_meta(meta, "session")
+        return None if data is None else Session.from_dict(data)
+
+    # ---- agents ---------------------------------------------------------------------------
+
+    def create_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
+        """Creates the agent's sub-session; ``SessionException`` when the session is missing
+        or the agent exists."""
+        sid = _ids.part(session_id)
+        try:
+            self._store.create_session(
+                _ids.joined(session_id, session_agent.agent_id),
+                parent=sid,
+                lifecycle="linked",
+                metadata={"strands": "agent", "agent": session_agent.to_dict()},
+            )
+        except AlreadyExists as e:
+            raise SessionException(
+                f"Agent {session_agent.agent_id} already exists in session {session_id}"
+            ) from e
+        except UnknownSession as e:
+            raise SessionException(f"Session {session_id} does not exist") from e
+
+    def read_agent(self, session_id: str, agent_id: str, **kwargs: Any) -> Optional[SessionAgent]:
+        """The agent as last updated, or None."""
+        aid = _ids.joined(session_id, agent_id)
+        created = _strands_meta(self._store.session(aid), "agent")
+        if created is None:
+            return None
+        try:
+            ckpt = self._store.checkpoint_latest(aid, AGENT_LABEL)
+        except UnknownSession:
+            return None
+        if ckpt is None:
+            return SessionAgent.from_dict(created)
+        data = dict(ckpt["payload"][AGENT_LABEL])
+        data["created_at"] = created.get("created_at", data.get("created_at"))
+        return SessionAgent.from_dict(data)
+
+    def update_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
+        """Records the agent's new state (a checkpoint); ``SessionException`` when missing."""
+        aid = _ids.joined(session_id, session_agent.agent_id)
+        try:
+            self._store.set_working(aid, AGENT_LABEL, session_agent.to_dict())
+            self._store.checkpoint(aid, AGENT_LABEL, [AGENT_LABEL])
+        except UnknownSession as e:
+            raise SessionException(
+                f"Agent {session_agent.agent_id} in session {session_id} does not exist"
+            ) from e
+
+    # ---- messages -------------------------------------------------------------------------
+
+    def create_message(
+        self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any
+    ) -> None:
+        """Appends message ``message_id`` (it must be the agent's next one)."""
+        aid = _ids.joined(session_id, agent_id)
+        mid = session_message.message_id
+        try:
+            self._store.append(
+                aid,
+                _ids.role(session_message.message.get("role"), "message"),
+                _dumps(session_message.to_dict()),
+                expect_seq=mid + 1,
+            )
+        except UnknownSession as e:
+            raise SessionException(f"Agent {agent_id} does not exist in session {session_id}") from e
+        except Conflict as e:
+            if e.current > mid + 1:
+                raise SessionException(
+                    f"Message {mid} already exists in agent {agent_id} in session {session_id}"
+                ) from e
+            raise SessionException(
+                f"Message {mid} of agent {agent_id} would leave a gap: the next message id is "
+                f"{e.current - 1}"
+            ) from e
+
+    def read_message(
+        self, session_id: str, agent_id: str, message_id: int, **kwargs: Any
+    ) -> Optional[SessionMessage]:
+        """Message ``message_id``, or None."""
+        if message_id < 0:
+            return None
+        try:
+            m = self._store.message(_ids.joined(session_id, agent_id), message_id + 1)
+        except UnknownSession:
+            return None
+        return None if m is None else SessionMessage.from_dict(json.loads(m["content"]))
+
+    def update_message(
+        self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any
+    ) -> None:
+        """Replaces message ``message_id`` (e.g. a redaction); ``SessionException`` when it
+        does not exist."""
+        aid = _ids.joined(session_id, agent_id)
+        mid = session_message.message_id
+        try:
+            self._store.replace_message(
+                aid,
+                mid + 1,
+                {
+                    "role": _ids.role(session_message.message.get("role"), "message"),
+                    "content": _dumps(session_message.to_dict()),
+                },
+            )
+        except (UnknownSession, InvalidInput) as e:
+            raise SessionException(f"Message {mid} does not exist in session {session_id}") from e
+
+    def list_messages(
+        self,
+        session_id: str,
+        agent_id: str,
+        limit: Optional[int] = None,
+        offset: int = 0,
+        **kwargs: Any,
+    ) -> List[SessionMessage]:
+        """Messages ``offset .. offset + limit`` in id order (one round trip)."""
+        try:
+            rows = self._store.messages(_ids.joined(session_id, agent_id), after=max(offset, 0))
+        except UnknownSession:
+            return []
+        if limit is not None:
+            rows = rows[:limit]
+        return [SessionMessage.from_dict(json.loads(m["content"])) for m in rows]
+
+    # ---- multi-agent state ----------------------------------------------------------------
+
+    def create_multi_agent(self, session_id: str, multi_agent: "MultiAgentBase", **kwargs: Any) -> None:
+        """Stores the multi-agent state (a checkpoint of the session)."""
+        self._save_multi(session_id, multi_agent.id, multi_agent.serialize_state())
+
+    def read_multi_agent(self, session_id: str, multi_agent_id: str, **kwargs: Any) -> Optional[Dict[str, Any]]:
+        """The multi-agent state, or None."""
+        label = _multi_label(multi_agent_id)
+        try:
+            ckpt = self._store.checkpoint_latest(_ids.part(session_id), label)
+        except UnknownSession:
+            return None
+        return None if ckpt is None else ckpt["payload"].get(label)
+
+    def update_multi_agent(self, session_id: str, multi_agent: "MultiAgentBase", **kwargs: Any) -> None:
+        """Replaces the multi-agent state; ``SessionException`` when there is none."""
+        if self.read_multi_agent(session_id, multi_agent.id) is None:
+            raise SessionException(
+                f"MultiAgent state {multi_agent.id} in session {session_id} does not exist"
+            )
+        self._save_multi(session_id, multi_agent.id, multi_agent.serialize_state())
+
+    def _save_multi(self, session_id: str, multi_agent_id: str, state: Dict[str, Any]) -> None:
+        sid, label = _ids.part(session_id), _multi_label(multi_agent_id)
+        try:
+            self._store.set_working(sid, label, state)
+            self._store.checkpoint(sid, label, [label])
+        except UnknownSession as e:
+            raise SessionException(f"Session {session_id} does not exist") from e
+
+
+def _multi_label(multi_agent_id: str) -> str:
+    return _ids.part("ma." + multi_agent_id)
+
+
+def _strands_meta(meta: Optional[Dict[str, Any]], kind: str) -> Optional[Dict[str, Any]]:
+    """The Strands object kept in an agentstate session's metadata, when it holds one."""
+    if not meta:
+        return None
+    md = meta.get("metadata")
+    if not isinstance(md, dict) or md.get("strands") != kind:
+        return None
+    return md.get(kind)

@@ -1,0 +1,172 @@
+//! Conversions between Python objects and JSON values / agentstate types, done under the GIL
+//! after the Redis I/O (the I/O itself runs with the GIL released).
+
+use agentstate::Message;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+
+/// A JSON value on its way to Python (converted when the awaitable or the call completes).
+pub struct Json(pub Value);
+
+/// Optional JSON: `None` becomes Python `None`.
+pub struct OptJson(pub Option<Value>);
+
+/// Messages on their way to Python, each a dict (hot path: built directly, not via `Value`).
+pub struct Messages(pub Vec<Message>);
+
+/// Anything serde can serialize, converted through a JSON value (sessions, checkpoints,
+/// decisions, deliveries, receipts).
+pub fn to_json<T: serde::Serialize>(v: &T) -> Json {
+    Json(serde_json::to_value(v).unwrap_or(Value::Null))
+}
+
+/// Builds the Python object for a JSON value.
+pub fn json_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any()
+            } else if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any()
+            } else {
+                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any()
+            }
+        }
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(a) => {
+            let list = PyList::empty(py);
+            for x in a {
+                list.append(json_to_py(py, x)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(o) => {
+            let d = PyDict::new(py);
+            for (k, x) in o {
+                d.set_item(k, json_to_py(py, x)?)?;
+            }
+            d.into_any()
+        }
+    })
+}
+
+/// Reads a Python object made of dicts (string keys), lists/tuples, str, int, float, bool and
+/// None as a JSON value; anything else is a `TypeError`.
+pub fn py_to_json(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::Number(i.into()));
+        }
+        if let Ok(u) = obj.extract::<u64>() {
+            return Ok(Value::Number(u.into()));
+        }
+        return Err(PyTypeError::new_err("integer out of the 64-bit range"));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Number::from_f64(f.value())
+            .map(Value::Number)
+            .ok_or_else(|| PyTypeError::new_err("NaN and infinities are not JSON"));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let mut m = Map::new();
+        for (k, v) in d.iter() {
+            let key = k
+                .cast::<PyString>()
+                .map_err(|_| PyTypeError::new_err("JSON object keys must be str"))?;
+            m.insert(key.to_cow()?.into_owned(), py_to_json(&v)?);
+        }
+        return Ok(Value::Object(m));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return l.iter().map(|x| py_to_json(&x)).collect::<PyResult<_>>().map(Value::Array);
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return t.iter().map(|x| py_to_json(&x)).collect::<PyResult<_>>().map(Value::Array);
+    }
+    Err(PyTypeError::new_err(format!(
+        "cannot store a {} as JSON",
+        obj.get_type().name()?
+    )))
+}
+
+/// The dict of one stored message: `seq`, `state`, `created_at`, `role`, and the optional
+/// fields that are set.
+pub fn message_to_py<'py>(py: Python<'py>, m: &Message) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("seq", m.seq)?;
+    d.set_item(
+        "state",
+        match m.state {
+            agentstate::MessageState::Active => "active",
+            agentstate::MessageState::CompactedOut => "compacted_out",
+        },
+    )?;
+    d.set_item("created_at", m.created_at)?;
+    d.set_item("role", &m.role)?;
+    if let Some(c) = &m.content {
+        d.set_item("content", c)?;
+    }
+    if let Some(n) = &m.name {
+        d.set_item("name", n)?;
+    }
+    if let Some(t) = &m.tool_calls {
+        d.set_item("tool_calls", json_to_py(py, t)?)?;
+    }
+    if let Some(t) = &m.tool_call_id {
+        d.set_item("tool_call_id", t)?;
+    }
+    if let Some(r) = m.round_index {
+        d.set_item("round_index", r)?;
+    }
+    if let Some(meta) = &m.meta {
+        d.set_item("meta", json_to_py(py, meta)?)?;
+    }
+    Ok(d)
+}
+
+impl<'py> IntoPyObject<'py> for Json {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        json_to_py(py, &self.0)
+    }
+}
+
+impl<'py> IntoPyObject<'py> for OptJson {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        match self.0 {
+            Some(v) => json_to_py(py, &v),
+            None => Ok(py.None().into_bound(py)),
+        }
+    }
+}
+
+impl<'py> IntoPyObject<'py> for Messages {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        let list = PyList::empty(py);
+        for m in &self.0 {
+            list.append(message_to_py(py, m)?)?;
+        }
+        Ok(list.into_any())
+    }
+}

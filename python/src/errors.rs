@@ -1,0 +1,79 @@
+//! The Python exception hierarchy and the one function mapping `agentstate::Error` onto it.
+//!
+//! ```text
+//! AgentStateError
+//! ├── UnknownSession        the session exists nowhere (not in Redis, not restorable)
+//! ├── NotLive               not in Redis and no spill daemon restored it in time (retryable)
+//! ├── Conflict              a version / expected seq moved (.expected, .current)
+//! ├── InvalidInput          bad id, JSON, role, seq range, spawn depth
+//! │   └── TooLarge          a payload over its limit (.size, .limit)
+//! ├── AlreadyExists         a create of something that exists
+//! ├── RedisUnavailable      Redis cannot be reached (retryable)
+//! ├── NamespaceMismatch     prefix/partitions differ from what Redis or SQLite recorded
+//! └── DurabilityTimeout     a durable write not committed to SQLite in time
+//! ```
+
+use agentstate::Error;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(agentstate, AgentStateError, PyException, "Base class of every agentstate error.");
+create_exception!(agentstate, UnknownSession, AgentStateError, "The session exists neither in Redis nor in the durable tier.");
+create_exception!(agentstate, NotLive, AgentStateError, "The session is not live in Redis and no spill daemon restored it within the wait (retry, or start `agentstate spill`).");
+create_exception!(agentstate, Conflict, AgentStateError, "An optimistic-concurrency check failed: `expected` is what the caller passed, `current` what the store holds.");
+create_exception!(agentstate, InvalidInput, AgentStateError, "A rejected argument (id, JSON, role, seq range, spawn depth); nothing was written.");
+create_exception!(agentstate, TooLarge, InvalidInput, "A payload over its configured limit (`size`, `limit` in bytes); nothing was written.");
+create_exception!(agentstate, AlreadyExists, AgentStateError, "The session (or other object) to create exists already.");
+create_exception!(agentstate, RedisUnavailable, AgentStateError, "Redis cannot be reached or the connection failed (retryable).");
+create_exception!(agentstate, NamespaceMismatch, AgentStateError, "The configured namespace differs from the one Redis or SQLite recorded.");
+create_exception!(agentstate, DurabilityTimeout, AgentStateError, "A durable write was not committed to SQLite within the wait (is a spill daemon running?).");
+
+/// Maps a core error to its Python exception, with the structured fields as attributes.
+pub fn to_py(err: Error) -> PyErr {
+    let msg = err.to_string();
+    match err {
+        Error::UnknownSession(_) => UnknownSession::new_err(msg),
+        Error::NotLive { .. } => NotLive::new_err(msg),
+        Error::Conflict { expected, current } => Python::attach(|py| {
+            let e = Conflict::new_err(msg);
+            let v = e.value(py);
+            let _ = v.setattr("expected", expected);
+            let _ = v.setattr("current", current);
+            e
+        }),
+        Error::TooLarge { size, limit, .. } => Python::attach(|py| {
+            let e = TooLarge::new_err(msg);
+            let v = e.value(py);
+            let _ = v.setattr("size", size);
+            let _ = v.setattr("limit", limit);
+            e
+        }),
+        Error::InvalidId { .. }
+        | Error::MalformedJson { .. }
+        | Error::InvalidInput(_)
+        | Error::BadRange { .. }
+        | Error::SpawnDepthExceeded { .. } => InvalidInput::new_err(msg),
+        Error::AlreadyExists(_) => AlreadyExists::new_err(msg),
+        Error::RedisUnavailable(_) => RedisUnavailable::new_err(msg),
+        Error::NamespaceMismatch(_) => NamespaceMismatch::new_err(msg),
+        Error::DurabilityTimeout(_) => DurabilityTimeout::new_err(msg),
+        _ => AgentStateError::new_err(msg),
+    }
+}
+
+/// Registers the exception classes on the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("AgentStateError", py.get_type::<AgentStateError>())?;
+    m.add("UnknownSession", py.get_type::<UnknownSession>())?;
+    m.add("NotLive", py.get_type::<NotLive>())?;
+    m.add("Conflict", py.get_type::<Conflict>())?;
+    m.add("InvalidInput", py.get_type::<InvalidInput>())?;
+    m.add("TooLarge", py.get_type::<TooLarge>())?;
+    m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;
+    m.add("RedisUnavailable", py.get_type::<RedisUnavailable>())?;
+    m.add("NamespaceMismatch", py.get_type::<NamespaceMismatch>())?;
+    m.add("DurabilityTimeout", py.get_type::<DurabilityTimeout>())?;
+    Ok(())
+}

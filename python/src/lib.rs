@@ -1,0 +1,28 @@
+//! `agentstate._agentstate`: the PyO3 extension module behind the Python package
+//! `agentstate` — one binding over the Rust core (`agentstate::Store`), so Python speaks the
+//! same key protocol, Lua scripts and validation as every other agentstate process.
+//!
+//! # Layout
+//! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix), on
+//!   one shared tokio runtime; sync calls release the GIL around the Redis I/O.
+//! - `consumer`: `Consumer`, consumer groups over the decisions streams.
+//! - `errors`: the exception hierarchy (`AgentStateError` > ...) and the mapping from
+//!   `agentstate::Error`.
+//! - `convert`: Python objects <-> JSON values and stored messages.
+
+mod consumer;
+mod convert;
+mod errors;
+mod store;
+
+use pyo3::prelude::*;
+
+/// The extension module; `agentstate/__init__.py` re-exports it.
+#[pymodule]
+fn _agentstate(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<store::PyStore>()?;
+    m.add_class::<consumer::PyConsumer>()?;
+    errors::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
