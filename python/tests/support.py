@@ -1,0 +1,123 @@
+"""Test support shared by agentstate's own Python tests and the framework-suite harnesses:
+a private ``redis-server`` on a free loopback port (never the shared 6379), and the spill
+daemon as a real ``agentstate spill`` subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A ``redis-server`` child with no persistence in a temp dir; ``restart_empty`` plays
+    "Redis lost everything" (same port, empty memory)."""
+
+    def __init__(self) -> None:
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not on PATH (scripts/ensure-tools.sh installs it)")
+        self.dir = Path(tempfile.mkdtemp(prefix="agentstate-py-redis-"))
+        self.port = free_port()
+        self.proc: Optional[subprocess.Popen] = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        log = open(self.dir / "redis.log", "ab")
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.dir)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start:\n" + (self.dir / "redis.log").read_text())
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def restart_empty(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def agentstate_bin() -> Path:
+    """The ``agentstate`` CLI built by cargo (``$AGENTSTATE_BIN``, else the debug build in
+    ``$CARGO_TARGET_DIR`` or the repo's ``target/``)."""
+    if os.environ.get("AGENTSTATE_BIN"):
+        return Path(os.environ["AGENTSTATE_BIN"])
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    for profile in ("debug", "release"):
+        p = target / profile / "agentstate"
+        if p.exists():
+            return p
+    raise RuntimeError("no agentstate binary: run `cargo build --bin agentstate` first")
+
+
+class SpillDaemon:
+    """``agentstate spill`` as a subprocess (the deployment shape); ``stop`` sends SIGTERM
+    (it drains, commits and exits 0)."""
+
+    def __init__(self, url: str, db: Path, prefix: str = "as", partitions: int = 16) -> None:
+        self.log = open(Path(db).with_suffix(".spill.log"), "ab")
+        self.proc = subprocess.Popen(
+            [str(agentstate_bin()), "--redis", url, "--db", str(db), "--prefix", prefix,
+             "--partitions", str(partitions), "spill", "--interval-ms", "20", "--lease-ms", "600"],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=20)
+
+
+def sqlite_rows(db: Path, sql: str, *params) -> List[tuple]:
+    """Reads the daemon's SQLite file (read-only)."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+def wait_until(cond, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,0 +1,158 @@
+"""The core binding against a real redis-server: every capability family through the sync
+methods and their async twins, the exception hierarchy, and sharing one Store between
+threads and event loops."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+import agentstate
+from agentstate import Conflict, InvalidInput, Store, TooLarge, UnknownSession
+
+
+def test_sessions_and_messages(store: Store):
+    sid = store.create_session("planner", user="alice", metadata={"k": [1, 2]})
+    assert sid == "planner"
+    with pytest.raises(agentstate.AlreadyExists):
+        store.create_session("planner")
+    meta = store.session("planner")
+    assert meta["user_id"] == "alice" and meta["metadata"] == {"k": [1, 2]}
+    assert store.session("nobody") is None
+    assert store.list_sessions(user="alice") == ["planner"]
+
+    assert store.append(sid, "user", "hello") == 1
+    assert store.append(sid, "assistant", "hi", meta={"m": 1}, tool_calls=[{"id": "c1"}]) == 2
+    assert store.append(sid, "user", "retry", idempotency_key="k1") == 3
+    assert store.append(sid, "user", "retry", idempotency_key="k1") == 3
+    with pytest.raises(Conflict) as e:
+        store.append(sid, "user", "stale", expect_seq=3)
+    assert (e.value.expected, e.value.current) == (3, 4)
+    assert store.append_many(sid, [{"role": "user", "content": "a"}, {"role": "tool", "content": "b"}]) == [4, 5]
+
+    msgs = store.messages(sid)
+    assert [m["seq"] for m in msgs] == [1, 2, 3, 4, 5]
+    assert msgs[1]["meta"] == {"m": 1} and msgs[1]["tool_calls"] == [{"id": "c1"}]
+    assert msgs[0]["state"] == "active" and isinstance(msgs[0]["created_at"], int)
+    assert [m["seq"] for m in store.messages(sid, last=2)] == [4, 5]
+    assert [m["seq"] for m in store.messages(sid, after=3)] == [4, 5]
+    assert store.message(sid, 2)["content"] == "hi"
+    assert store.message(sid, 99) is None
+
+    assert store.compact(sid, 1, 2, "greetings", before_tokens=10, after_tokens=2) == (1, 6)
+    assert [m["seq"] for m in store.messages(sid)] == [3, 4, 5, 6]
+    assert len(store.messages(sid, all=True)) == 6
+    assert store.compactions(sid)[0]["note_seq"] == 6
+
+    store.record_usage(sid, 1, 10, 5, model="m")
+    assert store.usage(sid)[0]["total_tokens"] == 15
+    with pytest.raises(UnknownSession):
+        store.append("nobody", "user", "x")
+
+
+def test_working_state_checkpoints_and_rounds(store: Store):
+    sid = store.create_session()
+    assert sid.startswith("sess_")
+    assert store.set_working(sid, "plan", {"step": 1}) == 1
+    assert store.set_working(sid, "plan", {"step": 2}, if_version=1) == 2
+    with pytest.raises(Conflict) as e:
+        store.set_working(sid, "plan", {"step": 3}, if_version=1)
+    assert e.value.current == 2
+    assert store.get_working(sid, "plan") == {"step": 2}
+    assert store.working(sid) == {"version": 2, "values": {"plan": {"step": 2}}}
+
+    cid = store.checkpoint(sid, "after-plan")
+    latest = store.checkpoint_latest(sid, "after-plan")
+    assert latest["id"] == cid and latest["payload"] == {"plan": {"step": 2}}
+    assert [c["label"] for c in store.checkpoints(sid)] == ["after-plan"]
+    assert store.delete_working(sid, "plan") == 3
+    assert store.get_working(sid, "plan") is None
+
+    state = {"turn": 1}
+    assert store.save_state("alice", state) == 1
+    state["turn"] = 99  # a copy was stored
+    assert store.save_state("alice", {"turn": 2}) == 2
+    assert store.save_state("alice", {"turn": 7}, round_id=7) == 7
+    assert store.export_state("alice") == {"turn": 7}
+    assert store.export_state("alice", round_id=1) == {"turn": 1}
+    assert store.export_state("alice", session_id="other") is None
+
+
+def test_decisions_consumer_and_user_data(store: Store):
+    sid = store.create_session("d1")
+    did = store.record_decision(sid, "ship", "tests pass", action="deploy", meta={"v": 1})
+    assert [d["id"] for d in store.incomplete_decisions(sid)] == [did]
+    consumer = store.consumer("billing", "w1", from_start=True, block=0.2)
+    batch = consumer.read()
+    assert [(d["type"], d["decision"]) for d in batch] == [("decision", "ship")]
+    assert consumer.ack(batch) == 1
+    with pytest.raises(KeyError):
+        consumer.ack(batch)  # already acked
+    assert store.record_outcome(did, "deployed") is True
+    assert store.record_outcome(did, "deployed") is False
+    assert store.incomplete_decisions(sid) == []
+
+    store.set_user_value("bob", "tz", "UTC")
+    assert store.user_value("bob", "tz") == "UTC"
+    assert store.delete_user_value("bob", "tz") is True
+    store.set_user_value("bob", "lang", "de")
+    receipt = store.forget_user("bob")
+    assert receipt["removed_keys"] == ["lang"]
+    assert store.user_value("bob", "lang") is None
+
+
+def test_rejected_input_raises_typed_errors(store: Store):
+    with pytest.raises(InvalidInput):
+        store.create_session("has space")
+    sid = store.create_session()
+    with pytest.raises(InvalidInput):
+        store.append(sid, "User", "bad role")
+    with pytest.raises(TypeError):
+        store.set_working(sid, "k", object())
+    with pytest.raises(TooLarge) as e:
+        store.append(sid, "user", "x" * (1 << 20))
+    assert e.value.limit == 1 << 20
+    assert issubclass(TooLarge, InvalidInput) and issubclass(InvalidInput, agentstate.AgentStateError)
+    assert store.messages(sid) == []  # nothing was written
+
+
+def test_async_twins(redis_server, prefix):
+    async def main():
+        store = await Store.aconnect(redis_server.url, prefix=prefix)
+        sid = await store.acreate_session("a1")
+        seqs = await asyncio.gather(*(store.aappend(sid, "user", str(i)) for i in range(50)))
+        assert sorted(seqs) == list(range(1, 51))
+        assert len(await store.amessages(sid)) == 50
+        assert (await store.asession(sid))["next_seq"] == 51
+        with pytest.raises(UnknownSession):
+            await store.aappend("nobody", "user", "x")
+        assert await store.aset_working(sid, "k", [1]) == 1
+        assert await store.aget_working(sid, "k") == [1]
+        assert await store.asave_state("u", {"a": 1}) == 1
+        assert await store.aexport_state("u") == {"a": 1}
+
+    asyncio.run(main())
+
+
+def test_one_store_many_threads_and_event_loops(store: Store):
+    sid = store.create_session("shared")
+
+    def sync_worker():
+        for i in range(100):
+            store.append(sid, "user", f"t{i}")
+
+    def loop_worker():
+        async def run():
+            await asyncio.gather(*(store.aappend(sid, "assistant", f"a{i}") for i in range(100)))
+
+        asyncio.run(run())  # a new event loop in each thread
+
+    threads = [threading.Thread(target=f) for f in (sync_worker, sync_worker, loop_worker, loop_worker)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seqs = [m["seq"] for m in store.messages(sid)]
+    assert seqs == list(range(1, 401))  # gapless, nothing lost
