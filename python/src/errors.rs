@@ -55,7 +55,7 @@ pub fn to_py(err: Error) -> PyErr {
         | Error::BadRange { .. }
         | Error::SpawnDepthExceeded { .. } => InvalidInput::new_err(msg),
         Error::AlreadyExists(_) => AlreadyExists::new_err(msg),
-        Error::RedisUnavailable(_) => RedisUnavailable::new_err(msg),
+        Error::RedisUnavailable { .. } => RedisUnavailable::new_err(msg),
         Error::NamespaceMismatch(_) => NamespaceMismatch::new_err(msg),
         Error::DurabilityTimeout(_) => DurabilityTimeout::new_err(msg),
         _ => AgentStateError::new_err(msg),
