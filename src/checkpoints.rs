@@ -1,5 +1,6 @@
 //! Checkpoints: promote a snapshot of working state (all keys or some) to durable process
-//! state; the latest per label stays in Redis, the full history goes to SQLite.
+//! state, or store one with a given payload (`put_checkpoint`); the latest per label stays in
+//! Redis, the full history goes to SQLite.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -43,10 +44,37 @@ impl Store {
                 validate_id("working-state key", k)?;
             }
         }
-        let id = format!("ckpt_{:024x}", rand::random::<u128>() >> 32);
+        let id = new_checkpoint_id();
         let limit = self.config().limits.state;
         let call =
             scripts::create_checkpoint(&keys, sid, &id, label, limit, include_keys.unwrap_or(&[]));
+        let wal_id: String = self.invoke_session(sid, &call).await?;
+        self.settle(keys.partition, &wal_id).await?;
+        Ok(id)
+    }
+
+    /// Stores a checkpoint of `label` whose payload is `payload` (a JSON object) rather than
+    /// a snapshot of working state; it becomes the label's latest, is durable like every
+    /// checkpoint and comes back with a restored session. Returns its id.
+    pub async fn put_checkpoint(&self, sid: &str, label: &str, payload: &Value) -> Result<String> {
+        let keys = self.session_keys(sid)?;
+        validate_id("label", label)?;
+        if !payload.is_object() {
+            return Err(Error::InvalidInput(
+                "checkpoint payload must be a JSON object".into(),
+            ));
+        }
+        let text = payload.to_string();
+        let limit = self.config().limits.state;
+        if text.len() > limit {
+            return Err(Error::TooLarge {
+                what: "checkpoint",
+                size: text.len(),
+                limit,
+            });
+        }
+        let id = new_checkpoint_id();
+        let call = scripts::put_checkpoint(&keys, sid, &id, label, &text, limit);
         let wal_id: String = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok(id)
@@ -76,4 +104,9 @@ impl Store {
         all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         Ok(all)
     }
+}
+
+/// A new checkpoint id: `ckpt_` + 24 hex digits.
+fn new_checkpoint_id() -> String {
+    format!("ckpt_{:024x}", rand::random::<u128>() >> 32)
 }

@@ -327,19 +327,11 @@ impl Store {
         options: &AppendOptions,
     ) -> Result<u64> {
         let keys = self.session_keys(sid)?;
-        validate_role(&message.role)?;
         if let Some(k) = &options.idempotency_key {
             validate_id("idempotency key", k)?;
         }
-        let body = serde_json::to_string(message)?;
+        let body = self.message_body(message)?;
         let limit = self.config().limits.message;
-        if body.len() > limit {
-            return Err(Error::TooLarge {
-                what: "message",
-                size: body.len(),
-                limit,
-            });
-        }
         let call = scripts::append_message(
             &keys,
             sid,
@@ -353,6 +345,73 @@ impl Store {
             self.settle(keys.partition, &wal_id).await?;
         }
         Ok(seq)
+    }
+
+    /// A message's stored body (JSON object text): role checked, size within the limit.
+    fn message_body(&self, message: &NewMessage) -> Result<String> {
+        validate_role(&message.role)?;
+        let body = serde_json::to_string(message)?;
+        let limit = self.config().limits.message;
+        if body.len() > limit {
+            return Err(Error::TooLarge {
+                what: "message",
+                size: body.len(),
+                limit,
+            });
+        }
+        Ok(body)
+    }
+
+    /// Appends `messages` in order with consecutive seqs in one atomic step (one EVALSHA:
+    /// no other writer's message lands between them) and returns their seqs. With
+    /// `expect_seq`, fails with [`Error::Conflict`] unless the first one gets that seq.
+    /// An empty list writes nothing and returns no seqs.
+    pub async fn append_many(
+        &self,
+        sid: &str,
+        messages: &[NewMessage],
+        expect_seq: Option<u64>,
+    ) -> Result<Vec<u64>> {
+        let keys = self.session_keys(sid)?;
+        let bodies = messages
+            .iter()
+            .map(|m| self.message_body(m))
+            .collect::<Result<Vec<_>>>()?;
+        if bodies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let limit = self.config().limits.message;
+        let call = scripts::append_messages(&keys, sid, &bodies, expect_seq, limit);
+        let (first, wal_id): (u64, String) = self.invoke_session(sid, &call).await?;
+        self.settle(keys.partition, &wal_id).await?;
+        Ok((first..first + bodies.len() as u64).collect())
+    }
+
+    /// Removes the newest message and returns it (`None` when the session has none); the
+    /// next append gets its seq again. Idempotency keys that named it are dropped. Fails
+    /// with [`Error::BadRange`] when the newest message is the note of the latest compaction.
+    pub async fn pop_message(&self, sid: &str) -> Result<Option<Message>> {
+        let keys = self.session_keys(sid)?;
+        let call = scripts::pop_message(&keys, sid);
+        let reply: Vec<String> = self.invoke_session(sid, &call).await?;
+        let [element, wal_id] = <[String; 2]>::try_from(reply).unwrap_or_default();
+        if wal_id.is_empty() {
+            return Ok(None);
+        }
+        self.settle(keys.partition, &wal_id).await?;
+        Ok(Some(serde_json::from_str(&element)?))
+    }
+
+    /// Replaces the content of active message `seq` (a redaction, an edit): role, content,
+    /// name, tool calls, tool call id, round and meta all come from `message`; seq, state
+    /// and `created_at` stay. Fails with [`Error::BadRange`] when there is no such message
+    /// or it is compacted out.
+    pub async fn replace_message(&self, sid: &str, seq: u64, message: &NewMessage) -> Result<()> {
+        let keys = self.session_keys(sid)?;
+        let body = self.message_body(message)?;
+        let call = scripts::replace_message(&keys, sid, seq, &body, self.config().limits.message);
+        let wal_id: String = self.invoke_session(sid, &call).await?;
+        self.settle(keys.partition, &wal_id).await
     }
 
     /// Loads messages in seq order (one EVALSHA); active ones unless `query.all`.

@@ -63,6 +63,10 @@ pub enum WalOp {
     SessionClose,
     /// `msg`: `d` = the stored message element; `k` = its idempotency key.
     Msg,
+    /// `msg_pop`: `d` = `{seq, updated_at}` — the newest message, `seq`, was removed.
+    MsgPop,
+    /// `msg_replace`: `d` = the message's new element (same seq, state and created_at).
+    MsgReplace,
     /// `compact`: `d` = the compaction audit record.
     Compact,
     /// `usage`: `d` = one round's usage.
@@ -87,6 +91,8 @@ impl WalOp {
             WalOp::SessionUpdate => "session_update",
             WalOp::SessionClose => "session_close",
             WalOp::Msg => "msg",
+            WalOp::MsgPop => "msg_pop",
+            WalOp::MsgReplace => "msg_replace",
             WalOp::Compact => "compact",
             WalOp::Usage => "usage",
             WalOp::Checkpoint => "checkpoint",
@@ -98,11 +104,13 @@ impl WalOp {
     }
 
     /// Every op, for tests that check the scripts write only these.
-    pub const ALL: [WalOp; 11] = [
+    pub const ALL: [WalOp; 13] = [
         WalOp::SessionCreate,
         WalOp::SessionUpdate,
         WalOp::SessionClose,
         WalOp::Msg,
+        WalOp::MsgPop,
+        WalOp::MsgReplace,
         WalOp::Compact,
         WalOp::Usage,
         WalOp::Checkpoint,

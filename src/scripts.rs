@@ -37,12 +37,16 @@ lua_scripts! {
     UPDATE_SESSION => "update_session",
     CLOSE_SESSION => "close_session",
     APPEND_MESSAGE => "append_message",
+    APPEND_MESSAGES => "append_messages",
+    POP_MESSAGE => "pop_message",
+    REPLACE_MESSAGE => "replace_message",
     COMPACT => "compact",
     LOAD_MESSAGES => "load_messages",
     WRITE_WORKING => "write_working",
     READ_WORKING => "read_working",
     RECORD_USAGE => "record_usage",
     CREATE_CHECKPOINT => "create_checkpoint",
+    PUT_CHECKPOINT => "put_checkpoint",
     SAVE_ROUND => "save_round",
     READ_ROUND => "read_round",
     RECORD_DECISION => "record_decision",
@@ -272,6 +276,42 @@ pub fn append_message(
         .idempotent(idempotency_key.is_some())
 }
 
+/// `append_messages.lua`: appends the message `bodies` (JSON objects) with consecutive seqs in
+/// one atomic step; `expect_seq` is the seq the caller believes the first one gets.
+pub fn append_messages(
+    s: &SessionKeys,
+    sid: &str,
+    bodies: &[String],
+    expect_seq: Option<u64>,
+    limit: usize,
+) -> ScriptCall {
+    ScriptCall::new("append_messages", &APPEND_MESSAGES, &s.as_array())
+        .arg(sid)
+        .arg(opt(expect_seq))
+        .arg(limit)
+        .arg(bodies)
+}
+
+/// `pop_message.lua`: removes the newest message of session `sid`.
+pub fn pop_message(s: &SessionKeys, sid: &str) -> ScriptCall {
+    ScriptCall::new("pop_message", &POP_MESSAGE, &s.as_array()).arg(sid)
+}
+
+/// `replace_message.lua`: replaces the body of message `seq` with `body` (JSON object).
+pub fn replace_message(
+    s: &SessionKeys,
+    sid: &str,
+    seq: u64,
+    body: &str,
+    limit: usize,
+) -> ScriptCall {
+    ScriptCall::new("replace_message", &REPLACE_MESSAGE, &s.as_array())
+        .arg(sid)
+        .arg(seq)
+        .arg(body)
+        .arg(limit)
+}
+
 /// What [`load_messages`] reads.
 #[derive(Debug, Clone, Copy)]
 pub enum LoadMode {
@@ -378,6 +418,24 @@ pub fn create_checkpoint(
         .arg(label)
         .arg(limit)
         .arg(include_keys)
+}
+
+/// `put_checkpoint.lua`: stores checkpoint `id` of `label` with the given `payload` (a JSON
+/// object).
+pub fn put_checkpoint(
+    s: &SessionKeys,
+    sid: &str,
+    id: &str,
+    label: &str,
+    payload: &str,
+    limit: usize,
+) -> ScriptCall {
+    ScriptCall::new("put_checkpoint", &PUT_CHECKPOINT, &s.as_array())
+        .arg(sid)
+        .arg(id)
+        .arg(label)
+        .arg(payload)
+        .arg(limit)
 }
 
 /// `save_round.lua`: stores a StateService round (`None` = the next one).

@@ -143,6 +143,13 @@ struct Stamped {
     created_at: i64,
 }
 
+/// `msg_pop`: the removed seq and when.
+#[derive(Deserialize)]
+struct PopRecord {
+    seq: i64,
+    updated_at: i64,
+}
+
 #[derive(Deserialize)]
 struct CompactRecord {
     compact_seq: i64,
@@ -213,6 +220,23 @@ fn apply_wal(
             )?
             .execute(params![subject, m.seq, d, record.idem_key])?;
             touch(touched, subject, m.created_at);
+        }
+        WalOp::MsgPop => {
+            let r: PopRecord = serde_json::from_str(d)?;
+            tx.prepare_cached("DELETE FROM messages WHERE session_id = ?1 AND seq = ?2")?
+                .execute(params![subject, r.seq])?;
+            touch(touched, subject, r.updated_at);
+        }
+        WalOp::MsgReplace => {
+            let m: Stamped = serde_json::from_str(d)?;
+            // The element replaces the one its `msg` record stored; the idempotency key
+            // stays (a replay of that key still names this seq).
+            tx.prepare_cached(
+                "INSERT INTO messages (session_id, seq, element) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id, seq) DO UPDATE SET element = excluded.element",
+            )?
+            .execute(params![subject, m.seq, d])?;
+            touch(touched, subject, stream_id_ms(record.entry_id) as i64);
         }
         WalOp::SessionCreate => {
             let r: CreateRecord = serde_json::from_str(d)?;

@@ -1,0 +1,45 @@
+--[[
+  append_messages: append several messages in one atomic step (consecutive seqs, nothing of
+  another writer in between); log each to the wal as append_message does.
+  KEYS[1..9] session keys (see _prelude)
+  ARGV[1] session id
+  ARGV[2] expected seq of the first message or '' (the seq the caller believes comes next)
+  ARGV[3] size limit of one message body, bytes
+  ARGV[4..] message bodies: JSON objects without seq/state/created_at (validated by the caller)
+  Returns: {first seq, last wal entry id}
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
+  Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
+  Atomic: every check (of every body) runs before the first write.
+]]
+local limit = tonumber(ARGV[3])
+if #ARGV < 4 then
+  return fail('BAD_INPUT', 'no messages to append')
+end
+for i = 4, #ARGV do
+  local body = ARGV[i]
+  if #body > limit then
+    return fail('TOO_LARGE', #body .. ' ' .. ARGV[3])
+  end
+  if string.sub(body, 1, 1) ~= '{' or string.sub(body, -1) ~= '}' or #body < 3 then
+    return fail('BAD_INPUT', 'message body must be a non-empty JSON object')
+  end
+end
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')
+if not meta[1] then
+  return fail('NO_SESSION', ARGV[1])
+end
+local first = tonumber(meta[1])
+if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= first then
+  return fail('CONFLICT', ARGV[2] .. ' ' .. first)
+end
+local now = now_ms()
+local seq, id = first, ''
+for i = 4, #ARGV do
+  local element = message_element(seq, 'active', now, ARGV[i])
+  redis.call('RPUSH', KEYS[3], element)
+  id = redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', element)
+  seq = seq + 1
+end
+redis.call('HSET', KEYS[1], 'next_seq', seq, 'updated_at', now)
+touch_session(tonumber(meta[2]))
+return {first, id}

@@ -1,0 +1,29 @@
+--[[
+  put_checkpoint: store a checkpoint whose payload the caller gives (not taken from working
+  state); keep it as the label's latest; log it to the wal like create_checkpoint.
+  KEYS[1..9] session keys (see _prelude)
+  ARGV[1] session id      ARGV[2] checkpoint id      ARGV[3] label
+  ARGV[4] payload: a JSON object (validated by the caller)
+  ARGV[5] size limit of the payload, bytes
+  Returns: the wal entry id
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT
+  Atomic: every check runs before the first write.
+]]
+local payload = ARGV[4]
+if #payload > tonumber(ARGV[5]) then
+  return fail('TOO_LARGE', #payload .. ' ' .. ARGV[5])
+end
+if string.sub(payload, 1, 1) ~= '{' or string.sub(payload, -1) ~= '}' then
+  return fail('BAD_INPUT', 'checkpoint payload must be a JSON object')
+end
+local ttl = redis.call('HGET', KEYS[1], 'ttl')
+if not ttl then
+  return fail('NO_SESSION', ARGV[1])
+end
+local now = now_ms()
+local record = '{"id":"' .. ARGV[2] .. '","session_id":"' .. ARGV[1] .. '","label":"' .. ARGV[3]
+  .. '","created_at":' .. now .. ',"payload":' .. payload .. '}'
+redis.call('HSET', KEYS[4], ARGV[3], record)
+redis.call('HSET', KEYS[1], 'updated_at', now)
+touch_session(tonumber(ttl))
+return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', ARGV[1], 'd', record)

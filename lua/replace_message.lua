@@ -1,0 +1,39 @@
+--[[
+  replace_message: replace the body of one active message (e.g. a redaction); the seq, state
+  and created_at stay; log the new element to the wal.
+  KEYS[1..9] session keys (see _prelude)
+  ARGV[1] session id
+  ARGV[2] seq of the message to replace
+  ARGV[3] new message body: a JSON object without seq/state/created_at (validated by the caller)
+  ARGV[4] size limit, bytes
+  Returns: the wal entry id
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, BAD_RANGE <seq> <seq> <why> (no such seq, or the
+           message is compacted out)
+  Atomic: every check runs before the first write.
+]]
+local body = ARGV[3]
+if #body > tonumber(ARGV[4]) then
+  return fail('TOO_LARGE', #body .. ' ' .. ARGV[4])
+end
+if string.sub(body, 1, 1) ~= '{' or string.sub(body, -1) ~= '}' or #body < 3 then
+  return fail('BAD_INPUT', 'message body must be a non-empty JSON object')
+end
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')
+if not meta[1] then
+  return fail('NO_SESSION', ARGV[1])
+end
+local seq = tonumber(ARGV[2])
+if not seq or seq < 1 or seq >= tonumber(meta[1]) then
+  return fail('BAD_RANGE', ARGV[2] .. ' ' .. ARGV[2] .. ' no such message (next seq ' .. meta[1] .. ')')
+end
+local old = redis.call('LINDEX', KEYS[3], seq - 1)
+local state, created_at = string.match(old, '^{"seq":%d+,"state":"([a-z_]+)","created_at":(%d+),')
+if state ~= 'active' then
+  return fail('BAD_RANGE', seq .. ' ' .. seq .. ' is compacted out')
+end
+local now = now_ms()
+local element = message_element(seq, 'active', created_at, body)
+redis.call('LSET', KEYS[3], seq - 1, element)
+redis.call('HSET', KEYS[1], 'updated_at', now)
+touch_session(tonumber(meta[2]))
+return redis.call('XADD', KEYS[9], '*', 'op', 'msg_replace', 'id', ARGV[1], 'd', element)
