@@ -11,16 +11,20 @@ Redis lost it — and other agentstate tools (CLI, compaction, checkpoints) see 
     session = AgentStateSession("conversation-42", url="redis://127.0.0.1:6379")
     result = await Runner.run(Agent(name="a", instructions="..."), "hello", session=session)
 
-``pop_item`` removes the newest message with the core's ``pop_message`` (one script, logged
+``add_items`` is the core's ``append_many`` (one script: the items get consecutive seqs, no
+other writer's item lands between them); ``pop_item`` its ``pop_message`` (one script, logged
 to the wal); ``clear_session`` closes the agentstate session (Redis and SQLite, one script)
-and the next ``add_items`` starts it again.
+and the next ``add_items`` starts it again. Each read or write is one round trip, and a
+mutation whose caller is cancelled still runs to its outcome before the cancellation is
+re-raised.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Awaitable, Dict, List, Optional, TypeVar, Union
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
@@ -29,6 +33,8 @@ from ._agentstate import AlreadyExists, Store, UnknownSession
 from ._shared import ashared_store
 
 __all__ = ["AgentStateSession"]
+
+_T = TypeVar("_T")
 
 DEFAULT_URL = "redis://127.0.0.1:6379"
 
@@ -52,6 +58,28 @@ def _decode(message: Dict[str, Any]) -> Optional[Any]:
         return json.loads(content)
     except ValueError:
         return {"role": message["role"], "content": content}
+
+
+async def _settle(mutation: Awaitable[_T]) -> _T:
+    """Runs a mutation to its outcome even when the caller is cancelled meanwhile, then
+    re-raises the cancellation: a cancelled ``add_items`` has either happened or not, and
+    the caller knows which (the SDK's own sessions promise the same)."""
+    task = asyncio.ensure_future(mutation)
+    cancelled: Optional[BaseException] = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as e:
+            cancelled = cancelled or e
+    try:
+        result = task.result()
+    except BaseException:
+        if cancelled is not None:
+            raise cancelled from None
+        raise
+    if cancelled is not None:
+        raise cancelled from None
+    return result
 
 
 class AgentStateSession:
@@ -131,6 +159,9 @@ class AgentStateSession:
         if not items:
             return
         messages = [_encode(i) for i in items]
+        await _settle(self._append(store, messages))
+
+    async def _append(self, store: Store, messages: List[Dict[str, Any]]) -> None:
         try:
             await store.aappend_many(self._sid, messages)
         except UnknownSession:
@@ -150,7 +181,7 @@ class AgentStateSession:
         """Removes and returns the newest item, or None when the session is empty."""
         store = await self._open()
         try:
-            message = await store.apop_message(self._sid)
+            message = await _settle(store.apop_message(self._sid))
         except UnknownSession:
             return None
         return None if message is None else _decode(message)
@@ -159,7 +190,7 @@ class AgentStateSession:
         """Deletes every item: the agentstate session is closed (Redis and SQLite)."""
         store = await self._open()
         try:
-            await store.aclose_session(self._sid, True)
+            await _settle(store.aclose_session(self._sid, True))
         except UnknownSession:
             pass
 

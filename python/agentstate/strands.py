@@ -16,7 +16,7 @@ The mapping onto agentstate (everything is live in Redis, flushed to SQLite, res
 * each agent is a linked sub-agent session ``<session>@<agent>`` (closing the session closes
   its agents); the ``SessionAgent`` JSON it was created with is that session's metadata, each
   update a checkpoint labelled ``agent`` (``created_at`` stays the creation's, as in Strands'
-  file and S3 repositories);
+  file and S3 repositories) — each one script (``put_checkpoint``);
 * message ``n`` of an agent is the message with seq ``n + 1`` of the agent's session, its
   content the ``SessionMessage`` JSON: creation is an append that expects exactly that seq
   (so creating an existing message fails), an update or redaction replaces that message with
@@ -141,8 +141,7 @@ class AgentStateSessionRepository(SessionRepository):
         """Records the agent's new state (a checkpoint); ``SessionException`` when missing."""
         aid = _ids.joined(session_id, session_agent.agent_id)
         try:
-            self._store.set_working(aid, AGENT_LABEL, session_agent.to_dict())
-            self._store.checkpoint(aid, AGENT_LABEL, [AGENT_LABEL])
+            self._store.put_checkpoint(aid, AGENT_LABEL, {AGENT_LABEL: session_agent.to_dict()})
         except UnknownSession as e:
             raise SessionException(
                 f"Agent {session_agent.agent_id} in session {session_id} does not exist"
@@ -249,8 +248,7 @@ class AgentStateSessionRepository(SessionRepository):
     def _save_multi(self, session_id: str, multi_agent_id: str, state: Dict[str, Any]) -> None:
         sid, label = _ids.part(session_id), _multi_label(multi_agent_id)
         try:
-            self._store.set_working(sid, label, state)
-            self._store.checkpoint(sid, label, [label])
+            self._store.put_checkpoint(sid, label, {label: state})
         except UnknownSession as e:
             raise SessionException(f"Session {session_id} does not exist") from e
 

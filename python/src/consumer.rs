@@ -35,7 +35,9 @@ impl PyConsumer {
         }
     }
 
-    fn read_fut(&self) -> impl std::future::Future<Output = agentstate::Result<Json>> + Send + 'static {
+    fn read_fut(
+        &self,
+    ) -> impl std::future::Future<Output = agentstate::Result<Json>> + Send + 'static {
         let inner = self.inner.clone();
         let out = self.outstanding.clone();
         async move {
@@ -62,7 +64,10 @@ impl PyConsumer {
         keys.into_iter()
             .map(|k| {
                 map.remove(&k).ok_or_else(|| {
-                    PyKeyError::new_err(format!("no outstanding delivery {}:{} on this consumer", k.0, k.1))
+                    PyKeyError::new_err(format!(
+                        "no outstanding delivery {}:{} on this consumer",
+                        k.0, k.1
+                    ))
                 })
             })
             .collect()
@@ -102,7 +107,11 @@ impl PyConsumer {
     }
 
     /// Async twin of `ack`.
-    fn aack<'py>(&self, py: Python<'py>, deliveries: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn aack<'py>(
+        &self,
+        py: Python<'py>,
+        deliveries: Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
         awaitable(py, async move { inner.lock().await.ack(&ds).await })
@@ -117,7 +126,11 @@ impl PyConsumer {
     }
 
     /// Async twin of `release`.
-    fn arelease<'py>(&self, py: Python<'py>, deliveries: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn arelease<'py>(
+        &self,
+        py: Python<'py>,
+        deliveries: Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
         awaitable(py, async move { inner.lock().await.release(&ds).await })

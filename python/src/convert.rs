@@ -91,10 +91,18 @@ pub fn py_to_json(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
         return Ok(Value::Object(m));
     }
     if let Ok(l) = obj.cast::<PyList>() {
-        return l.iter().map(|x| py_to_json(&x)).collect::<PyResult<_>>().map(Value::Array);
+        return l
+            .iter()
+            .map(|x| py_to_json(&x))
+            .collect::<PyResult<_>>()
+            .map(Value::Array);
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
-        return t.iter().map(|x| py_to_json(&x)).collect::<PyResult<_>>().map(Value::Array);
+        return t
+            .iter()
+            .map(|x| py_to_json(&x))
+            .collect::<PyResult<_>>()
+            .map(Value::Array);
     }
     Err(PyTypeError::new_err(format!(
         "cannot store a {} as JSON",

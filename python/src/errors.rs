@@ -18,16 +18,56 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-create_exception!(agentstate, AgentStateError, PyException, "Base class of every agentstate error.");
-create_exception!(agentstate, UnknownSession, AgentStateError, "The session exists neither in Redis nor in the durable tier.");
+create_exception!(
+    agentstate,
+    AgentStateError,
+    PyException,
+    "Base class of every agentstate error."
+);
+create_exception!(
+    agentstate,
+    UnknownSession,
+    AgentStateError,
+    "The session exists neither in Redis nor in the durable tier."
+);
 create_exception!(agentstate, NotLive, AgentStateError, "The session is not live in Redis and no spill daemon restored it within the wait (retry, or start `agentstate spill`).");
 create_exception!(agentstate, Conflict, AgentStateError, "An optimistic-concurrency check failed: `expected` is what the caller passed, `current` what the store holds.");
-create_exception!(agentstate, InvalidInput, AgentStateError, "A rejected argument (id, JSON, role, seq range, spawn depth); nothing was written.");
-create_exception!(agentstate, TooLarge, InvalidInput, "A payload over its configured limit (`size`, `limit` in bytes); nothing was written.");
-create_exception!(agentstate, AlreadyExists, AgentStateError, "The session (or other object) to create exists already.");
-create_exception!(agentstate, RedisUnavailable, AgentStateError, "Redis cannot be reached or the connection failed (retryable).");
-create_exception!(agentstate, NamespaceMismatch, AgentStateError, "The configured namespace differs from the one Redis or SQLite recorded.");
-create_exception!(agentstate, DurabilityTimeout, AgentStateError, "A durable write was not committed to SQLite within the wait (is a spill daemon running?).");
+create_exception!(
+    agentstate,
+    InvalidInput,
+    AgentStateError,
+    "A rejected argument (id, JSON, role, seq range, spawn depth); nothing was written."
+);
+create_exception!(
+    agentstate,
+    TooLarge,
+    InvalidInput,
+    "A payload over its configured limit (`size`, `limit` in bytes); nothing was written."
+);
+create_exception!(
+    agentstate,
+    AlreadyExists,
+    AgentStateError,
+    "The session (or other object) to create exists already."
+);
+create_exception!(
+    agentstate,
+    RedisUnavailable,
+    AgentStateError,
+    "Redis cannot be reached or the connection failed (retryable)."
+);
+create_exception!(
+    agentstate,
+    NamespaceMismatch,
+    AgentStateError,
+    "The configured namespace differs from the one Redis or SQLite recorded."
+);
+create_exception!(
+    agentstate,
+    DurabilityTimeout,
+    AgentStateError,
+    "A durable write was not committed to SQLite within the wait (is a spill daemon running?)."
+);
 
 /// Maps a core error to its Python exception, with the structured fields as attributes.
 pub fn to_py(err: Error) -> PyErr {

@@ -44,7 +44,9 @@ where
 }
 
 fn secs(what: &str, s: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| PyValueError::new_err(format!("{what} must be a non-negative number of seconds")))
+    Duration::try_from_secs_f64(s).map_err(|_| {
+        PyValueError::new_err(format!("{what} must be a non-negative number of seconds"))
+    })
 }
 
 fn opt_json(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Value>> {
@@ -159,7 +161,11 @@ fn new_message(
 }
 
 fn query(all: bool, after: Option<u64>, last: Option<usize>) -> MessageQuery {
-    let mut q = if all { MessageQuery::all() } else { MessageQuery::active() };
+    let mut q = if all {
+        MessageQuery::all()
+    } else {
+        MessageQuery::active()
+    };
     if let Some(a) = after {
         q = q.after(a);
     }
@@ -196,8 +202,7 @@ impl PyStore {
         }
     }
 
-    /// Appends in order; returns the seqs. Each message is one script call: another writer's
-    /// append may land between two of them (`append_many` of the core makes it one step).
+    /// Appends in order with consecutive seqs in one atomic step; returns the seqs.
     fn append_many_fut(
         &self,
         sid: String,
@@ -205,17 +210,15 @@ impl PyStore {
         expect_seq: Option<u64>,
     ) -> impl Future<Output = agentstate::Result<Vec<u64>>> + Send + 'static {
         let s = self.s();
-        async move {
-            let mut seqs = Vec::with_capacity(ms.len());
-            for (i, m) in ms.iter().enumerate() {
-                let mut o = AppendOptions::new();
-                if let Some(e) = expect_seq {
-                    o = o.expect_seq(e + i as u64);
-                }
-                seqs.push(s.append_with(&sid, m, &o).await?);
-            }
-            Ok(seqs)
-        }
+        async move { s.append_many(&sid, &ms, expect_seq).await }
+    }
+
+    fn pop_fut(
+        &self,
+        sid: String,
+    ) -> impl Future<Output = agentstate::Result<OptJson>> + Send + 'static {
+        let s = self.s();
+        async move { Ok(OptJson(s.pop_message(&sid).await?.map(|m| to_json(&m).0))) }
     }
 
     fn messages_fut(
@@ -327,7 +330,17 @@ impl PyStore {
         config: Option<Bound<'_, PyAny>>,
         metadata: Option<Bound<'_, PyAny>>,
     ) -> PyResult<String> {
-        let n = new_session(id, user, parent, lifecycle, ttl, model, system_prompt, opt_json(config.as_ref())?, opt_json(metadata.as_ref())?)?;
+        let n = new_session(
+            id,
+            user,
+            parent,
+            lifecycle,
+            ttl,
+            model,
+            system_prompt,
+            opt_json(config.as_ref())?,
+            opt_json(metadata.as_ref())?,
+        )?;
         let s = self.s();
         block(py, async move { s.create_session(&n).await })
     }
@@ -348,7 +361,17 @@ impl PyStore {
         config: Option<Bound<'py, PyAny>>,
         metadata: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let n = new_session(id, user, parent, lifecycle, ttl, model, system_prompt, opt_json(config.as_ref())?, opt_json(metadata.as_ref())?)?;
+        let n = new_session(
+            id,
+            user,
+            parent,
+            lifecycle,
+            ttl,
+            model,
+            system_prompt,
+            opt_json(config.as_ref())?,
+            opt_json(metadata.as_ref())?,
+        )?;
         let s = self.s();
         awaitable(py, async move { s.create_session(&n).await })
     }
@@ -356,13 +379,19 @@ impl PyStore {
     /// The session's meta as a dict, or None when it exists nowhere.
     fn session(&self, py: Python<'_>, sid: String) -> PyResult<Option<Json>> {
         let s = self.s();
-        block(py, async move { Ok(s.session(&sid).await?.as_ref().map(to_json)) })
+        block(py, async move {
+            Ok(s.session(&sid).await?.as_ref().map(to_json))
+        })
     }
 
     /// Async twin of `session`.
     fn asession<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { Ok(OptJson(s.session(&sid).await?.as_ref().map(|x| to_json(x).0))) })
+        awaitable(py, async move {
+            Ok(OptJson(
+                s.session(&sid).await?.as_ref().map(|x| to_json(x).0),
+            ))
+        })
     }
 
     /// Session ids, all or one user's (live and restorable).
@@ -374,7 +403,11 @@ impl PyStore {
 
     /// Async twin of `list_sessions`.
     #[pyo3(signature = (user = None))]
-    fn alist_sessions<'py>(&self, py: Python<'py>, user: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+    fn alist_sessions<'py>(
+        &self,
+        py: Python<'py>,
+        user: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
         awaitable(py, async move { s.list_sessions(user.as_deref()).await })
     }
@@ -425,20 +458,35 @@ impl PyStore {
 
     /// Async twin of `close_session`.
     #[pyo3(signature = (sid, cascade = true))]
-    fn aclose_session<'py>(&self, py: Python<'py>, sid: String, cascade: bool) -> PyResult<Bound<'py, PyAny>> {
+    fn aclose_session<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        cascade: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
         awaitable(py, async move { s.close_session(&sid, cascade).await })
     }
 
     /// Sets (or, with None, clears) the pending tool calls.
-    fn set_pending(&self, py: Python<'_>, sid: String, pending: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+    fn set_pending(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        pending: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let v = opt_json(pending.as_ref())?;
         let s = self.s();
         block(py, async move { s.set_pending(&sid, v.as_ref()).await })
     }
 
     /// Async twin of `set_pending`.
-    fn aset_pending<'py>(&self, py: Python<'py>, sid: String, pending: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn aset_pending<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        pending: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let v = opt_json(pending.as_ref())?;
         let s = self.s();
         awaitable(py, async move { s.set_pending(&sid, v.as_ref()).await })
@@ -477,7 +525,15 @@ impl PyStore {
         idempotency_key: Option<String>,
         expect_seq: Option<u64>,
     ) -> PyResult<u64> {
-        let m = new_message(role, content, name, opt_json(tool_calls.as_ref())?, tool_call_id, round_index, opt_json(meta.as_ref())?);
+        let m = new_message(
+            role,
+            content,
+            name,
+            opt_json(tool_calls.as_ref())?,
+            tool_call_id,
+            round_index,
+            opt_json(meta.as_ref())?,
+        );
         block(py, self.append_fut(sid, m, idempotency_key, expect_seq))
     }
 
@@ -498,35 +554,116 @@ impl PyStore {
         idempotency_key: Option<String>,
         expect_seq: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let m = new_message(role, content, name, opt_json(tool_calls.as_ref())?, tool_call_id, round_index, opt_json(meta.as_ref())?);
+        let m = new_message(
+            role,
+            content,
+            name,
+            opt_json(tool_calls.as_ref())?,
+            tool_call_id,
+            round_index,
+            opt_json(meta.as_ref())?,
+        );
         awaitable(py, self.append_fut(sid, m, idempotency_key, expect_seq))
     }
 
-    /// Appends message dicts in order and returns their seqs.
+    /// Appends message dicts (``role`` required; ``content``, ``name``, ``tool_calls``,
+    /// ``tool_call_id``, ``round_index``, ``meta`` optional) in one atomic step — consecutive
+    /// seqs, no other writer in between — and returns their seqs.
     #[pyo3(signature = (sid, messages, *, expect_seq = None))]
-    fn append_many(&self, py: Python<'_>, sid: String, messages: Vec<Bound<'_, PyAny>>, expect_seq: Option<u64>) -> PyResult<Vec<u64>> {
-        let ms = messages.iter().map(message_from_py).collect::<PyResult<Vec<_>>>()?;
+    fn append_many(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        messages: Vec<Bound<'_, PyAny>>,
+        expect_seq: Option<u64>,
+    ) -> PyResult<Vec<u64>> {
+        let ms = messages
+            .iter()
+            .map(message_from_py)
+            .collect::<PyResult<Vec<_>>>()?;
         block(py, self.append_many_fut(sid, ms, expect_seq))
     }
 
     /// Async twin of `append_many`.
     #[pyo3(signature = (sid, messages, *, expect_seq = None))]
-    fn aappend_many<'py>(&self, py: Python<'py>, sid: String, messages: Vec<Bound<'py, PyAny>>, expect_seq: Option<u64>) -> PyResult<Bound<'py, PyAny>> {
-        let ms = messages.iter().map(message_from_py).collect::<PyResult<Vec<_>>>()?;
+    fn aappend_many<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        messages: Vec<Bound<'py, PyAny>>,
+        expect_seq: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ms = messages
+            .iter()
+            .map(message_from_py)
+            .collect::<PyResult<Vec<_>>>()?;
         awaitable(py, self.append_many_fut(sid, ms, expect_seq))
+    }
+
+    /// Removes the newest message and returns it (None when there is none); the next append
+    /// gets its seq again. `InvalidInput` when it is the note of the latest compaction.
+    fn pop_message(&self, py: Python<'_>, sid: String) -> PyResult<OptJson> {
+        block(py, self.pop_fut(sid))
+    }
+
+    /// Async twin of `pop_message`.
+    fn apop_message<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.pop_fut(sid))
+    }
+
+    /// Replaces active message `seq` with the message dict `message` (a redaction, an edit);
+    /// seq, state and `created_at` stay. `InvalidInput` when there is no such message or it
+    /// is compacted out.
+    fn replace_message(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        seq: u64,
+        message: Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let m = message_from_py(&message)?;
+        let s = self.s();
+        block(py, async move { s.replace_message(&sid, seq, &m).await })
+    }
+
+    /// Async twin of `replace_message`.
+    fn areplace_message<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        seq: u64,
+        message: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let m = message_from_py(&message)?;
+        let s = self.s();
+        awaitable(py, async move { s.replace_message(&sid, seq, &m).await })
     }
 
     /// Messages in seq order: active ones (or `all`), only seqs after `after`, only the
     /// `last` n — one round trip. Each is a dict with `seq`, `state`, `created_at`, `role`
     /// and the optional fields that were set.
     #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
-    fn messages(&self, py: Python<'_>, sid: String, all: bool, after: Option<u64>, last: Option<usize>) -> PyResult<Messages> {
+    fn messages(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        all: bool,
+        after: Option<u64>,
+        last: Option<usize>,
+    ) -> PyResult<Messages> {
         block(py, self.messages_fut(sid, query(all, after, last)))
     }
 
     /// Async twin of `messages`.
     #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
-    fn amessages<'py>(&self, py: Python<'py>, sid: String, all: bool, after: Option<u64>, last: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    fn amessages<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        all: bool,
+        after: Option<u64>,
+        last: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.messages_fut(sid, query(all, after, last)))
     }
 
@@ -550,8 +687,25 @@ impl PyStore {
     /// `(compact_seq, note_seq)`.
     #[pyo3(signature = (sid, from_seq, to_seq, note, *, before_tokens = None, after_tokens = None, round_index = None))]
     #[allow(clippy::too_many_arguments)]
-    fn compact(&self, py: Python<'_>, sid: String, from_seq: u64, to_seq: u64, note: String, before_tokens: Option<i64>, after_tokens: Option<i64>, round_index: Option<i64>) -> PyResult<(u64, u64)> {
-        let c = compaction(from_seq, to_seq, note, before_tokens, after_tokens, round_index);
+    fn compact(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        from_seq: u64,
+        to_seq: u64,
+        note: String,
+        before_tokens: Option<i64>,
+        after_tokens: Option<i64>,
+        round_index: Option<i64>,
+    ) -> PyResult<(u64, u64)> {
+        let c = compaction(
+            from_seq,
+            to_seq,
+            note,
+            before_tokens,
+            after_tokens,
+            round_index,
+        );
         let s = self.s();
         block(py, async move { s.compact(&sid, &c).await })
     }
@@ -559,8 +713,25 @@ impl PyStore {
     /// Async twin of `compact`.
     #[pyo3(signature = (sid, from_seq, to_seq, note, *, before_tokens = None, after_tokens = None, round_index = None))]
     #[allow(clippy::too_many_arguments)]
-    fn acompact<'py>(&self, py: Python<'py>, sid: String, from_seq: u64, to_seq: u64, note: String, before_tokens: Option<i64>, after_tokens: Option<i64>, round_index: Option<i64>) -> PyResult<Bound<'py, PyAny>> {
-        let c = compaction(from_seq, to_seq, note, before_tokens, after_tokens, round_index);
+    fn acompact<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        from_seq: u64,
+        to_seq: u64,
+        note: String,
+        before_tokens: Option<i64>,
+        after_tokens: Option<i64>,
+        round_index: Option<i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let c = compaction(
+            from_seq,
+            to_seq,
+            note,
+            before_tokens,
+            after_tokens,
+            round_index,
+        );
         let s = self.s();
         awaitable(py, async move { s.compact(&sid, &c).await })
     }
@@ -568,20 +739,41 @@ impl PyStore {
     /// The compaction audit.
     fn compactions(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move { s.compactions(&sid).await.map(|v| to_json(&v)) })
+        block(
+            py,
+            async move { s.compactions(&sid).await.map(|v| to_json(&v)) },
+        )
     }
 
     /// Async twin of `compactions`.
     fn acompactions<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.compactions(&sid).await.map(|v| to_json(&v)) })
+        awaitable(
+            py,
+            async move { s.compactions(&sid).await.map(|v| to_json(&v)) },
+        )
     }
 
     /// Upserts the token usage of a round.
     #[pyo3(signature = (sid, round_index, prompt_tokens, completion_tokens, *, total_tokens = None, model = None))]
     #[allow(clippy::too_many_arguments)]
-    fn record_usage(&self, py: Python<'_>, sid: String, round_index: i64, prompt_tokens: i64, completion_tokens: i64, total_tokens: Option<i64>, model: Option<String>) -> PyResult<()> {
-        let u = usage(round_index, prompt_tokens, completion_tokens, total_tokens, model);
+    fn record_usage(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        round_index: i64,
+        prompt_tokens: i64,
+        completion_tokens: i64,
+        total_tokens: Option<i64>,
+        model: Option<String>,
+    ) -> PyResult<()> {
+        let u = usage(
+            round_index,
+            prompt_tokens,
+            completion_tokens,
+            total_tokens,
+            model,
+        );
         let s = self.s();
         block(py, async move { s.record_usage(&sid, &u).await })
     }
@@ -589,8 +781,23 @@ impl PyStore {
     /// Async twin of `record_usage`.
     #[pyo3(signature = (sid, round_index, prompt_tokens, completion_tokens, *, total_tokens = None, model = None))]
     #[allow(clippy::too_many_arguments)]
-    fn arecord_usage<'py>(&self, py: Python<'py>, sid: String, round_index: i64, prompt_tokens: i64, completion_tokens: i64, total_tokens: Option<i64>, model: Option<String>) -> PyResult<Bound<'py, PyAny>> {
-        let u = usage(round_index, prompt_tokens, completion_tokens, total_tokens, model);
+    fn arecord_usage<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        round_index: i64,
+        prompt_tokens: i64,
+        completion_tokens: i64,
+        total_tokens: Option<i64>,
+        model: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let u = usage(
+            round_index,
+            prompt_tokens,
+            completion_tokens,
+            total_tokens,
+            model,
+        );
         let s = self.s();
         awaitable(py, async move { s.record_usage(&sid, &u).await })
     }
@@ -612,30 +819,59 @@ impl PyStore {
     /// Sets a working-state value (JSON); with `if_version`, only if the session's version is
     /// still that (else `Conflict`). Returns the new version.
     #[pyo3(signature = (sid, key, value, *, if_version = None))]
-    fn set_working(&self, py: Python<'_>, sid: String, key: String, value: Bound<'_, PyAny>, if_version: Option<u64>) -> PyResult<u64> {
+    fn set_working(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        key: String,
+        value: Bound<'_, PyAny>,
+        if_version: Option<u64>,
+    ) -> PyResult<u64> {
         let v = py_to_json(&value)?;
         let s = self.s();
-        block(py, async move { set_working(&s, &sid, &key, &v, if_version).await })
+        block(py, async move {
+            set_working(&s, &sid, &key, &v, if_version).await
+        })
     }
 
     /// Async twin of `set_working`.
     #[pyo3(signature = (sid, key, value, *, if_version = None))]
-    fn aset_working<'py>(&self, py: Python<'py>, sid: String, key: String, value: Bound<'py, PyAny>, if_version: Option<u64>) -> PyResult<Bound<'py, PyAny>> {
+    fn aset_working<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        key: String,
+        value: Bound<'py, PyAny>,
+        if_version: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let v = py_to_json(&value)?;
         let s = self.s();
-        awaitable(py, async move { set_working(&s, &sid, &key, &v, if_version).await })
+        awaitable(py, async move {
+            set_working(&s, &sid, &key, &v, if_version).await
+        })
     }
 
     /// One working-state value, or None.
     fn get_working(&self, py: Python<'_>, sid: String, key: String) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move { s.get_working(&sid, &key).await.map(OptJson) })
+        block(
+            py,
+            async move { s.get_working(&sid, &key).await.map(OptJson) },
+        )
     }
 
     /// Async twin of `get_working`.
-    fn aget_working<'py>(&self, py: Python<'py>, sid: String, key: String) -> PyResult<Bound<'py, PyAny>> {
+    fn aget_working<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        key: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.get_working(&sid, &key).await.map(OptJson) })
+        awaitable(
+            py,
+            async move { s.get_working(&sid, &key).await.map(OptJson) },
+        )
     }
 
     /// All working state: `{"version": n, "values": {...}}`.
@@ -657,7 +893,12 @@ impl PyStore {
     }
 
     /// Async twin of `delete_working`.
-    fn adelete_working<'py>(&self, py: Python<'py>, sid: String, key: String) -> PyResult<Bound<'py, PyAny>> {
+    fn adelete_working<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        key: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
         awaitable(py, async move { s.delete_working(&sid, &key).await })
     }
@@ -679,41 +920,107 @@ impl PyStore {
     /// Promotes working state (all of it, or `include_keys`) to a durable checkpoint; returns
     /// its id.
     #[pyo3(signature = (sid, label, include_keys = None))]
-    fn checkpoint(&self, py: Python<'_>, sid: String, label: String, include_keys: Option<Vec<String>>) -> PyResult<String> {
+    fn checkpoint(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        label: String,
+        include_keys: Option<Vec<String>>,
+    ) -> PyResult<String> {
         let s = self.s();
-        block(py, async move { checkpoint(&s, &sid, &label, include_keys).await })
+        block(py, async move {
+            checkpoint(&s, &sid, &label, include_keys).await
+        })
     }
 
     /// Async twin of `checkpoint`.
     #[pyo3(signature = (sid, label, include_keys = None))]
-    fn acheckpoint<'py>(&self, py: Python<'py>, sid: String, label: String, include_keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyAny>> {
+    fn acheckpoint<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        label: String,
+        include_keys: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { checkpoint(&s, &sid, &label, include_keys).await })
+        awaitable(py, async move {
+            checkpoint(&s, &sid, &label, include_keys).await
+        })
+    }
+
+    /// Stores a checkpoint of `label` with the given `payload` (a dict) instead of a
+    /// snapshot of working state; returns its id. Durable and restored like every checkpoint.
+    fn put_checkpoint(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        label: String,
+        payload: Bound<'_, PyAny>,
+    ) -> PyResult<String> {
+        let v = py_to_json(&payload)?;
+        let s = self.s();
+        block(py, async move { s.put_checkpoint(&sid, &label, &v).await })
+    }
+
+    /// Async twin of `put_checkpoint`.
+    fn aput_checkpoint<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        label: String,
+        payload: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let v = py_to_json(&payload)?;
+        let s = self.s();
+        awaitable(py, async move { s.put_checkpoint(&sid, &label, &v).await })
     }
 
     /// The latest checkpoint with `label` (`id`, `session_id`, `label`, `created_at`,
     /// `payload`), or None.
     fn checkpoint_latest(&self, py: Python<'_>, sid: String, label: String) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move { Ok(OptJson(s.checkpoint_latest(&sid, &label).await?.map(|c| to_json(&c).0))) })
+        block(py, async move {
+            Ok(OptJson(
+                s.checkpoint_latest(&sid, &label)
+                    .await?
+                    .map(|c| to_json(&c).0),
+            ))
+        })
     }
 
     /// Async twin of `checkpoint_latest`.
-    fn acheckpoint_latest<'py>(&self, py: Python<'py>, sid: String, label: String) -> PyResult<Bound<'py, PyAny>> {
+    fn acheckpoint_latest<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        label: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { Ok(OptJson(s.checkpoint_latest(&sid, &label).await?.map(|c| to_json(&c).0))) })
+        awaitable(py, async move {
+            Ok(OptJson(
+                s.checkpoint_latest(&sid, &label)
+                    .await?
+                    .map(|c| to_json(&c).0),
+            ))
+        })
     }
 
     /// The latest checkpoint of every label.
     fn checkpoints(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) })
+        block(
+            py,
+            async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) },
+        )
     }
 
     /// Async twin of `checkpoints`.
     fn acheckpoints<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) })
+        awaitable(
+            py,
+            async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) },
+        )
     }
 
     // ---- rounds (StateService) ------------------------------------------------------------
@@ -721,39 +1028,87 @@ impl PyStore {
     /// Saves `state` for `user_id` in `session_id` (default `"default"`): no `round_id`
     /// appends max + 1 (1 when empty), an explicit one overwrites. Returns the round id.
     #[pyo3(signature = (user_id, state, session_id = None, round_id = None))]
-    fn save_state(&self, py: Python<'_>, user_id: String, state: Bound<'_, PyAny>, session_id: Option<String>, round_id: Option<u64>) -> PyResult<u64> {
+    fn save_state(
+        &self,
+        py: Python<'_>,
+        user_id: String,
+        state: Bound<'_, PyAny>,
+        session_id: Option<String>,
+        round_id: Option<u64>,
+    ) -> PyResult<u64> {
         let v = py_to_json(&state)?;
         let s = self.s();
-        block(py, async move { s.save_state(&user_id, &v, session_id.as_deref(), round_id).await })
+        block(py, async move {
+            s.save_state(&user_id, &v, session_id.as_deref(), round_id)
+                .await
+        })
     }
 
     /// Async twin of `save_state`.
     #[pyo3(signature = (user_id, state, session_id = None, round_id = None))]
-    fn asave_state<'py>(&self, py: Python<'py>, user_id: String, state: Bound<'py, PyAny>, session_id: Option<String>, round_id: Option<u64>) -> PyResult<Bound<'py, PyAny>> {
+    fn asave_state<'py>(
+        &self,
+        py: Python<'py>,
+        user_id: String,
+        state: Bound<'py, PyAny>,
+        session_id: Option<String>,
+        round_id: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let v = py_to_json(&state)?;
         let s = self.s();
-        awaitable(py, async move { s.save_state(&user_id, &v, session_id.as_deref(), round_id).await })
+        awaitable(py, async move {
+            s.save_state(&user_id, &v, session_id.as_deref(), round_id)
+                .await
+        })
     }
 
     /// The state of `round_id` (the latest when None), or None when absent.
     #[pyo3(signature = (user_id, session_id = None, round_id = None))]
-    fn export_state(&self, py: Python<'_>, user_id: String, session_id: Option<String>, round_id: Option<u64>) -> PyResult<OptJson> {
+    fn export_state(
+        &self,
+        py: Python<'_>,
+        user_id: String,
+        session_id: Option<String>,
+        round_id: Option<u64>,
+    ) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move { s.export_state(&user_id, session_id.as_deref(), round_id).await.map(OptJson) })
+        block(py, async move {
+            s.export_state(&user_id, session_id.as_deref(), round_id)
+                .await
+                .map(OptJson)
+        })
     }
 
     /// Async twin of `export_state`.
     #[pyo3(signature = (user_id, session_id = None, round_id = None))]
-    fn aexport_state<'py>(&self, py: Python<'py>, user_id: String, session_id: Option<String>, round_id: Option<u64>) -> PyResult<Bound<'py, PyAny>> {
+    fn aexport_state<'py>(
+        &self,
+        py: Python<'py>,
+        user_id: String,
+        session_id: Option<String>,
+        round_id: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.export_state(&user_id, session_id.as_deref(), round_id).await.map(OptJson) })
+        awaitable(py, async move {
+            s.export_state(&user_id, session_id.as_deref(), round_id)
+                .await
+                .map(OptJson)
+        })
     }
 
     // ---- decisions ------------------------------------------------------------------------
 
     /// Records a decision in the write-ahead decision log; returns its id.
     #[pyo3(signature = (sid, decision, rationale, *, action = None, meta = None))]
-    fn record_decision(&self, py: Python<'_>, sid: String, decision: String, rationale: String, action: Option<String>, meta: Option<Bound<'_, PyAny>>) -> PyResult<String> {
+    fn record_decision(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        decision: String,
+        rationale: String,
+        action: Option<String>,
+        meta: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<String> {
         let d = new_decision(decision, rationale, action, opt_json(meta.as_ref())?);
         let s = self.s();
         block(py, async move { s.record_decision(&sid, &d).await })
@@ -761,36 +1116,72 @@ impl PyStore {
 
     /// Async twin of `record_decision`.
     #[pyo3(signature = (sid, decision, rationale, *, action = None, meta = None))]
-    fn arecord_decision<'py>(&self, py: Python<'py>, sid: String, decision: String, rationale: String, action: Option<String>, meta: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn arecord_decision<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        decision: String,
+        rationale: String,
+        action: Option<String>,
+        meta: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let d = new_decision(decision, rationale, action, opt_json(meta.as_ref())?);
         let s = self.s();
         awaitable(py, async move { s.record_decision(&sid, &d).await })
     }
 
     /// Records the outcome of a decision; False when it had one already.
-    fn record_outcome(&self, py: Python<'_>, decision_id: String, outcome: String) -> PyResult<bool> {
+    fn record_outcome(
+        &self,
+        py: Python<'_>,
+        decision_id: String,
+        outcome: String,
+    ) -> PyResult<bool> {
         let s = self.s();
-        block(py, async move { s.record_outcome(&decision_id, &outcome).await })
+        block(
+            py,
+            async move { s.record_outcome(&decision_id, &outcome).await },
+        )
     }
 
     /// Async twin of `record_outcome`.
-    fn arecord_outcome<'py>(&self, py: Python<'py>, decision_id: String, outcome: String) -> PyResult<Bound<'py, PyAny>> {
+    fn arecord_outcome<'py>(
+        &self,
+        py: Python<'py>,
+        decision_id: String,
+        outcome: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.record_outcome(&decision_id, &outcome).await })
+        awaitable(
+            py,
+            async move { s.record_outcome(&decision_id, &outcome).await },
+        )
     }
 
     /// Decisions without an outcome (all sessions, or one), oldest first.
     #[pyo3(signature = (sid = None))]
     fn incomplete_decisions(&self, py: Python<'_>, sid: Option<String>) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move { s.incomplete_decisions(sid.as_deref()).await.map(|v| to_json(&v)) })
+        block(py, async move {
+            s.incomplete_decisions(sid.as_deref())
+                .await
+                .map(|v| to_json(&v))
+        })
     }
 
     /// Async twin of `incomplete_decisions`.
     #[pyo3(signature = (sid = None))]
-    fn aincomplete_decisions<'py>(&self, py: Python<'py>, sid: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+    fn aincomplete_decisions<'py>(
+        &self,
+        py: Python<'py>,
+        sid: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.incomplete_decisions(sid.as_deref()).await.map(|v| to_json(&v)) })
+        awaitable(py, async move {
+            s.incomplete_decisions(sid.as_deref())
+                .await
+                .map(|v| to_json(&v))
+        })
     }
 
     /// Joins consumer group `group` as `name` on every partition's decisions stream.
@@ -798,7 +1189,17 @@ impl PyStore {
     /// seconds.
     #[pyo3(signature = (group, name, *, from_start = false, min_idle = 30.0, max_deliveries = 5, block = 2.0, count = 100))]
     #[allow(clippy::too_many_arguments)]
-    fn consumer(&self, py: Python<'_>, group: String, name: String, from_start: bool, min_idle: f64, max_deliveries: u32, block: f64, count: usize) -> PyResult<PyConsumer> {
+    fn consumer(
+        &self,
+        py: Python<'_>,
+        group: String,
+        name: String,
+        from_start: bool,
+        min_idle: f64,
+        max_deliveries: u32,
+        block: f64,
+        count: usize,
+    ) -> PyResult<PyConsumer> {
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
         let s = self.s();
         let c = self::block(py, async move { s.consumer(&group, &name, o).await })?;
@@ -808,37 +1209,65 @@ impl PyStore {
     /// Async twin of `consumer`.
     #[pyo3(signature = (group, name, *, from_start = false, min_idle = 30.0, max_deliveries = 5, block = 2.0, count = 100))]
     #[allow(clippy::too_many_arguments)]
-    fn aconsumer<'py>(&self, py: Python<'py>, group: String, name: String, from_start: bool, min_idle: f64, max_deliveries: u32, block: f64, count: usize) -> PyResult<Bound<'py, PyAny>> {
+    fn aconsumer<'py>(
+        &self,
+        py: Python<'py>,
+        group: String,
+        name: String,
+        from_start: bool,
+        min_idle: f64,
+        max_deliveries: u32,
+        block: f64,
+        count: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
         let s = self.s();
-        awaitable(py, async move { s.consumer(&group, &name, o).await.map(PyConsumer::new) })
+        awaitable(py, async move {
+            s.consumer(&group, &name, o).await.map(PyConsumer::new)
+        })
     }
 
     /// Up to `count` dead letters per partition.
     #[pyo3(signature = (count = 100))]
     fn dead_letters(&self, py: Python<'_>, count: usize) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move { s.dead_letters(count).await.map(|v| to_json(&v)) })
+        block(py, async move {
+            s.dead_letters(count).await.map(|v| to_json(&v))
+        })
     }
 
     /// Async twin of `dead_letters`.
     #[pyo3(signature = (count = 100))]
     fn adead_letters<'py>(&self, py: Python<'py>, count: usize) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.dead_letters(count).await.map(|v| to_json(&v)) })
+        awaitable(py, async move {
+            s.dead_letters(count).await.map(|v| to_json(&v))
+        })
     }
 
     // ---- user data ------------------------------------------------------------------------
 
     /// Stores a user-attributed value (JSON).
-    fn set_user_value(&self, py: Python<'_>, user: String, key: String, value: Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_user_value(
+        &self,
+        py: Python<'_>,
+        user: String,
+        key: String,
+        value: Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let v = py_to_json(&value)?;
         let s = self.s();
         block(py, async move { s.set_user_value(&user, &key, &v).await })
     }
 
     /// Async twin of `set_user_value`.
-    fn aset_user_value<'py>(&self, py: Python<'py>, user: String, key: String, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    fn aset_user_value<'py>(
+        &self,
+        py: Python<'py>,
+        user: String,
+        key: String,
+        value: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let v = py_to_json(&value)?;
         let s = self.s();
         awaitable(py, async move { s.set_user_value(&user, &key, &v).await })
@@ -847,13 +1276,24 @@ impl PyStore {
     /// A user-attributed value, or None.
     fn user_value(&self, py: Python<'_>, user: String, key: String) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move { s.user_value(&user, &key).await.map(OptJson) })
+        block(
+            py,
+            async move { s.user_value(&user, &key).await.map(OptJson) },
+        )
     }
 
     /// Async twin of `user_value`.
-    fn auser_value<'py>(&self, py: Python<'py>, user: String, key: String) -> PyResult<Bound<'py, PyAny>> {
+    fn auser_value<'py>(
+        &self,
+        py: Python<'py>,
+        user: String,
+        key: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.user_value(&user, &key).await.map(OptJson) })
+        awaitable(
+            py,
+            async move { s.user_value(&user, &key).await.map(OptJson) },
+        )
     }
 
     /// Deletes one user value; False when there was none.
@@ -863,7 +1303,12 @@ impl PyStore {
     }
 
     /// Async twin of `delete_user_value`.
-    fn adelete_user_value<'py>(&self, py: Python<'py>, user: String, key: String) -> PyResult<Bound<'py, PyAny>> {
+    fn adelete_user_value<'py>(
+        &self,
+        py: Python<'py>,
+        user: String,
+        key: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
         awaitable(py, async move { s.delete_user_value(&user, &key).await })
     }
@@ -872,17 +1317,28 @@ impl PyStore {
     /// the receipt.
     fn forget_user(&self, py: Python<'_>, user: String) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move { s.forget_user(&user).await.map(|r| to_json(&r)) })
+        block(py, async move {
+            s.forget_user(&user).await.map(|r| to_json(&r))
+        })
     }
 
     /// Async twin of `forget_user`.
     fn aforget_user<'py>(&self, py: Python<'py>, user: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.forget_user(&user).await.map(|r| to_json(&r)) })
+        awaitable(py, async move {
+            s.forget_user(&user).await.map(|r| to_json(&r))
+        })
     }
 }
 
-fn compaction(from: u64, to: u64, note: String, before: Option<i64>, after: Option<i64>, round: Option<i64>) -> Compaction {
+fn compaction(
+    from: u64,
+    to: u64,
+    note: String,
+    before: Option<i64>,
+    after: Option<i64>,
+    round: Option<i64>,
+) -> Compaction {
     let mut c = Compaction::new(from, to, note);
     c.before_tokens = before;
     c.after_tokens = after;
@@ -890,7 +1346,13 @@ fn compaction(from: u64, to: u64, note: String, before: Option<i64>, after: Opti
     c
 }
 
-fn usage(round: i64, prompt: i64, completion: i64, total: Option<i64>, model: Option<String>) -> Usage {
+fn usage(
+    round: i64,
+    prompt: i64,
+    completion: i64,
+    total: Option<i64>,
+    model: Option<String>,
+) -> Usage {
     let mut u = Usage::new(round, prompt, completion);
     if let Some(t) = total {
         u = u.total(t);
@@ -901,7 +1363,12 @@ fn usage(round: i64, prompt: i64, completion: i64, total: Option<i64>, model: Op
     u
 }
 
-fn new_decision(decision: String, rationale: String, action: Option<String>, meta: Option<Value>) -> NewDecision {
+fn new_decision(
+    decision: String,
+    rationale: String,
+    action: Option<String>,
+    meta: Option<Value>,
+) -> NewDecision {
     let mut d = NewDecision::new(decision, rationale);
     if let Some(a) = action {
         d = d.action(a);
@@ -912,24 +1379,47 @@ fn new_decision(decision: String, rationale: String, action: Option<String>, met
     d
 }
 
-fn consumer_options(from_start: bool, min_idle: f64, max_deliveries: u32, block: f64, count: usize) -> PyResult<ConsumerOptions> {
+fn consumer_options(
+    from_start: bool,
+    min_idle: f64,
+    max_deliveries: u32,
+    block: f64,
+    count: usize,
+) -> PyResult<ConsumerOptions> {
     Ok(ConsumerOptions::new()
-        .start(if from_start { StartFrom::Beginning } else { StartFrom::Now })
+        .start(if from_start {
+            StartFrom::Beginning
+        } else {
+            StartFrom::Now
+        })
         .min_idle(secs("min_idle", min_idle)?)
         .max_deliveries(max_deliveries)
         .block(secs("block", block)?)
         .count(count))
 }
 
-async fn set_working(s: &agentstate::Store, sid: &str, key: &str, v: &Value, if_version: Option<u64>) -> agentstate::Result<u64> {
+async fn set_working(
+    s: &agentstate::Store,
+    sid: &str,
+    key: &str,
+    v: &Value,
+    if_version: Option<u64>,
+) -> agentstate::Result<u64> {
     match if_version {
         Some(ver) => s.set_working_if_version(sid, key, v, ver).await,
         None => s.set_working(sid, key, v).await,
     }
 }
 
-async fn checkpoint(s: &agentstate::Store, sid: &str, label: &str, keys: Option<Vec<String>>) -> agentstate::Result<String> {
-    let refs: Option<Vec<&str>> = keys.as_ref().map(|k| k.iter().map(String::as_str).collect());
+async fn checkpoint(
+    s: &agentstate::Store,
+    sid: &str,
+    label: &str,
+    keys: Option<Vec<String>>,
+) -> agentstate::Result<String> {
+    let refs: Option<Vec<&str>> = keys
+        .as_ref()
+        .map(|k| k.iter().map(String::as_str).collect());
     s.checkpoint(sid, label, refs.as_deref()).await
 }
 

@@ -1,0 +1,60 @@
+"""What both swap plugins share: deselection from a reviewed list (each entry with its
+reason, reported by pytest as "deselected"), and counting the tests that really constructed
+the agentstate stand-in, so the report shows how much of the suite exercised it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Set
+
+import pytest
+
+_current: List[str] = [""]
+_used: Set[str] = set()
+
+
+def mark_used() -> None:
+    """Called by a stand-in's constructor: the running test exercised agentstate."""
+    _used.add(_current[0])
+
+
+def load_deselected(path: Path) -> Dict[str, str]:
+    """``node id  # reason`` lines; a node id without ``[...]`` covers all its parameters."""
+    out: Dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        node, _, reason = line.partition("#")
+        out[node.strip()] = reason.strip()
+    return out
+
+
+class SwapPlugin:
+    """Registered by each swap module: deselects its list, tracks stand-in use."""
+
+    def __init__(self, deselected: Dict[str, str], label: str) -> None:
+        self.deselected = deselected
+        self.label = label
+
+    def pytest_collection_modifyitems(self, config, items):
+        keep, drop = [], []
+        for item in items:
+            base = item.nodeid.split("[", 1)[0]
+            (drop if item.nodeid in self.deselected or base in self.deselected else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        _current[0] = item.nodeid
+        try:
+            return (yield)
+        finally:
+            _current[0] = ""
+
+    def pytest_terminal_summary(self, terminalreporter):
+        terminalreporter.write_line(
+            f"agentstate swap: {len(_used)} tests constructed the {self.label} stand-in"
+        )

@@ -1,0 +1,88 @@
+"""pytest plugin (``-p agentstate_openai_swap``): runs openai-agents' own session tests, from
+its sdist and unedited, with ``SQLiteSession`` swapped for
+:class:`agentstate.openai_agents.AgentStateSession`.
+
+Loaded before the suite is collected, it starts a private redis-server, and replaces
+``agents.SQLiteSession`` / ``agents.memory.SQLiteSession`` (which the test modules import) by a
+stand-in with SQLiteSession's constructor: each database (a ``:memory:`` one per instance, a
+file per path) is its own agentstate namespace, so sessions sharing a ``db_path`` share a
+store, as they share a file in the original.
+
+``AGENTSTATE_SWAP_BROKEN=1`` swaps in a deliberately broken stand-in (``get_items`` loses the
+newest item): the suite must then fail, which proves the tests exercise the swap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import agents  # noqa: E402
+import agents.memory  # noqa: E402
+from _swap import SwapPlugin, load_deselected, mark_used  # noqa: E402
+from support import RedisServer  # noqa: E402
+
+from agentstate.openai_agents import AgentStateSession  # noqa: E402
+
+_server = RedisServer()
+BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
+
+
+def _namespace(db_path: Any) -> str:
+    if str(db_path) == ":memory:":
+        return "m" + uuid.uuid4().hex[:16]
+    return "f" + hashlib.sha256(str(Path(db_path).resolve()).encode()).hexdigest()[:16]
+
+
+class SQLiteSession(AgentStateSession):
+    """SQLiteSession's constructor over AgentStateSession: the database becomes a namespace;
+    the table names are accepted and not needed."""
+
+    def __init__(
+        self,
+        session_id: str,
+        db_path: Any = ":memory:",
+        sessions_table: str = "agent_sessions",
+        messages_table: str = "agent_messages",
+        session_settings: Optional[Any] = None,
+    ) -> None:
+        mark_used()
+        super().__init__(
+            session_id,
+            url=_server.url,
+            prefix=_namespace(db_path),
+            session_settings=session_settings,
+        )
+
+
+if BROKEN:
+
+    class SQLiteSession(SQLiteSession):  # type: ignore[no-redef]
+        """Deliberately broken: loses the newest item on every read."""
+
+        async def get_items(self, limit: Optional[int] = None) -> list:
+            return (await super().get_items(limit))[:-1]
+
+
+agents.SQLiteSession = SQLiteSession  # type: ignore[misc]
+agents.memory.SQLiteSession = SQLiteSession  # type: ignore[misc]
+
+
+def pytest_configure(config):
+    deselected = load_deselected(Path(__file__).with_name("openai_agents_deselected.txt"))
+    config.pluginmanager.register(SwapPlugin(deselected, "AgentStateSession"), "agentstate-swap")
+
+
+def pytest_report_header(config):
+    kind = "BROKEN stand-in" if BROKEN else "agentstate.openai_agents.AgentStateSession"
+    return f"agentstate swap: SQLiteSession -> {kind} on {_server.url}"
+
+
+def pytest_unconfigure(config):
+    _server.close()

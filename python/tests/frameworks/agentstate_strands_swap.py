@@ -1,0 +1,72 @@
+"""pytest plugin (``-p agentstate_strands_swap``): runs strands-agents' own session-manager
+and agent tests, from its sdist and unedited, with their mocked repository swapped for
+:class:`agentstate.strands.AgentStateSessionRepository`.
+
+The tests import ``MockedSessionRepository`` from ``tests.fixtures.mock_session_repository``;
+before they are collected this plugin puts a module of that name in ``sys.modules`` whose
+``MockedSessionRepository()`` is an AgentStateSessionRepository on a private redis-server, in
+a namespace of its own per instance (as each mock instance is an empty store of its own).
+
+``AGENTSTATE_SWAP_BROKEN=1`` swaps in a deliberately broken repository (``list_messages``
+loses the newest message): the suite must then fail.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import uuid
+from pathlib import Path
+from typing import Any, List, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _swap import SwapPlugin, load_deselected, mark_used  # noqa: E402
+from support import RedisServer  # noqa: E402
+
+from agentstate import Store  # noqa: E402
+from agentstate.strands import AgentStateSessionRepository  # noqa: E402
+
+_server = RedisServer()
+BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
+
+
+class MockedSessionRepository(AgentStateSessionRepository):
+    """The suite's mock, replaced: an agentstate repository in a fresh namespace."""
+
+    def __init__(self) -> None:
+        mark_used()
+        super().__init__(store=Store(_server.url, prefix="s" + uuid.uuid4().hex[:16]))
+
+
+if BROKEN:
+
+    class MockedSessionRepository(MockedSessionRepository):  # type: ignore[no-redef]
+        """Deliberately broken: loses the newest message on every listing."""
+
+        def list_messages(self, session_id: str, agent_id: str, limit: Optional[int] = None,
+                          offset: int = 0, **kwargs: Any) -> List[Any]:
+            return super().list_messages(session_id, agent_id, limit, offset, **kwargs)[:-1]
+
+
+_module = types.ModuleType("tests.fixtures.mock_session_repository")
+_module.__doc__ = "agentstate's stand-in for strands' MockedSessionRepository"
+_module.MockedSessionRepository = MockedSessionRepository
+sys.modules[_module.__name__] = _module
+
+
+def pytest_configure(config):
+    deselected = load_deselected(Path(__file__).with_name("strands_deselected.txt"))
+    config.pluginmanager.register(
+        SwapPlugin(deselected, "AgentStateSessionRepository"), "agentstate-swap"
+    )
+
+
+def pytest_report_header(config):
+    kind = "BROKEN stand-in" if BROKEN else "agentstate.strands.AgentStateSessionRepository"
+    return f"agentstate swap: MockedSessionRepository -> {kind} on {_server.url}"
+
+
+def pytest_unconfigure(config):
+    _server.close()
