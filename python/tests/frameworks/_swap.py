@@ -47,7 +47,7 @@ class SwapPlugin:
             items[:] = keep
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item):
+    def pytest_runtest_protocol(self, item, nextitem):
         _current[0] = item.nodeid
         try:
             return (yield)
