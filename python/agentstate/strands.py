@@ -82,6 +82,13 @@ class AgentStateSessionRepository(SessionRepository):
         """The agentstate store underneath."""
         return self._store
 
+    def _live_meta(self, sid: str) -> Optional[Dict[str, Any]]:
+        """The session's meta (restored from SQLite when Redis lost it), or None."""
+        try:
+            return self._store.require_session(sid)
+        except UnknownSession:
+            return None
+
     # ---- sessions -------------------------------------------------------------------------
 
     def create_session(self, session: Session, **kwargs: Any) -> Session:
@@ -97,8 +104,7 @@ class AgentStateSessionRepository(SessionRepository):
 
     def read_session(self, session_id: str, **kwargs: Any) -> Optional[Session]:
         """The session, or None."""
-        meta = self._store.session(_ids.part(session_id))
-        data = _strands_meta(meta, "session")
+        data = _strands_meta(self._live_meta(_ids.part(session_id)), "session")
         return None if data is None else Session.from_dict(data)
 
     # ---- agents ---------------------------------------------------------------------------
@@ -124,7 +130,7 @@ class AgentStateSessionRepository(SessionRepository):
     def read_agent(self, session_id: str, agent_id: str, **kwargs: Any) -> Optional[SessionAgent]:
         """The agent as last updated, or None."""
         aid = _ids.joined(session_id, agent_id)
-        created = _strands_meta(self._store.session(aid), "agent")
+        created = _strands_meta(self._live_meta(aid), "agent")
         if created is None:
             return None
         try:

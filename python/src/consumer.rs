@@ -8,8 +8,8 @@ use agentstate::{Consumer, Delivery};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 
+use crate::bridge::{awaitable, block};
 use crate::convert::{to_json, Json};
-use crate::store::{awaitable, block};
 
 /// Deliveries handed out and not yet acked or released, by (partition, entry id): `ack`
 /// takes the dicts `read` returned and finds the core's `Delivery` again.

@@ -3,13 +3,16 @@
 //! same key protocol, Lua scripts and validation as every other agentstate process.
 //!
 //! # Layout
-//! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix), on
-//!   one shared tokio runtime; sync calls release the GIL around the Redis I/O.
+//! - `bridge`: the shared tokio runtime; `block` (sync calls, GIL released around the I/O)
+//!   and `awaitable` (async twins, results handed to the caller's event loop); `quiesce`
+//!   (atexit: no runtime thread inside Python while the interpreter finalizes).
+//! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix).
 //! - `consumer`: `Consumer`, consumer groups over the decisions streams.
 //! - `errors`: the exception hierarchy (`AgentStateError` > ...) and the mapping from
 //!   `agentstate::Error`.
 //! - `convert`: Python objects <-> JSON values and stored messages.
 
+mod bridge;
 mod consumer;
 mod convert;
 mod errors;
@@ -22,6 +25,7 @@ use pyo3::prelude::*;
 fn _agentstate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<consumer::PyConsumer>()?;
+    m.add_function(wrap_pyfunction!(bridge::quiesce, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

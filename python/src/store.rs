@@ -15,33 +15,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde_json::Value;
 
+use crate::bridge::{awaitable, block};
 use crate::consumer::PyConsumer;
 use crate::convert::{py_to_json, to_json, Json, Messages, OptJson};
 use crate::errors;
-
-/// The runtime every call of the process runs on (pyo3-async-runtimes' shared tokio runtime).
-pub fn runtime() -> &'static tokio::runtime::Runtime {
-    pyo3_async_runtimes::tokio::get_runtime()
-}
-
-/// Runs `fut` to completion with the GIL released (the sync methods).
-pub fn block<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
-where
-    F: Future<Output = agentstate::Result<T>> + Send,
-    T: Send,
-{
-    py.detach(|| runtime().block_on(fut)).map_err(errors::to_py)
-}
-
-/// Spawns `fut` on the shared runtime and returns an awaitable of the caller's running loop
-/// (the async twins). The GIL is only taken to deliver the result.
-pub fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
-where
-    F: Future<Output = agentstate::Result<T>> + Send + 'static,
-    T: for<'a> IntoPyObject<'a> + Send + 'static,
-{
-    pyo3_async_runtimes::tokio::future_into_py(py, async move { fut.await.map_err(errors::to_py) })
-}
 
 fn secs(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| {
@@ -269,8 +246,8 @@ impl PyStore {
         durable: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let c = config(url, prefix, partitions, session_ttl, pool_size, daemon_wait)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let store = agentstate::Store::connect(c).await.map_err(errors::to_py)?;
+        awaitable(py, async move {
+            let store = agentstate::Store::connect(c).await?;
             Ok(PyStore {
                 store: store.with_durability(durability(durable)),
             })
@@ -376,7 +353,8 @@ impl PyStore {
         awaitable(py, async move { s.create_session(&n).await })
     }
 
-    /// The session's meta as a dict, or None when it exists nowhere.
+    /// The session's meta as a dict as Redis holds it, or None when it is not live there (no
+    /// restore: `require_session` restores an expired or lost session first).
     fn session(&self, py: Python<'_>, sid: String) -> PyResult<Option<Json>> {
         let s = self.s();
         block(py, async move {
@@ -391,6 +369,23 @@ impl PyStore {
             Ok(OptJson(
                 s.session(&sid).await?.as_ref().map(|x| to_json(x).0),
             ))
+        })
+    }
+
+    /// The session's meta, restoring it from SQLite through the spill daemon when Redis lost
+    /// it; `UnknownSession` when it exists nowhere, `NotLive` when no daemon restored it in time.
+    fn require_session(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
+        let s = self.s();
+        block(py, async move {
+            s.require_session(&sid).await.map(|x| to_json(&x))
+        })
+    }
+
+    /// Async twin of `require_session`.
+    fn arequire_session<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
+        let s = self.s();
+        awaitable(py, async move {
+            s.require_session(&sid).await.map(|x| to_json(&x))
         })
     }
 

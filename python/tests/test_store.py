@@ -156,3 +156,25 @@ def test_one_store_many_threads_and_event_loops(store: Store):
         t.join()
     seqs = [m["seq"] for m in store.messages(sid)]
     assert seqs == list(range(1, 401))  # gapless, nothing lost
+
+
+def test_stubs_match_the_extension_and_every_method_has_an_async_twin():
+    import ast
+    from pathlib import Path
+
+    stub = ast.parse((Path(agentstate.__file__).parent / "_agentstate.pyi").read_text())
+    classes = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
+    for cls in (agentstate.Store, agentstate.Consumer):
+        runtime = {n for n in dir(cls) if not n.startswith("_")}
+        stubbed = {
+            n.name for n in classes[cls.__name__].body if isinstance(n, ast.FunctionDef)
+        } - {"__init__"}
+        assert runtime == stubbed, (cls.__name__, runtime ^ stubbed)
+        for name in runtime:
+            assert getattr(cls, name).__doc__, f"{cls.__name__}.{name} has no docstring"
+    names = {n for n in dir(Store) if not n.startswith("_")}
+    twins = {n for n in names if n.startswith("a") and n[1:] in names}
+    plain = names - twins - {"aconnect", "with_durability", "durable", "prefix", "partitions"}
+    assert plain and all("a" + n in names for n in plain), sorted(n for n in plain if "a" + n not in names)
+    for exc in ("Conflict", "InvalidInput", "TooLarge", "UnknownSession", "NotLive", "RedisUnavailable"):
+        assert exc in classes and issubclass(getattr(agentstate, exc), agentstate.AgentStateError)

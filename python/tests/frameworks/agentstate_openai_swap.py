@@ -76,7 +76,7 @@ agents.memory.SQLiteSession = SQLiteSession  # type: ignore[misc]
 
 def pytest_configure(config):
     deselected = load_deselected(Path(__file__).with_name("openai_agents_deselected.txt"))
-    config.pluginmanager.register(SwapPlugin(deselected, "AgentStateSession"), "agentstate-swap")
+    config.pluginmanager.register(SwapPlugin(deselected, ("BROKEN " if BROKEN else "") + "AgentStateSession"), "agentstate-swap")
 
 
 def pytest_report_header(config):

@@ -59,7 +59,8 @@ sys.modules[_module.__name__] = _module
 def pytest_configure(config):
     deselected = load_deselected(Path(__file__).with_name("strands_deselected.txt"))
     config.pluginmanager.register(
-        SwapPlugin(deselected, "AgentStateSessionRepository"), "agentstate-swap"
+        SwapPlugin(deselected, ("BROKEN " if BROKEN else "") + "AgentStateSessionRepository"),
+        "agentstate-swap",
     )
 
 

@@ -1,0 +1,112 @@
+"""Two processes adding to one session interleave without loss: each is a real Python
+process with its own agentstate Store (its own connection pool and tokio runtime)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import tempfile
+import uuid
+
+_OPENAI_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from pathlib import Path
+    from agentstate import Store
+    from agentstate.openai_agents import AgentStateSession
+
+    url, prefix, name, batches, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+
+    def barrier(folder):
+        # both processes start writing together, whatever their import times
+        Path(folder, name).touch()
+        while len(list(Path(folder).iterdir())) < 2:
+            time.sleep(0.001)
+
+    async def main():
+        session = AgentStateSession("shared-conv", store=await Store.aconnect(url, prefix=prefix))
+        barrier(start)
+        for b in range(batches):
+            # a batch of 3 items: one add_items call
+            await session.add_items([{"role": "user", "content": f"{name}:{b}:{i}"} for i in range(3)])
+
+    asyncio.run(main())
+    """
+)
+
+_STRANDS_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
+    from strands.types.exceptions import SessionException
+    from agentstate import Store
+    from agentstate.strands import AgentStateSessionRepository
+
+    url, prefix, name, n, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+
+    def barrier(folder):
+        # both processes start writing together, whatever their import times
+        Path(folder, name).touch()
+        while len(list(Path(folder).iterdir())) < 2:
+            time.sleep(0.001)
+    repo = AgentStateSessionRepository(store=Store(url, prefix=prefix))
+    barrier(start)
+    try:
+        repo.create_session(Session(session_id="team", session_type=SessionType.AGENT))
+    except SessionException:
+        pass  # the other process created it first
+    repo.create_agent("team", SessionAgent(agent_id=name, state={}, conversation_manager_state={}))
+    for i in range(n):
+        msg = {"role": "user", "content": [{"text": f"{name}:{i}"}]}
+        repo.create_message("team", name, SessionMessage(message=msg, message_id=i))
+    """
+)
+
+
+def _run_pair(script: str, url: str, prefix: str, count: int) -> None:
+    start = tempfile.mkdtemp(prefix="agentstate-barrier-")
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, url, prefix, name, str(count), str(start)])
+        for name in ("A", "B")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+
+
+def test_two_processes_interleave_items_without_loss(redis_server):
+    from agentstate import Store
+    from agentstate.openai_agents import AgentStateSession
+    import asyncio
+
+    prefix = "i" + uuid.uuid4().hex[:8]
+    _run_pair(_OPENAI_WRITER, redis_server.url, prefix, 200)
+    store = Store(redis_server.url, prefix=prefix)
+    items = asyncio.run(AgentStateSession("shared-conv", store=store).get_items())
+    texts = [i["content"] for i in items]
+    assert len(texts) == 1200 and len(set(texts)) == 1200
+    for name in ("A", "B"):
+        mine = [t for t in texts if t.startswith(name + ":")]
+        assert mine == [f"{name}:{b}:{i}" for b in range(200) for i in range(3)]  # in order
+    # Each add_items landed as one block: its 3 items have consecutive seqs.
+    for k in range(0, 1200, 3):
+        assert len({t.rsplit(":", 1)[0] for t in texts[k:k + 3]}) == 1, texts[k:k + 3]
+    assert [m["seq"] for m in store.messages("shared-conv")] == list(range(1, 1201))
+    # and they did interleave (neither process wrote everything first)
+    owners = [t[0] for t in texts]
+    assert owners != sorted(owners) and owners != sorted(owners, reverse=True)
+
+
+def test_two_processes_share_a_strands_session(redis_server):
+    from agentstate import Store
+    from agentstate.strands import AgentStateSessionRepository
+
+    prefix = "j" + uuid.uuid4().hex[:8]
+    _run_pair(_STRANDS_WRITER, redis_server.url, prefix, 150)
+    repo = AgentStateSessionRepository(store=Store(redis_server.url, prefix=prefix))
+    assert repo.read_session("team") is not None
+    for name in ("A", "B"):
+        msgs = repo.list_messages("team", name)
+        assert [m.message_id for m in msgs] == list(range(150))
+        assert [m.message["content"][0]["text"] for m in msgs] == [f"{name}:{i}" for i in range(150)]
+    assert sorted(repo.store.children("team")) == ["team@A", "team@B"]

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The Python package's tests (issue 12), from a fresh clone: creates a venv under the cargo
+# target dir, installs the pinned tools and frameworks (python/tests/requirements.txt), builds
+# the extension with maturin (debug, reusing the cargo build of `cargo test`), then runs
+#   1. our tests (python/tests: binding, Redis-loss survival with a real `agentstate spill`,
+#      two processes interleaving),
+#   2. openai-agents' own tests/memory suite from its sdist, SQLiteSession swapped for
+#      AgentStateSession,
+#   3. strands-agents' own session-manager and agent tests from its sdist, the mocked
+#      repository swapped for AgentStateSessionRepository,
+#   4. both suites again with a deliberately broken stand-in, which must fail (the swap is live).
+# Deselected framework tests are listed with reasons in python/tests/frameworks/*_deselected.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OPENAI_AGENTS=0.24.0
+STRANDS_AGENTS=1.61.1   # 1.62.0's sdist no longer ships tests/
+
+scripts/ensure-tools.sh redis-server
+command -v python3 >/dev/null || { echo "error: python3 (>= 3.9) is required" >&2; exit 1; }
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  scripts/ensure-tools.sh python3-venv >/dev/null 2>&1 || true
+  python3 -c 'import venv, ensurepip' || { echo "error: python3 venv is missing: sudo apt-get install -y python3-venv" >&2; exit 1; }
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+WORK="$CARGO_TARGET_DIR/python"
+VENV="$WORK/venv"
+mkdir -p "$WORK/sdists"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
+PIP="python -m pip --disable-pip-version-check -q"
+$PIP install -r python/tests/requirements.txt
+
+echo "== build: agentstate CLI (the spill daemon the tests run) and the extension (maturin develop)"
+cargo build --locked --bin agentstate
+(cd python && maturin develop --locked -q)
+export AGENTSTATE_BIN="$CARGO_TARGET_DIR/debug/agentstate"
+
+# A framework's sdist, unpacked once per version: prints its folder.
+sdist() { # name version dir
+  local dir="$WORK/sdists/$3"
+  if [ ! -d "$dir/tests" ]; then
+    $PIP download --no-deps --no-binary :all: "$1==$2" -d "$WORK/sdists" >/dev/null
+    tar -xzf "$WORK/sdists/$3.tar.gz" -C "$WORK/sdists"
+  fi
+  echo "$dir"
+}
+OPENAI_DIR=$(sdist openai-agents "$OPENAI_AGENTS" "openai_agents-$OPENAI_AGENTS")
+STRANDS_DIR=$(sdist strands-agents "$STRANDS_AGENTS" "strands_agents-$STRANDS_AGENTS")
+STRANDS_TESTS=(tests/strands/session/test_repository_session_manager.py
+  tests/strands/agent/test_agent.py tests/strands/agent/test_agent_delegation.py
+  tests/strands/models/routing/test_router.py)
+export PYTHONPATH="$ROOT/python/tests/frameworks"
+PYTEST="python -m pytest -p no:cacheprovider -q"
+
+echo "== agentstate's Python tests"
+$PYTEST python/tests
+
+echo "== openai-agents $OPENAI_AGENTS: tests/memory with SQLiteSession -> AgentStateSession"
+(cd "$OPENAI_DIR" && $PYTEST -p agentstate_openai_swap tests/memory)
+
+echo "== strands-agents $STRANDS_AGENTS: session manager and agent tests with MockedSessionRepository -> AgentStateSessionRepository"
+(cd "$STRANDS_DIR" && $PYTEST -p agentstate_strands_swap "${STRANDS_TESTS[@]}")
+
+echo "== the swap is live: the same suites with a deliberately broken stand-in must fail"
+broken() { # label dir plugin tests...
+  local label=$1 dir=$2 plugin=$3; shift 3
+  local log="$WORK/broken-$label.log"
+  if (cd "$dir" && AGENTSTATE_SWAP_BROKEN=1 $PYTEST -p "$plugin" "$@" >"$log" 2>&1); then
+    echo "error: $label's suite passed with a broken stand-in: the swap is not live ($log)" >&2
+    exit 1
+  fi
+  grep -q "constructed the BROKEN" "$log" || { echo "error: $label: broken stand-in not loaded ($log)" >&2; exit 1; }
+  echo "ok: $label's suite rejects the broken stand-in ($(grep -Eo '[0-9]+ failed' "$log" | tail -1) tests; log $log)"
+}
+broken openai-agents "$OPENAI_DIR" agentstate_openai_swap tests/memory
+broken strands-agents "$STRANDS_DIR" agentstate_strands_swap "${STRANDS_TESTS[@]}"
