@@ -54,7 +54,7 @@ STRANDS_TESTS=(tests/strands/session/test_repository_session_manager.py
   tests/strands/agent/test_agent.py tests/strands/agent/test_agent_delegation.py
   tests/strands/models/routing/test_router.py)
 export PYTHONPATH="$ROOT/python/tests/frameworks"
-PYTEST="python -m pytest -p no:cacheprovider -q"
+PYTEST="python -m pytest -p no:cacheprovider -p no:warnings -q"
 
 echo "== agentstate's Python tests"
 $PYTEST python/tests

@@ -178,3 +178,16 @@ def test_stubs_match_the_extension_and_every_method_has_an_async_twin():
     assert plain and all("a" + n in names for n in plain), sorted(n for n in plain if "a" + n not in names)
     for exc in ("Conflict", "InvalidInput", "TooLarge", "UnknownSession", "NotLive", "RedisUnavailable"):
         assert exc in classes and issubclass(getattr(agentstate, exc), agentstate.AgentStateError)
+
+
+def test_the_readme_example_runs(redis_server):
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = re.search(r"## Python.*?```python\n(.*?)```", readme, re.S).group(1)
+    assert len(code.strip().splitlines()) <= 10
+    scope: dict = {}
+    exec(code.replace("redis://127.0.0.1:6379", redis_server.url), scope)
+    assert [m["content"] for m in scope["store"].messages(scope["sid"])] == ["plan the release"]
+    assert asyncio.run(scope["session"].get_items()) == [{"role": "user", "content": "hi"}]
