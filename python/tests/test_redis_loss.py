@@ -130,3 +130,31 @@ def test_strands_session_survives_redis_loss(world, monkeypatch):
     # SQLite holds the redacted element, not only the original.
     (element,) = sqlite_rows(db, "SELECT element FROM messages WHERE session_id = ? AND seq = 2", "trip@planner")[0]
     assert json.loads(json.loads(element)["content"])["redact_message"]["content"][0]["text"] == "[redacted]"
+
+
+def test_durable_writes_return_once_sqlite_has_them(world):
+    from agentstate import DurabilityTimeout, Store
+
+    server, prefix, db = world
+    durable = Store(server.url, prefix=prefix, durable=True)
+    assert durable.durable and not durable.with_durability(False).durable
+    sid = durable.create_session("d-1")
+    seq = durable.append(sid, "user", "kept")
+    # No waiting here: the call returned only after the daemon's commit.
+    assert sqlite_rows(db, "SELECT seq FROM messages WHERE session_id = ?", sid) == [(seq,)]
+    assert durable.put_checkpoint(sid, "agent", {"k": 1}).startswith("ckpt_")
+    assert sqlite_rows(db, "SELECT count(*) FROM checkpoints WHERE session_id = ?", sid) == [(1,)]
+
+
+def test_durable_write_without_a_daemon_times_out(tmp_path):
+    from agentstate import DurabilityTimeout, Store
+
+    server = RedisServer()
+    try:
+        store = Store(server.url, prefix="nodaemon", durable=True, daemon_wait=0.3)
+        sid = store.with_durability(False).create_session("x")
+        with pytest.raises(DurabilityTimeout):
+            store.append(sid, "user", "no daemon to confirm this")
+        assert len(store.messages(sid)) == 1  # live in Redis all the same
+    finally:
+        server.close()

@@ -191,3 +191,42 @@ def test_the_readme_example_runs(redis_server):
     exec(code.replace("redis://127.0.0.1:6379", redis_server.url), scope)
     assert [m["content"] for m in scope["store"].messages(scope["sid"])] == ["plan the release"]
     assert asyncio.run(scope["session"].get_items()) == [{"role": "user", "content": "hi"}]
+
+
+def test_blocking_calls_release_the_gil_and_async_twins_leave_the_loop_free(store: Store):
+    """A consumer read blocks in Redis for its `block` time: other Python threads (sync call)
+    and other coroutines (async twin) keep running meanwhile."""
+    import time
+
+    consumer = store.consumer("idle", "c1", block=0.5)
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    started = time.perf_counter()
+    assert consumer.read() == []
+    blocked = time.perf_counter() - started
+    stop.set()
+    t.join()
+    assert blocked >= 0.4 and ticks[0] > 10_000  # the spinning thread ran while we waited
+
+    async def main():
+        beats = 0
+
+        async def heartbeat():
+            nonlocal beats
+            while True:
+                beats += 1
+                await asyncio.sleep(0.01)
+
+        hb = asyncio.ensure_future(heartbeat())
+        assert await consumer.aread() == []
+        hb.cancel()
+        return beats
+
+    assert asyncio.run(main()) >= 20  # the loop kept beating during the 0.5 s read
