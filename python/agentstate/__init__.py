@@ -31,13 +31,6 @@ from ._agentstate import (
     __version__,
 )
 from ._shared import shared_store, ashared_store
-from . import _agentstate as _ext
-
-# No runtime thread may be inside Python while the interpreter finalizes (see bridge.rs).
-import atexit as _atexit
-
-_atexit.register(_ext.quiesce)
-del _atexit
 
 __all__ = [
     "AgentStateError",

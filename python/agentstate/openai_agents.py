@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any, Awaitable, Dict, List, Optional, TypeVar, Union
+from typing import Any, Dict, List, Optional, TypeVar, Union
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
@@ -60,26 +60,20 @@ def _decode(message: Dict[str, Any]) -> Optional[Any]:
         return {"role": message["role"], "content": content}
 
 
-async def _settle(mutation: Awaitable[_T]) -> _T:
-    """Runs a mutation to its outcome even when the caller is cancelled meanwhile, then
-    re-raises the cancellation: a cancelled ``add_items`` has either happened or not, and
-    the caller knows which (the SDK's own sessions promise the same)."""
-    task = asyncio.ensure_future(mutation)
-    cancelled: Optional[BaseException] = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as e:
-            cancelled = cancelled or e
+async def _settle(mutation: "asyncio.Future[_T]") -> _T:
+    """Awaits a mutation (an asyncio future of the binding) so that it runs to its outcome
+    even when the caller is cancelled meanwhile, then re-raises the cancellation: a cancelled
+    ``add_items`` has either happened or not, and the caller knows which (the SDK's own
+    sessions promise the same)."""
     try:
-        result = task.result()
-    except BaseException:
-        if cancelled is not None:
-            raise cancelled from None
+        return await asyncio.shield(mutation)
+    except asyncio.CancelledError:
+        while not mutation.done():
+            try:
+                await asyncio.wait({mutation})
+            except asyncio.CancelledError:
+                pass
         raise
-    if cancelled is not None:
-        raise cancelled from None
-    return result
 
 
 class AgentStateSession:
@@ -129,9 +123,10 @@ class AgentStateSession:
     async def _open(self) -> Store:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed")
-        if self._store is None:
-            self._store = await ashared_store(self._url, self._prefix, self._partitions)
-        return self._store
+        store = self._store
+        if store is None:
+            store = self._store = await ashared_store(self._url, self._prefix, self._partitions)
+        return store
 
     async def get_items(self, limit: Optional[int] = None) -> List[Any]:
         """The latest ``limit`` items in chronological order (all when ``limit`` and
@@ -142,6 +137,14 @@ class AgentStateSession:
         if limit == 0:
             return []
         last = limit if limit is not None and limit > 0 else None
+        try:
+            contents = await store.acontents(self._sid, last=last)
+        except UnknownSession:
+            return []
+        try:
+            return [json.loads(c) for c in contents if c is not None]
+        except ValueError:
+            pass  # a message another agentstate tool wrote (e.g. a compaction note)
         try:
             messages = await store.amessages(self._sid, last=last)
         except UnknownSession:
@@ -159,23 +162,23 @@ class AgentStateSession:
         if not items:
             return
         messages = [_encode(i) for i in items]
-        await _settle(self._append(store, messages))
-
-    async def _append(self, store: Store, messages: List[Dict[str, Any]]) -> None:
         try:
-            await store.aappend_many(self._sid, messages)
-        except UnknownSession:
-            await self._create(store)
-            await store.aappend_many(self._sid, messages)
+            await _settle(store.aappend_many(self._sid, messages))
+        except UnknownSession:  # first write: create the session, then append
+            await _settle(self._create(store))
+            await _settle(store.aappend_many(self._sid, messages))
 
-    async def _create(self, store: Store) -> None:
-        try:
-            await store.acreate_session(
-                self._sid,
-                metadata={"framework": "openai-agents", "session_id": self.session_id},
-            )
-        except AlreadyExists:
-            pass  # another writer created it first
+    def _create(self, store: Store) -> "asyncio.Future[None]":
+        async def create() -> None:
+            try:
+                await store.acreate_session(
+                    self._sid,
+                    metadata={"framework": "openai-agents", "session_id": self.session_id},
+                )
+            except AlreadyExists:
+                pass  # another writer created it first
+
+        return asyncio.ensure_future(create())
 
     async def pop_item(self) -> Optional[Any]:
         """Removes and returns the newest item, or None when the session is empty."""

@@ -221,12 +221,12 @@ class AgentStateSessionRepository(SessionRepository):
     ) -> List[SessionMessage]:
         """Messages ``offset .. offset + limit`` in id order (one round trip)."""
         try:
-            rows = self._store.messages(_ids.joined(session_id, agent_id), after=max(offset, 0))
+            rows = self._store.contents(_ids.joined(session_id, agent_id), after=max(offset, 0))
         except UnknownSession:
             return []
         if limit is not None:
             rows = rows[:limit]
-        return [SessionMessage.from_dict(json.loads(m["content"])) for m in rows]
+        return [SessionMessage.from_dict(json.loads(c)) for c in rows if c is not None]
 
     # ---- multi-agent state ----------------------------------------------------------------
 

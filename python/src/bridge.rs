@@ -1,17 +1,21 @@
 //! The runtime every call runs on, and the two ways a Rust future meets Python:
 //! [`block`] (sync methods: the calling thread drives it with the GIL released) and
-//! [`awaitable`] (async twins: spawned on the runtime; its result reaches the caller's event
-//! loop through `loop.call_soon_threadsafe`).
+//! [`awaitable`] (async twins: spawned on the runtime; the result comes back to the caller's
+//! event loop through that loop's [`LoopBridge`]).
 //!
-//! The asyncio bridge is ours rather than pyo3-async-runtimes' so that the interpreter can
-//! exit cleanly: a runtime thread must not be inside Python when the interpreter finalizes
-//! (CPython aborts the process when a foreign thread releases the GIL during finalization).
-//! Every delivery holds [`GATE`] for reading while it is inside Python; the `atexit` hook
-//! [`quiesce`] takes it for writing (GIL released, so running deliveries finish) and closes
-//! it: later deliveries drop their result without touching Python.
+//! Runtime threads never take the GIL. A finished call pushes a [`Completion`] (the asyncio
+//! future plus a closure that builds the Python result) onto its loop's queue and, when the
+//! queue was empty, writes one byte to a socket the loop watches (`loop.add_reader`); the loop
+//! thread then drains the queue and sets the results. So a busy event loop never makes a
+//! runtime thread wait for the GIL (CPython hands it over only every switch interval, 5 ms),
+//! completions that finish together cost one wake-up, and no runtime thread can be inside
+//! Python while the interpreter finalizes.
 
 use std::future::Future;
-use std::sync::{OnceLock, RwLock};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Mutex, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -19,9 +23,6 @@ use pyo3::IntoPyObjectExt;
 use tokio::task::AbortHandle;
 
 use crate::errors;
-
-/// `true` once the interpreter is exiting: results are no longer delivered into Python.
-static GATE: RwLock<bool> = RwLock::new(false);
 
 /// The process-wide multi-threaded tokio runtime shared by every `Store`.
 pub fn runtime() -> &'static tokio::runtime::Runtime {
@@ -41,7 +42,100 @@ where
     F: Future<Output = agentstate::Result<T>> + Send,
     T: Send,
 {
-    py.detach(|| runtime().block_on(fut)).map_err(errors::to_py)
+    py.detach(|| runtime().block_on(fut))
+        .map_err(errors::to_py)
+}
+
+/// A finished call waiting for its loop: the asyncio future and how to build its outcome
+/// (run on the loop thread, with the GIL).
+struct Completion {
+    future: Py<PyAny>,
+    outcome: Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>,
+}
+
+/// One event loop's end of the bridge: a queue of completions and a socket pair whose read
+/// end the loop watches.
+#[pyclass(frozen)]
+pub struct LoopBridge {
+    queue: Mutex<Vec<Completion>>,
+    wake_tx: UnixStream,
+    wake_rx: UnixStream,
+}
+
+impl LoopBridge {
+    fn new() -> std::io::Result<LoopBridge> {
+        let (wake_tx, wake_rx) = UnixStream::pair()?;
+        wake_tx.set_nonblocking(true)?;
+        wake_rx.set_nonblocking(true)?;
+        Ok(LoopBridge {
+            queue: Mutex::new(Vec::new()),
+            wake_tx,
+            wake_rx,
+        })
+    }
+
+    /// Called on a runtime thread: queue the completion, wake the loop if it may be asleep.
+    fn complete(&self, c: Completion) {
+        let was_empty = {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.push(c);
+            q.len() == 1
+        };
+        if was_empty {
+            // A full socket buffer means a wake-up is pending already.
+            let _ = (&self.wake_tx).write(&[1]);
+        }
+    }
+}
+
+#[pymethods]
+impl LoopBridge {
+    /// The loop's reader callback: settles every queued future.
+    fn drain(&self, py: Python<'_>) -> PyResult<()> {
+        let mut buf = [0u8; 256];
+        loop {
+            match (&self.wake_rx).read(&mut buf) {
+                Ok(n) if n == buf.len() => continue,
+                Ok(_) => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break, // WouldBlock: drained
+            }
+        }
+        let batch = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        for c in batch {
+            let future = c.future.bind(py);
+            if future.call_method0("cancelled")?.is_truthy()? {
+                continue;
+            }
+            match (c.outcome)(py) {
+                Ok(v) => future.call_method1("set_result", (v,))?,
+                Err(e) => future.call_method1("set_exception", (e.value(py),))?,
+            };
+        }
+        Ok(())
+    }
+}
+
+/// The bridge of `event_loop`, created (and its socket registered with `add_reader`) on first
+/// use; kept in a `WeakKeyDictionary`, so it goes with its loop.
+fn bridge_of<'py>(event_loop: &Bound<'py, PyAny>) -> PyResult<Bound<'py, LoopBridge>> {
+    static BRIDGES: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = event_loop.py();
+    let bridges = BRIDGES
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("weakref")?.getattr("WeakKeyDictionary")?.call0()?.unbind())
+        })?
+        .bind(py);
+    if let Some(b) = bridges.call_method1("get", (event_loop,))?.cast_into::<LoopBridge>().ok() {
+        return Ok(b);
+    }
+    let bridge = Bound::new(py, LoopBridge::new().map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err(format!("agentstate: cannot create the loop's wake-up socket: {e}"))
+    })?)?;
+    let fd = bridge.get().wake_rx.as_raw_fd();
+    event_loop.call_method1("add_reader", (fd, bridge.getattr("drain")?))?;
+    bridges.set_item(event_loop, &bridge)?;
+    Ok(bridge)
 }
 
 /// Spawns `fut` on the runtime and returns an asyncio future of the caller's running loop
@@ -55,63 +149,21 @@ where
     let event_loop = GET_RUNNING_LOOP
         .import(py, "asyncio", "get_running_loop")?
         .call0()?;
+    let bridge = bridge_of(&event_loop)?.unbind();
     let py_future = event_loop.call_method0("create_future")?;
-    let target: Py<PyAny> = py_future.clone().unbind();
-    let event_loop: Py<PyAny> = event_loop.unbind();
+    let future = py_future.clone().unbind();
     let task = runtime().spawn(async move {
         let result = fut.await;
-        let closed = GATE.read().unwrap_or_else(|e| e.into_inner());
-        if !*closed {
-            Python::attach(|py| {
-                deliver(py, &event_loop, &target, result);
-                drop((event_loop, target));
-            });
-        }
+        bridge.get().complete(Completion {
+            future,
+            outcome: Box::new(move |py| match result {
+                Ok(v) => v.into_py_any(py),
+                Err(e) => Err(errors::to_py(e)),
+            }),
+        });
     });
     py_future.call_method1("add_done_callback", (AbortOnCancel(task.abort_handle()),))?;
     Ok(py_future)
-}
-
-/// Hands `result` to `target` on its loop's thread (`call_soon_threadsafe(_deliver, ...)`).
-/// A loop closed meanwhile has nobody left to tell: the result is dropped.
-fn deliver<T>(
-    py: Python<'_>,
-    event_loop: &Py<PyAny>,
-    target: &Py<PyAny>,
-    result: agentstate::Result<T>,
-) where
-    T: for<'a> IntoPyObject<'a>,
-{
-    let (ok, value): (bool, Py<PyAny>) = match result {
-        Ok(v) => match v.into_py_any(py) {
-            Ok(obj) => (true, obj),
-            Err(e) => (false, e.value(py).clone().into_any().unbind()),
-        },
-        Err(e) => (
-            false,
-            errors::to_py(e).value(py).clone().into_any().unbind(),
-        ),
-    };
-    let deliver = match wrap_pyfunction!(_deliver, py) {
-        Ok(f) => f,
-        Err(_) => return,
-    };
-    let _ = event_loop.call_method1(py, "call_soon_threadsafe", (deliver, target, ok, value));
-}
-
-/// Sets the result (or exception) of an asyncio future unless it was cancelled; runs on the
-/// future's loop.
-#[pyfunction]
-fn _deliver(future: &Bound<'_, PyAny>, ok: bool, value: &Bound<'_, PyAny>) -> PyResult<()> {
-    if future.call_method0("cancelled")?.is_truthy()? {
-        return Ok(());
-    }
-    if ok {
-        future.call_method1("set_result", (value,))?;
-    } else {
-        future.call_method1("set_exception", (value,))?;
-    }
-    Ok(())
 }
 
 /// The done-callback of an awaitable: a cancelled asyncio future aborts its task.
@@ -126,12 +178,4 @@ impl AbortOnCancel {
         }
         Ok(())
     }
-}
-
-/// Registered with `atexit`: lets running deliveries finish (GIL released) and stops later
-/// ones from entering Python, so no runtime thread is inside Python when the interpreter
-/// finalizes. Calls still running then are abandoned with the process.
-#[pyfunction]
-pub fn quiesce(py: Python<'_>) {
-    py.detach(|| *GATE.write().unwrap_or_else(|e| e.into_inner()) = true);
 }

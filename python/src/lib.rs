@@ -4,8 +4,8 @@
 //!
 //! # Layout
 //! - `bridge`: the shared tokio runtime; `block` (sync calls, GIL released around the I/O)
-//!   and `awaitable` (async twins, results handed to the caller's event loop); `quiesce`
-//!   (atexit: no runtime thread inside Python while the interpreter finalizes).
+//!   and `awaitable` (async twins: results queued for the caller's event loop, which a
+//!   socket wakes; runtime threads never take the GIL).
 //! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix).
 //! - `consumer`: `Consumer`, consumer groups over the decisions streams.
 //! - `errors`: the exception hierarchy (`AgentStateError` > ...) and the mapping from
@@ -25,7 +25,6 @@ use pyo3::prelude::*;
 fn _agentstate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<consumer::PyConsumer>()?;
-    m.add_function(wrap_pyfunction!(bridge::quiesce, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

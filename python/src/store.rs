@@ -198,6 +198,18 @@ impl PyStore {
         async move { Ok(OptJson(s.pop_message(&sid).await?.map(|m| to_json(&m).0))) }
     }
 
+    fn contents_fut(
+        &self,
+        sid: String,
+        q: MessageQuery,
+    ) -> impl Future<Output = agentstate::Result<Vec<Option<String>>>> + Send + 'static {
+        let s = self.s();
+        async move {
+            let ms = s.messages(&sid, q).await?;
+            Ok(ms.into_iter().map(|m| m.content).collect())
+        }
+    }
+
     fn messages_fut(
         &self,
         sid: String,
@@ -660,6 +672,20 @@ impl PyStore {
         last: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.messages_fut(sid, query(all, after, last)))
+    }
+
+    /// Only the contents (str, or None for a message without content) of the messages
+    /// `messages(sid, all=..., after=..., last=...)` returns, in seq order: the cheap read
+    /// for adapters that keep a whole item as a message's content.
+    #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
+    fn contents(&self, py: Python<'_>, sid: String, all: bool, after: Option<u64>, last: Option<usize>) -> PyResult<Vec<Option<String>>> {
+        block(py, self.contents_fut(sid, query(all, after, last)))
+    }
+
+    /// Async twin of `contents`.
+    #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
+    fn acontents<'py>(&self, py: Python<'py>, sid: String, all: bool, after: Option<u64>, last: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.contents_fut(sid, query(all, after, last)))
     }
 
     /// The message with `seq` (any state), or None.
