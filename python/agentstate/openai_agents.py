@@ -88,6 +88,12 @@ class AgentStateSession:
             the SDK does; its ``limit`` is used when ``get_items`` gets none.
         partitions: the namespace's partition count.
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
+        id_prefix: prepended to ``session_id`` to form the agentstate id, so several
+            applications (or test cases) can share one namespace without sharing sessions.
+
+    The namespace must have a spill daemon (``agentstate spill``) that has checked it against
+    SQLite before sessions can be created (see the README): that is what lets a session Redis
+    lost be restored instead of silently started anew.
     """
 
     session_settings: Optional[SessionSettings] = None
@@ -101,6 +107,7 @@ class AgentStateSession:
         session_settings: Union[SessionSettings, Dict[str, Any], None] = None,
         partitions: int = 16,
         store: Optional[Store] = None,
+        id_prefix: str = "",
     ) -> None:
         self.session_id = session_id
         self.session_settings = (
@@ -108,7 +115,7 @@ class AgentStateSession:
             if session_settings is not None
             else SessionSettings()
         )
-        self._sid = _ids.part(session_id)
+        self._sid = _ids.part(id_prefix + session_id)
         self._url = url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL
         self._prefix = prefix
         self._partitions = partitions

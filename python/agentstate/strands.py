@@ -63,6 +63,11 @@ class AgentStateSessionRepository(SessionRepository):
         prefix: agentstate namespace prefix.
         partitions: the namespace's partition count.
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
+        id_prefix: prepended to every Strands session id to form the agentstate id, so several
+            applications (or test cases) can share one namespace without sharing sessions.
+
+    The namespace must have a spill daemon (``agentstate spill``) that has checked it against
+    SQLite before sessions can be created (see the README).
     """
 
     def __init__(
@@ -72,10 +77,18 @@ class AgentStateSessionRepository(SessionRepository):
         prefix: str = "as",
         partitions: int = 16,
         store: Optional[Store] = None,
+        id_prefix: str = "",
     ) -> None:
+        self._prefix = id_prefix
         self._store = store or shared_store(
             url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL, prefix, partitions
         )
+
+    def _sid(self, session_id: str) -> str:
+        return _ids.part(self._prefix + session_id)
+
+    def _aid(self, session_id: str, agent_id: str) -> str:
+        return _ids.joined(self._prefix + session_id, agent_id)
 
     @property
     def store(self) -> Store:
@@ -95,7 +108,7 @@ class AgentStateSessionRepository(SessionRepository):
         """Creates the session; ``SessionException`` when it exists (live or restorable)."""
         try:
             self._store.create_session(
-                _ids.part(session.session_id),
+                self._sid(session.session_id),
                 metadata={"strands": "session", "session": session.to_dict()},
             )
         except AlreadyExists as e:
@@ -104,7 +117,7 @@ class AgentStateSessionRepository(SessionRepository):
 
     def read_session(self, session_id: str, **kwargs: Any) -> Optional[Session]:
         """The session, or None."""
-        data = _strands_meta(self._live_meta(_ids.part(session_id)), "session")
+        data = _strands_meta(self._live_meta(self._sid(session_id)), "session")
         return None if data is None else Session.from_dict(data)
 
     # ---- agents ---------------------------------------------------------------------------
@@ -112,10 +125,10 @@ class AgentStateSessionRepository(SessionRepository):
     def create_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
         """Creates the agent's sub-session; ``SessionException`` when the session is missing
         or the agent exists."""
-        sid = _ids.part(session_id)
+        sid = self._sid(session_id)
         try:
             self._store.create_session(
-                _ids.joined(session_id, session_agent.agent_id),
+                self._aid(session_id, session_agent.agent_id),
                 parent=sid,
                 lifecycle="linked",
                 metadata={"strands": "agent", "agent": session_agent.to_dict()},
@@ -129,7 +142,7 @@ class AgentStateSessionRepository(SessionRepository):
 
     def read_agent(self, session_id: str, agent_id: str, **kwargs: Any) -> Optional[SessionAgent]:
         """The agent as last updated, or None."""
-        aid = _ids.joined(session_id, agent_id)
+        aid = self._aid(session_id, agent_id)
         created = _strands_meta(self._live_meta(aid), "agent")
         if created is None:
             return None
@@ -145,7 +158,7 @@ class AgentStateSessionRepository(SessionRepository):
 
     def update_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
         """Records the agent's new state (a checkpoint); ``SessionException`` when missing."""
-        aid = _ids.joined(session_id, session_agent.agent_id)
+        aid = self._aid(session_id, session_agent.agent_id)
         try:
             self._store.put_checkpoint(aid, AGENT_LABEL, {AGENT_LABEL: session_agent.to_dict()})
         except UnknownSession as e:
@@ -159,7 +172,7 @@ class AgentStateSessionRepository(SessionRepository):
         self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any
     ) -> None:
         """Appends message ``message_id`` (it must be the agent's next one)."""
-        aid = _ids.joined(session_id, agent_id)
+        aid = self._aid(session_id, agent_id)
         mid = session_message.message_id
         try:
             self._store.append(
@@ -187,7 +200,7 @@ class AgentStateSessionRepository(SessionRepository):
         if message_id < 0:
             return None
         try:
-            m = self._store.message(_ids.joined(session_id, agent_id), message_id + 1)
+            m = self._store.message(self._aid(session_id, agent_id), message_id + 1)
         except UnknownSession:
             return None
         return None if m is None else SessionMessage.from_dict(json.loads(m["content"]))
@@ -197,7 +210,7 @@ class AgentStateSessionRepository(SessionRepository):
     ) -> None:
         """Replaces message ``message_id`` (e.g. a redaction); ``SessionException`` when it
         does not exist."""
-        aid = _ids.joined(session_id, agent_id)
+        aid = self._aid(session_id, agent_id)
         mid = session_message.message_id
         try:
             self._store.replace_message(
@@ -221,7 +234,7 @@ class AgentStateSessionRepository(SessionRepository):
     ) -> List[SessionMessage]:
         """Messages ``offset .. offset + limit`` in id order (one round trip)."""
         try:
-            rows = self._store.contents(_ids.joined(session_id, agent_id), after=max(offset, 0))
+            rows = self._store.contents(self._aid(session_id, agent_id), after=max(offset, 0))
         except UnknownSession:
             return []
         if limit is not None:
@@ -238,7 +251,7 @@ class AgentStateSessionRepository(SessionRepository):
         """The multi-agent state, or None."""
         label = _multi_label(multi_agent_id)
         try:
-            ckpt = self._store.checkpoint_latest(_ids.part(session_id), label)
+            ckpt = self._store.checkpoint_latest(self._sid(session_id), label)
         except UnknownSession:
             return None
         return None if ckpt is None else ckpt["payload"].get(label)
@@ -252,7 +265,7 @@ class AgentStateSessionRepository(SessionRepository):
         self._save_multi(session_id, multi_agent.id, multi_agent.serialize_state())
 
     def _save_multi(self, session_id: str, multi_agent_id: str, state: Dict[str, Any]) -> None:
-        sid, label = _ids.part(session_id), _multi_label(multi_agent_id)
+        sid, label = self._sid(session_id), _multi_label(multi_agent_id)
         try:
             self._store.put_checkpoint(sid, label, {label: state})
         except UnknownSession as e:

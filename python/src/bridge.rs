@@ -42,15 +42,16 @@ where
     F: Future<Output = agentstate::Result<T>> + Send,
     T: Send,
 {
-    py.detach(|| runtime().block_on(fut))
-        .map_err(errors::to_py)
+    py.detach(|| runtime().block_on(fut)).map_err(errors::to_py)
 }
 
-/// A finished call waiting for its loop: the asyncio future and how to build its outcome
-/// (run on the loop thread, with the GIL).
+/// Builds a call's Python result (or exception) on the loop thread, with the GIL.
+type Outcome = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
+/// A finished call waiting for its loop: the asyncio future and how to build its outcome.
 struct Completion {
     future: Py<PyAny>,
-    outcome: Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>,
+    outcome: Outcome,
 }
 
 /// One event loop's end of the bridge: a queue of completions and a socket pair whose read
@@ -123,15 +124,27 @@ fn bridge_of<'py>(event_loop: &Bound<'py, PyAny>) -> PyResult<Bound<'py, LoopBri
     let py = event_loop.py();
     let bridges = BRIDGES
         .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py.import("weakref")?.getattr("WeakKeyDictionary")?.call0()?.unbind())
+            Ok(py
+                .import("weakref")?
+                .getattr("WeakKeyDictionary")?
+                .call0()?
+                .unbind())
         })?
         .bind(py);
-    if let Some(b) = bridges.call_method1("get", (event_loop,))?.cast_into::<LoopBridge>().ok() {
+    if let Ok(b) = bridges
+        .call_method1("get", (event_loop,))?
+        .cast_into::<LoopBridge>()
+    {
         return Ok(b);
     }
-    let bridge = Bound::new(py, LoopBridge::new().map_err(|e| {
-        pyo3::exceptions::PyOSError::new_err(format!("agentstate: cannot create the loop's wake-up socket: {e}"))
-    })?)?;
+    let bridge = Bound::new(
+        py,
+        LoopBridge::new().map_err(|e| {
+            pyo3::exceptions::PyOSError::new_err(format!(
+                "agentstate: cannot create the loop's wake-up socket: {e}"
+            ))
+        })?,
+    )?;
     let fd = bridge.get().wake_rx.as_raw_fd();
     event_loop.call_method1("add_reader", (fd, bridge.getattr("drain")?))?;
     bridges.set_item(event_loop, &bridge)?;

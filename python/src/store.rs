@@ -678,13 +678,27 @@ impl PyStore {
     /// `messages(sid, all=..., after=..., last=...)` returns, in seq order: the cheap read
     /// for adapters that keep a whole item as a message's content.
     #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
-    fn contents(&self, py: Python<'_>, sid: String, all: bool, after: Option<u64>, last: Option<usize>) -> PyResult<Vec<Option<String>>> {
+    fn contents(
+        &self,
+        py: Python<'_>,
+        sid: String,
+        all: bool,
+        after: Option<u64>,
+        last: Option<usize>,
+    ) -> PyResult<Vec<Option<String>>> {
         block(py, self.contents_fut(sid, query(all, after, last)))
     }
 
     /// Async twin of `contents`.
     #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
-    fn acontents<'py>(&self, py: Python<'py>, sid: String, all: bool, after: Option<u64>, last: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    fn acontents<'py>(
+        &self,
+        py: Python<'py>,
+        sid: String,
+        all: bool,
+        after: Option<u64>,
+        last: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.contents_fut(sid, query(all, after, last)))
     }
 

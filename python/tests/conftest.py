@@ -1,5 +1,5 @@
 """Fixtures for agentstate's own Python tests: each test module gets a private redis-server,
-each test its own namespace prefix."""
+each test its own namespace prefix (checked by one spill-daemon pass, so it takes creates)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support import RedisServer  # noqa: E402
+from support import RedisServer, prepare_namespace  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,9 @@ def prefix() -> str:
 
 
 @pytest.fixture
-def store(redis_server, prefix):
+def store(redis_server, prefix, tmp_path):
+    """A store on a namespace a spill-daemon pass has checked (creates are allowed)."""
     import agentstate
 
+    prepare_namespace(redis_server.url, prefix, tmp_path / "prepare.db")
     return agentstate.Store(redis_server.url, prefix=prefix)

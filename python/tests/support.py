@@ -102,6 +102,17 @@ class SpillDaemon:
         return self.proc.wait(timeout=20)
 
 
+def prepare_namespace(url: str, prefix: str, db: Path) -> None:
+    """One spill-daemon pass (``agentstate spill --once``) over a fresh namespace, as a
+    deployment starts its daemon first: until a daemon has checked a Redis against SQLite,
+    agentstate refuses creates (the id might be a session SQLite holds)."""
+    subprocess.run(
+        [str(agentstate_bin()), "--redis", url, "--db", str(db), "--prefix", prefix,
+         "spill", "--once"],
+        check=True, stdout=subprocess.DEVNULL,
+    )
+
+
 def sqlite_rows(db: Path, sql: str, *params) -> List[tuple]:
     """Reads the daemon's SQLite file (read-only)."""
     import sqlite3

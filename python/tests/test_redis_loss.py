@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from support import RedisServer, SpillDaemon, sqlite_rows, wait_until
+from support import RedisServer, SpillDaemon, prepare_namespace, sqlite_rows, wait_until
 
 
 @pytest.fixture
@@ -151,6 +151,7 @@ def test_durable_write_without_a_daemon_times_out(tmp_path):
 
     server = RedisServer()
     try:
+        prepare_namespace(server.url, "nodaemon", tmp_path / "once.db")  # then no daemon runs
         store = Store(server.url, prefix="nodaemon", durable=True, daemon_wait=0.3)
         sid = store.with_durability(False).create_session("x")
         with pytest.raises(DurabilityTimeout):

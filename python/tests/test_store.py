@@ -118,7 +118,7 @@ def test_rejected_input_raises_typed_errors(store: Store):
     assert store.messages(sid) == []  # nothing was written
 
 
-def test_async_twins(redis_server, prefix):
+def test_async_twins(store, redis_server, prefix):
     async def main():
         store = await Store.aconnect(redis_server.url, prefix=prefix)
         sid = await store.acreate_session("a1")
@@ -180,10 +180,13 @@ def test_stubs_match_the_extension_and_every_method_has_an_async_twin():
         assert exc in classes and issubclass(getattr(agentstate, exc), agentstate.AgentStateError)
 
 
-def test_the_readme_example_runs(redis_server):
+def test_the_readme_example_runs(redis_server, tmp_path):
     import re
     from pathlib import Path
 
+    from support import prepare_namespace
+
+    prepare_namespace(redis_server.url, "as", tmp_path / "readme.db")  # the daemon runs first
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     code = re.search(r"## Python.*?```python\n(.*?)```", readme, re.S).group(1)
     assert len(code.strip().splitlines()) <= 10

@@ -8,6 +8,9 @@ import sys
 import textwrap
 import tempfile
 import uuid
+from pathlib import Path
+
+from support import prepare_namespace
 
 _OPENAI_WRITER = textwrap.dedent(
     """
@@ -67,6 +70,7 @@ _STRANDS_WRITER = textwrap.dedent(
 
 def _run_pair(script: str, url: str, prefix: str, count: int) -> None:
     start = tempfile.mkdtemp(prefix="agentstate-barrier-")
+    prepare_namespace(url, prefix, Path(start).with_suffix(".db"))
     procs = [
         subprocess.Popen([sys.executable, "-c", script, url, prefix, name, str(count), str(start)])
         for name in ("A", "B")

@@ -4,13 +4,41 @@ the agentstate stand-in, so the report shows how much of the suite exercised it.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 import pytest
 
+from support import RedisServer, SpillDaemon, prepare_namespace, sqlite_rows
+
+_db: List[Path] = []
+
 _current: List[str] = [""]
 _used: Set[str] = set()
+
+
+def start_backend(prefix: str) -> Tuple[RedisServer, SpillDaemon, "object"]:
+    """A private redis-server, the namespace checked by one daemon pass, then a running
+    ``agentstate spill`` flushing it to a SQLite file; returns them with a connected store."""
+    from agentstate import Store
+
+    server = RedisServer()
+    db = Path(tempfile.mkdtemp(prefix="agentstate-swap-")) / f"{prefix}.db"
+    prepare_namespace(server.url, prefix, db)
+    daemon = SpillDaemon(server.url, db, prefix)
+    _db.append(db)
+    return server, daemon, Store(server.url, prefix=prefix)
+
+
+def stop_backend(server: RedisServer, daemon: SpillDaemon) -> None:
+    """Stops the daemon (it drains and commits) and the server; removes the SQLite file."""
+    import shutil
+
+    daemon.stop()
+    server.close()
+    for db in _db:
+        shutil.rmtree(db.parent, ignore_errors=True)
 
 
 def mark_used() -> None:
@@ -58,3 +86,11 @@ class SwapPlugin:
         terminalreporter.write_line(
             f"agentstate swap: {len(_used)} tests constructed the {self.label} stand-in"
         )
+        if _db:
+            (sessions, messages), = sqlite_rows(
+                _db[0], "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM messages)"
+            )
+            terminalreporter.write_line(
+                f"agentstate swap: the spill daemon has flushed {sessions} sessions and "
+                f"{messages} messages to SQLite ({_db[0]})"
+            )

@@ -2,11 +2,12 @@
 its sdist and unedited, with ``SQLiteSession`` swapped for
 :class:`agentstate.openai_agents.AgentStateSession`.
 
-Loaded before the suite is collected, it starts a private redis-server, and replaces
-``agents.SQLiteSession`` / ``agents.memory.SQLiteSession`` (which the test modules import) by a
-stand-in with SQLiteSession's constructor: each database (a ``:memory:`` one per instance, a
-file per path) is its own agentstate namespace, so sessions sharing a ``db_path`` share a
-store, as they share a file in the original.
+Loaded before the suite is collected, it starts a private redis-server and a real spill
+daemon (``agentstate spill``, so everything the suite stores is also flushed to SQLite), and
+replaces ``agents.SQLiteSession`` / ``agents.memory.SQLiteSession`` (which the test modules
+import) by a stand-in with SQLiteSession's constructor: each database (a ``:memory:`` one per
+instance, a file per path) gets its own ``id_prefix`` in the one namespace, so sessions
+sharing a ``db_path`` share sessions, as they share a file in the original.
 
 ``AGENTSTATE_SWAP_BROKEN=1`` swaps in a deliberately broken stand-in (``get_items`` loses the
 newest item): the suite must then fail, which proves the tests exercise the swap.
@@ -25,23 +26,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import agents  # noqa: E402
 import agents.memory  # noqa: E402
-from _swap import SwapPlugin, load_deselected, mark_used  # noqa: E402
-from support import RedisServer  # noqa: E402
+from _swap import SwapPlugin, load_deselected, mark_used, start_backend, stop_backend  # noqa: E402
 
 from agentstate.openai_agents import AgentStateSession  # noqa: E402
 
-_server = RedisServer()
+_server, _daemon, _store = start_backend("oai")
 BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
 
 
-def _namespace(db_path: Any) -> str:
+def _database(db_path: Any) -> str:
+    """The id prefix standing for one SQLite database."""
     if str(db_path) == ":memory:":
-        return "m" + uuid.uuid4().hex[:16]
-    return "f" + hashlib.sha256(str(Path(db_path).resolve()).encode()).hexdigest()[:16]
+        return "m" + uuid.uuid4().hex[:12] + "-"
+    return "f" + hashlib.sha256(str(Path(db_path).resolve()).encode()).hexdigest()[:12] + "-"
 
 
 class SQLiteSession(AgentStateSession):
-    """SQLiteSession's constructor over AgentStateSession: the database becomes a namespace;
+    """SQLiteSession's constructor over AgentStateSession: the database becomes an id prefix;
     the table names are accepted and not needed."""
 
     def __init__(
@@ -55,8 +56,8 @@ class SQLiteSession(AgentStateSession):
         mark_used()
         super().__init__(
             session_id,
-            url=_server.url,
-            prefix=_namespace(db_path),
+            store=_store,
+            id_prefix=_database(db_path),
             session_settings=session_settings,
         )
 
@@ -85,4 +86,4 @@ def pytest_report_header(config):
 
 
 def pytest_unconfigure(config):
-    _server.close()
+    stop_backend(_server, _daemon)

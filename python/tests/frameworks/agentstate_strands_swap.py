@@ -3,9 +3,11 @@ and agent tests, from its sdist and unedited, with their mocked repository swapp
 :class:`agentstate.strands.AgentStateSessionRepository`.
 
 The tests import ``MockedSessionRepository`` from ``tests.fixtures.mock_session_repository``;
-before they are collected this plugin puts a module of that name in ``sys.modules`` whose
-``MockedSessionRepository()`` is an AgentStateSessionRepository on a private redis-server, in
-a namespace of its own per instance (as each mock instance is an empty store of its own).
+before they are collected this plugin starts a private redis-server and a real spill daemon
+(``agentstate spill``: everything the suite stores is also flushed to SQLite) and puts a module
+of that name in ``sys.modules`` whose ``MockedSessionRepository()`` is an
+AgentStateSessionRepository with an ``id_prefix`` of its own per instance (each mock instance
+is an empty store of its own).
 
 ``AGENTSTATE_SWAP_BROKEN=1`` swaps in a deliberately broken repository (``list_messages``
 loses the newest message): the suite must then fail.
@@ -22,13 +24,11 @@ from typing import Any, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _swap import SwapPlugin, load_deselected, mark_used  # noqa: E402
-from support import RedisServer  # noqa: E402
+from _swap import SwapPlugin, load_deselected, mark_used, start_backend, stop_backend  # noqa: E402
 
-from agentstate import Store  # noqa: E402
 from agentstate.strands import AgentStateSessionRepository  # noqa: E402
 
-_server = RedisServer()
+_server, _daemon, _store = start_backend("strands")
 BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
 
 
@@ -37,7 +37,7 @@ class MockedSessionRepository(AgentStateSessionRepository):
 
     def __init__(self) -> None:
         mark_used()
-        super().__init__(store=Store(_server.url, prefix="s" + uuid.uuid4().hex[:16]))
+        super().__init__(store=_store, id_prefix="r" + uuid.uuid4().hex[:12] + "-")
 
 
 if BROKEN:
@@ -70,4 +70,4 @@ def pytest_report_header(config):
 
 
 def pytest_unconfigure(config):
-    _server.close()
+    stop_backend(_server, _daemon)
