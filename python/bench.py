@@ -13,6 +13,10 @@ Run it on a release build of the extension:
     python bench.py --redis URL     # an existing Redis (uses its own key prefixes, cleans up)
     python bench.py --json          # one JSON document
 
+It needs the `agentstate` CLI (`cargo build --release`, or `$AGENTSTATE_BIN`) for one spill
+pass over its namespace (a namespace takes creates once a daemon has checked it); no daemon
+runs during the measurement.
+
 Figures are reported, never asserted. AgentStateSession writes more per append than
 RedisSession (the message element, the session meta, the wal entry the spill daemon needs,
 TTL refreshes): the comparison is of what each costs its caller.
@@ -23,8 +27,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -92,7 +96,11 @@ async def bench_agentstate(url: str) -> Dict[str, Any]:
     from agentstate import Store
     from agentstate.openai_agents import AgentStateSession
 
+    from support import prepare_namespace
+
     prefix = "bench" + uuid.uuid4().hex[:6]
+    with tempfile.TemporaryDirectory() as d:  # one spill pass: the namespace takes creates
+        prepare_namespace(url, prefix, Path(d) / "bench.db")
     store = await Store.aconnect(url, prefix=prefix)
     sessions = [AgentStateSession(f"s{i}", store=store) for i in range(SESSIONS)]
     try:

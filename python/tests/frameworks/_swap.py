@@ -4,6 +4,7 @@ the agentstate stand-in, so the report shows how much of the suite exercised it.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
@@ -47,7 +48,8 @@ def mark_used() -> None:
 
 
 def load_deselected(path: Path) -> Dict[str, str]:
-    """``node id  # reason`` lines; a node id without ``[...]`` covers all its parameters."""
+    """``node id  # reason`` lines; a node id without ``[...]`` covers all its parameters,
+    and ``*`` matches any text (``file.py::*[sqlite*``: every test's ``sqlite`` cases)."""
     out: Dict[str, str] = {}
     for line in path.read_text().splitlines():
         line = line.strip()
@@ -63,13 +65,23 @@ class SwapPlugin:
 
     def __init__(self, deselected: Dict[str, str], label: str) -> None:
         self.deselected = deselected
+        self.patterns = [
+            re.compile(re.escape(node).replace(r"\*", ".*")) for node in deselected if "*" in node
+        ]
         self.label = label
+
+    def _deselected(self, nodeid: str) -> bool:
+        base = nodeid.split("[", 1)[0]
+        return (
+            nodeid in self.deselected
+            or base in self.deselected
+            or any(p.fullmatch(nodeid) for p in self.patterns)
+        )
 
     def pytest_collection_modifyitems(self, config, items):
         keep, drop = [], []
         for item in items:
-            base = item.nodeid.split("[", 1)[0]
-            (drop if item.nodeid in self.deselected or base in self.deselected else keep).append(item)
+            (drop if self._deselected(item.nodeid) else keep).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
