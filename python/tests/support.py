@@ -17,10 +17,27 @@ from typing import List, Optional
 REPO = Path(__file__).resolve().parents[2]
 
 
+_handed_out: set = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the ephemeral range (23000-31999: a client socket of a busy
+    machine cannot take it between this check and redis-server's bind; the Rust tests use
+    20000-22767), never the same twice in one process."""
+    import random
+
+    for _ in range(1000):
+        port = random.randrange(23000, 32000)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port in 23000-31999")
 
 
 class RedisServer:
