@@ -298,6 +298,8 @@ pub fn pop_message(s: &SessionKeys, sid: &str) -> ScriptCall {
 }
 
 /// `replace_message.lua`: replaces the body of message `seq` with `body` (JSON object).
+/// `append_messages`, `pop_message` and `put_checkpoint` are not idempotent (a repeat would
+/// append, pop or record again), so they fail fast while Redis is unreachable.
 pub fn replace_message(
     s: &SessionKeys,
     sid: &str,
@@ -310,6 +312,9 @@ pub fn replace_message(
         .arg(seq)
         .arg(body)
         .arg(limit)
+        // Applying the same replacement twice leaves the same message (and a second,
+        // identical wal record): safe to retry while Redis is unreachable.
+        .idempotent(true)
 }
 
 /// What [`load_messages`] reads.
