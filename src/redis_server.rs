@@ -19,6 +19,9 @@ pub struct RedisServer {
     dir: Home,
     child: Option<Child>,
     extra_args: Vec<String>,
+    /// Killed by the kernel when the thread that started it exits (see
+    /// [`RedisServer::start_tied`]).
+    tied: bool,
 }
 
 /// Where a server keeps its log and persistence files.
@@ -82,6 +85,23 @@ impl RedisServer {
             dir: Home::Temp(tempfile::tempdir()?),
             child: None,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            tied: false,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// Like [`RedisServer::start`], and the server also dies when the thread that called
+    /// this exits — call it from the main thread and it cannot outlive the process even when
+    /// that is killed (Ctrl-C, SIGPIPE) before `Drop` runs. On Linux (`PR_SET_PDEATHSIG`);
+    /// elsewhere the same as `start`.
+    pub fn start_tied() -> Result<Self> {
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: Home::Temp(tempfile::tempdir()?),
+            child: None,
+            extra_args: Vec::new(),
+            tied: true,
         };
         server.spawn()?;
         Ok(server)
@@ -100,6 +120,7 @@ impl RedisServer {
             dir: Home::Kept(dir.canonicalize()?),
             child: None,
             extra_args: PERSISTENT_ARGS.iter().map(|s| s.to_string()).collect(),
+            tied: false,
         };
         server.spawn()?;
         Ok(server)
@@ -122,7 +143,21 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> Result<()> {
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        #[cfg(target_os = "linux")]
+        if self.tied {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe; it runs in the child between fork and exec.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])

@@ -12,8 +12,6 @@ use agentstate::Error;
 pub struct Situation {
     /// The Redis URL the command uses (or was told to use), once known.
     pub url: Option<String>,
-    /// True when the URL came from no option and no env var (the default address).
-    pub defaulted: bool,
     /// True when the command runs on a private redis-server of its own.
     pub private: bool,
     /// The verb path, e.g. `msg append`.

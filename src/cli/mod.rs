@@ -346,7 +346,6 @@ async fn connect(global: Global, at: &mut Situation) -> Result<Ctx> {
             )));
         }
     } else {
-        at.defaulted = true;
         at.url = Some(default_redis_url());
     }
     let (url, private) = embedded_default(&global).await?;
@@ -403,9 +402,10 @@ async fn embedded_default(global: &Global) -> Result<(String, Option<RedisServer
     if !redis_server_available() {
         return Err(Error::unavailable(NO_REDIS_HELP));
     }
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .map_err(|e| Error::io(e.to_string()))??;
+    // On this (the main) thread, tied to it: the private server goes with the process even
+    // when Ctrl-C or a closed pipe ends it before `Drop` runs. (A blocking start here is
+    // fine: the command has nothing else to do until it answers.)
+    let server = RedisServer::start_tied()?;
     Ok((server.url(), Some(server)))
 }
 

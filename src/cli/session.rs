@@ -243,7 +243,7 @@ pub async fn keys(ctx: &Ctx, sid: &str) -> Result<()> {
             .await?;
         if indexed {
             return Err(agentstate::Error::InvalidInput(format!(
-                "session {sid} has no keys in Redis: it is not live (it expired or Redis lost it; SQLite holds it) — `agentstate restore {sid}` brings it back"
+                "session {sid} has no keys in Redis: it is not live (it expired or Redis lost it; SQLite may hold it) — `agentstate restore {sid}` brings it back"
             )));
         }
         return Err(agentstate::Error::UnknownSession(sid.to_string()));

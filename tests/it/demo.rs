@@ -307,3 +307,37 @@ fn with_no_redis_anywhere_the_error_names_both_ways_to_get_one() {
     assert!(stderr.contains("docker compose up -d redis"), "{stderr}");
     assert!(stderr.contains("redis-server"), "{stderr}");
 }
+
+#[test]
+fn the_private_redis_goes_with_the_command_even_when_it_is_killed() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = unconfigured(dir.path(), &dead_address());
+    let mut watch = cmd
+        .args(["stats", "--watch", "--interval-ms", "50"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut notice = String::new();
+    std::io::BufReader::new(watch.stderr.take().unwrap())
+        .read_line(&mut notice)
+        .unwrap();
+    let url = notice
+        .split_once("started a private redis-server on ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{notice}"))
+        .to_string();
+    assert!(agentstate::redis_server::ping(&url));
+    // SIGKILL: no destructor runs; the kernel still takes the redis-server along.
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while agentstate::redis_server::ping(&url) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the private redis-server outlived its command"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

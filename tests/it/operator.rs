@@ -229,6 +229,18 @@ async fn every_verb_prints_one_json_document_or_json_lines_with_json() {
     assert_eq!(doc(&t, &["session", "close", "p"]), json!({"removed": 3}));
 }
 
+#[tokio::test]
+async fn keys_of_a_session_that_is_not_live_says_how_to_bring_it_back() {
+    let t = env().await;
+    crate::support::create(&t, "gone", None, None).await;
+    t.expire_session("gone");
+    assert_eq!(
+        t.cli_rejected(&["keys", "gone"]),
+        "error: session gone has no keys in Redis: it is not live (it expired or Redis lost \
+         it; SQLite may hold it) — `agentstate restore gone` brings it back"
+    );
+}
+
 /// 200 KiB: over Linux's 128 KiB limit on one argument, so only stdin or a file can carry it.
 fn big_text() -> String {
     let line = "the quick brown fox jumps over the lazy dog, again and again; ";
