@@ -34,8 +34,11 @@
 //!   rehydrator, trimmer, ownership) and the SQLite schema; the only code that opens SQLite.
 //! - [`pool`]: the connection pool (multiplexed connections, no PING per checkout in steady
 //!   use).
-//! - [`redis_server`]: a private `redis-server` child (the CLI's embedded default, tests).
+//! - [`redis_server`]: a private `redis-server` child (the CLI's embedded default, tests)
+//!   and the long-lived one of `agentstate server` (AOF in a data dir).
+//! - [`address`]: how a Redis URL is shown to people (its address; never a password).
 
+pub mod address;
 pub mod checkpoints;
 pub mod config;
 pub mod connection;

@@ -2,7 +2,8 @@
 //!
 //! Used by the CLI's embedded default, by the demo and benchmark, and by every integration
 //! test (each test owns its server, so tests never share state and fault tests can stop and
-//! restart Redis at will).
+//! restart Redis at will). [`RedisServer::start_persistent`] and [`start_detached`] are the
+//! long-lived kind of `agentstate server`: AOF in a directory that outlives the process.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -15,10 +16,34 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
-    dir: tempfile::TempDir,
+    dir: Home,
     child: Option<Child>,
     extra_args: Vec<String>,
+    /// Killed by the kernel when the thread that started it exits (see
+    /// [`RedisServer::start_tied`]).
+    tied: bool,
 }
+
+/// Where a server keeps its log and persistence files.
+#[derive(Debug)]
+enum Home {
+    /// A temporary directory, deleted with the server (no persistence).
+    Temp(tempfile::TempDir),
+    /// A directory that outlives the server (`agentstate server`).
+    Kept(PathBuf),
+}
+
+impl Home {
+    fn path(&self) -> &Path {
+        match self {
+            Home::Temp(t) => t.path(),
+            Home::Kept(p) => p,
+        }
+    }
+}
+
+/// The arguments that make a server persistent: AOF, fsync every second, no RDB snapshots.
+const PERSISTENT_ARGS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "everysec"];
 
 /// True when a `redis-server` binary is on `PATH`.
 pub fn redis_server_available() -> bool {
@@ -65,16 +90,82 @@ impl RedisServer {
     pub fn start_with(extra_args: &[&str]) -> Result<Self> {
         let mut server = RedisServer {
             port: free_port(),
-            dir: tempfile::tempdir()?,
+            dir: Home::Temp(tempfile::tempdir()?),
             child: None,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            tied: false,
         };
         server.spawn()?;
         Ok(server)
     }
 
+    /// Like [`RedisServer::start`], and the server also dies when the thread that called
+    /// this exits — call it from the main thread and it cannot outlive the process even when
+    /// that is killed (Ctrl-C, SIGPIPE) before `Drop` runs. On Linux (`PR_SET_PDEATHSIG`);
+    /// elsewhere the same as `start`.
+    pub fn start_tied() -> Result<Self> {
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: Home::Temp(tempfile::tempdir()?),
+            child: None,
+            extra_args: Vec::new(),
+            tied: true,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// Starts a server that keeps its data in `dir` (created if needed): AOF with fsync
+    /// every second, so it comes back with its data when started again on the same
+    /// directory. `port` 0 picks a free port. Dropping the value kills it; [`stop`] shuts it
+    /// down gracefully (the AOF flushed).
+    ///
+    /// [`stop`]: RedisServer::stop
+    pub fn start_persistent(dir: &Path, port: u16) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut server = RedisServer {
+            port: if port == 0 { free_port() } else { port },
+            dir: Home::Kept(dir.canonicalize()?),
+            child: None,
+            extra_args: PERSISTENT_ARGS.iter().map(|s| s.to_string()).collect(),
+            tied: false,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    /// Shuts the server down gracefully (SIGTERM: Redis flushes its AOF) and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: signals our own child, which has not been reaped yet.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
+            let _ = child.wait();
+        }
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     fn spawn(&mut self) -> Result<()> {
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        #[cfg(target_os = "linux")]
+        if self.tied {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe; it runs in the child between fork and exec.
+            unsafe {
+                command.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
@@ -122,20 +213,12 @@ impl RedisServer {
     }
 
     fn ping(&self) -> bool {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_ok()
+        ping(&self.url())
     }
 
     /// `redis://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// The server's process id while it runs.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
     }
 
     /// The port the server listens on.
@@ -211,6 +294,61 @@ impl RedisServer {
             .and_then(|c| c.get_connection())
             .expect("connect to test redis-server")
     }
+}
+
+/// True when a Redis answers PING at `url` within half a second.
+pub fn ping(url: &str) -> bool {
+    redis::Client::open(url)
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(500)))
+        .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+        .is_ok()
+}
+
+/// Starts a persistent server (as [`RedisServer::start_persistent`]) that runs on after this
+/// process exits (`--daemonize yes`), and waits until it answers. Returns its port and
+/// process id (also in `dir/redis.pid`); stop it with SHUTDOWN (`redis-cli -p PORT
+/// shutdown`).
+pub fn start_detached(dir: &Path, port: u16) -> Result<(u16, u32)> {
+    std::fs::create_dir_all(dir)?;
+    let dir = dir.canonicalize()?;
+    let port = if port == 0 { free_port() } else { port };
+    let status = Command::new("redis-server")
+        .args(["--port", &port.to_string()])
+        .args(["--bind", "127.0.0.1"])
+        .args(["--save", ""])
+        .args(PERSISTENT_ARGS)
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--logfile", "redis.log", "--pidfile", "redis.pid"])
+        .args(["--daemonize", "yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| Error::io(format!("cannot start redis-server ({e})")))?;
+    let log = || std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+    if !status.success() {
+        return Err(Error::io(format!(
+            "redis-server exited with {status}; log:\n{}",
+            log()
+        )));
+    }
+    let url = format!("redis://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if ping(&url) {
+            let pid = std::fs::read_to_string(dir.join("redis.pid"))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+                .unwrap_or(0);
+            return Ok((port, pid));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(Error::io(format!(
+        "redis-server did not answer on port {port} within 10 s; log:\n{}",
+        log()
+    )))
 }
 
 impl Drop for RedisServer {

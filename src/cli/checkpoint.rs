@@ -5,11 +5,12 @@ use agentstate::Result;
 use clap::Subcommand;
 use serde_json::json;
 
-use super::{print_json, print_opt_json, Ctx};
+use super::{help, print_json, print_opt_json, Ctx};
 
 #[derive(Debug, Subcommand)]
 pub enum CheckpointCmd {
     /// Promote working state to a checkpoint; prints its id.
+    #[command(after_help = help::CHECKPOINT_CREATE)]
     Create {
         /// Session id.
         sid: String,
@@ -24,6 +25,7 @@ pub enum CheckpointCmd {
     },
     /// Print the latest payload under LABEL, or the payload of checkpoint `--id` (from the
     /// full history), or null.
+    #[command(after_help = help::CHECKPOINT_GET)]
     Get {
         /// Session id.
         sid: String,
@@ -37,6 +39,7 @@ pub enum CheckpointCmd {
     /// Print every checkpoint as JSON lines {id, label, created_at}, oldest first: the full
     /// history from the SQLite file (`--db`, read-only) and the latest per label from Redis;
     /// only the latest per label when there is no SQLite file.
+    #[command(after_help = help::CHECKPOINT_LIST)]
     List {
         /// Session id.
         sid: String,
@@ -58,7 +61,7 @@ pub async fn run(ctx: &Ctx, cmd: CheckpointCmd) -> Result<()> {
                 .store_at(durable)
                 .checkpoint(&sid, &label, names.as_deref())
                 .await?;
-            println!("{id}");
+            ctx.emit(&id, json!({ "id": id }))?;
         }
         CheckpointCmd::Get {
             sid,

@@ -2,8 +2,9 @@
 
 use agentstate::{NewDecision, Result};
 use clap::{Args, Subcommand};
+use serde_json::json;
 
-use super::{parse_json, print_json, render, Ctx};
+use super::{help, input, print_json, render, Ctx};
 
 #[derive(Debug, Args)]
 pub struct DecideArgs {
@@ -12,14 +13,14 @@ pub struct DecideArgs {
     /// What was decided.
     #[arg(long)]
     decision: String,
-    /// Why.
-    #[arg(long)]
+    /// Why: TEXT, - (stdin) or @FILE.
+    #[arg(long, value_name = "TEXT")]
     rationale: String,
     /// The planned action.
     #[arg(long)]
     action: Option<String>,
-    /// Metadata JSON object.
-    #[arg(long)]
+    /// Metadata: a JSON object, - (stdin) or @FILE.
+    #[arg(long, value_name = "JSON")]
     meta: Option<String>,
     /// Return only once SQLite has committed the decision.
     #[arg(long)]
@@ -30,14 +31,16 @@ pub struct DecideArgs {
 pub struct OutcomeArgs {
     /// Decision id (`<partition>:<entry id>`).
     decision_id: String,
-    /// The outcome.
-    #[arg(long)]
+    /// The outcome: TEXT, - (stdin) or @FILE.
+    #[arg(long, value_name = "TEXT")]
     outcome: String,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum DecisionsCmd {
-    /// Print decisions without an outcome as JSON lines, oldest first.
+    /// Print decisions without an outcome as JSON lines, oldest first (a table on a
+    /// terminal).
+    #[command(after_help = help::DECISIONS_INCOMPLETE)]
     Incomplete {
         /// Only this session's.
         #[arg(long)]
@@ -46,24 +49,19 @@ pub enum DecisionsCmd {
 }
 
 pub async fn decide(ctx: &Ctx, a: DecideArgs) -> Result<()> {
-    let mut d = NewDecision::new(a.decision, a.rationale);
+    let mut d = NewDecision::new(a.decision, input::text("--rationale", &a.rationale)?);
     d.planned_action = a.action;
-    d.meta = a.meta.map(|m| parse_json("--meta", &m)).transpose()?;
-    println!(
-        "{}",
-        ctx.store_at(a.durable).record_decision(&a.sid, &d).await?
-    );
-    Ok(())
+    d.meta = input::opt_json("--meta", a.meta)?;
+    let id = ctx.store_at(a.durable).record_decision(&a.sid, &d).await?;
+    ctx.emit(&id, json!({ "id": id }))
 }
 
 /// Prints `true` when the outcome was recorded, `false` when the decision was no longer open
 /// (it already had an outcome, or its session was closed).
 pub async fn outcome(ctx: &Ctx, a: OutcomeArgs) -> Result<()> {
-    println!(
-        "{}",
-        ctx.store.record_outcome(&a.decision_id, &a.outcome).await?
-    );
-    Ok(())
+    let outcome = input::text("--outcome", &a.outcome)?;
+    let recorded = ctx.store.record_outcome(&a.decision_id, &outcome).await?;
+    ctx.emit(recorded, json!({ "recorded": recorded }))
 }
 
 pub async fn run(ctx: &Ctx, cmd: DecisionsCmd) -> Result<()> {

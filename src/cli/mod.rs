@@ -1,13 +1,18 @@
 //! CLI entry: global options, the command tree, connecting (with the embedded default), and
-//! the output contract — the value on stdout, `error: ...` on stderr, exit 1 on a runtime
+//! the output contract — the value on stdout (one JSON document or JSON lines with
+//! `--json`), one `error: ...` line on stderr (worded by `errors`), exit 1 on a runtime
 //! error, 2 on bad usage (clap), `null` for an absent value.
 
 mod bench;
 mod checkpoint;
 mod decisions;
 mod demo;
+mod errors;
+mod help;
+mod input;
 mod msg;
 mod render;
+mod server;
 mod session;
 mod spill;
 mod state;
@@ -15,18 +20,27 @@ mod tail;
 mod user;
 mod work;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use agentstate::redis_server::{redis_server_available, RedisServer};
 use agentstate::{Config, Durability, Error, Result, Store};
-use clap::{Parser, Subcommand};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::Value;
+
+pub use errors::Situation;
 
 /// Shared live session store for AI agents: Redis live tier, SQLite durable tier.
 #[derive(Debug, Parser)]
-#[command(name = "agentstate", version, about, propagate_version = true)]
+#[command(
+    name = "agentstate",
+    version,
+    about,
+    propagate_version = true,
+    after_help = help::TOP
+)]
 pub struct Cli {
     #[command(flatten)]
     global: Global,
@@ -34,26 +48,35 @@ pub struct Cli {
     command: TopCommand,
 }
 
-/// Options every command accepts.
+/// The heading the options every command accepts are listed under.
+const GLOBAL: &str = "Global options";
+
+/// Options every command accepts. `--redis` and `--db` fall back to their env vars, read
+/// after parsing (not through clap's `env`, which would show them in usage lines as if
+/// they were required).
 #[derive(Debug, clap::Args)]
 pub struct Global {
-    /// Redis URL (redis:// or rediss://, with user:password for ACLs). Unset: use
-    /// 127.0.0.1:6379, or start a private redis-server when nothing answers there.
-    #[arg(long, env = "AGENTSTATE_REDIS_URL", global = true)]
+    /// Redis URL: redis://[user:password@]host:port, rediss://... for TLS, or a cluster
+    /// seed list [env: AGENTSTATE_REDIS_URL]. Unset: 127.0.0.1:6379 when something answers
+    /// there, else a private redis-server that lives only as long as the command.
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     redis: Option<String>,
-    /// SQLite database of the spill daemon [default: ./agentstate.db; for `demo`:
-    /// ./agentstate-demo.db, recreated by each run].
-    #[arg(long, env = "AGENTSTATE_DB", global = true)]
+    /// SQLite file of the spill daemon [env: AGENTSTATE_DB] [default: ./agentstate.db; for
+    /// `demo`: ./agentstate-demo.db, recreated by each run].
+    #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     db: Option<PathBuf>,
     /// Key prefix of the namespace.
-    #[arg(long, default_value = "as", global = true)]
+    #[arg(long, default_value = "as", global = true, help_heading = GLOBAL)]
     prefix: String,
     /// Partition count of the namespace (fixed per namespace).
-    #[arg(long, default_value_t = 16, global = true)]
+    #[arg(long, default_value_t = 16, global = true, value_name = "N", help_heading = GLOBAL)]
     partitions: u32,
-    /// Print JSON documents instead of plain values or tables.
-    #[arg(long, global = true)]
+    /// Print one JSON document (or JSON lines, for lists) instead of plain values or tables.
+    #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
+    /// True when `redis` came from `AGENTSTATE_REDIS_URL` (for the wording of errors).
+    #[arg(skip)]
+    redis_from_env: bool,
 }
 
 /// The SQLite file when `--db` is not given.
@@ -62,6 +85,19 @@ pub const DEFAULT_DB: &str = "./agentstate.db";
 pub const DEMO_DB: &str = "./agentstate-demo.db";
 
 impl Global {
+    /// Fills `--redis` and `--db` from `AGENTSTATE_REDIS_URL` / `AGENTSTATE_DB` when they
+    /// were not given (an empty variable counts as unset).
+    fn read_env(&mut self) {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if self.redis.is_none() {
+            self.redis = var("AGENTSTATE_REDIS_URL");
+            self.redis_from_env = self.redis.is_some();
+        }
+        if self.db.is_none() {
+            self.db = var("AGENTSTATE_DB").map(PathBuf::from);
+        }
+    }
+
     /// The SQLite file: `--db`, or `./agentstate.db`.
     pub fn db(&self) -> PathBuf {
         self.db.clone().unwrap_or_else(|| DEFAULT_DB.into())
@@ -71,6 +107,11 @@ impl Global {
     pub fn demo_db(&self) -> PathBuf {
         self.db.clone().unwrap_or_else(|| DEMO_DB.into())
     }
+
+    /// True when `--json` was given.
+    pub fn json(&self) -> bool {
+        self.json
+    }
 }
 
 /// Commands that manage their own Redis, and the ones that run on a connected store.
@@ -78,8 +119,13 @@ impl Global {
 #[allow(clippy::large_enum_variant)] // parsed once per process
 enum TopCommand {
     /// Play a multi-agent scenario end to end and narrate it (the main job).
+    #[command(after_help = help::DEMO)]
     Demo(demo::DemoArgs),
+    /// Run a long-lived local Redis that keeps its data (AOF) in a directory; prints its URL.
+    #[command(after_help = help::SERVER)]
+    Server(server::ServerArgs),
     /// Benchmark workloads side by side with redis-benchmark.
+    #[command(after_help = help::BENCH)]
     Bench(bench::BenchArgs),
     #[command(flatten)]
     Store(Command),
@@ -92,6 +138,7 @@ enum Command {
     #[command(subcommand)]
     Session(session::SessionCmd),
     /// The Redis keys of a session, one per line.
+    #[command(after_help = help::KEYS)]
     Keys {
         /// Session id.
         sid: String,
@@ -102,9 +149,11 @@ enum Command {
     /// Messages: append, list.
     #[command(subcommand)]
     Msg(msg::MsgCmd),
-    /// Compact a seq range into a note.
+    /// Compact a seq range into a note; prints `COMPACT_SEQ NOTE_SEQ`.
+    #[command(after_help = help::COMPACT)]
     Compact(msg::CompactArgs),
-    /// Record token usage of a round.
+    /// Record token usage of a round; prints the total tokens recorded.
+    #[command(after_help = help::USAGE)]
     Usage(msg::UsageArgs),
     /// Checkpoints: create, get, list.
     #[command(subcommand)]
@@ -112,29 +161,36 @@ enum Command {
     /// StateService rounds: save, export.
     #[command(subcommand)]
     State(state::StateCmd),
-    /// Record a decision.
+    /// Record a decision; prints its id.
+    #[command(after_help = help::DECIDE)]
     Decide(decisions::DecideArgs),
-    /// Record the outcome of a decision.
+    /// Record the outcome of a decision; prints true, or false when it was not open.
+    #[command(after_help = help::OUTCOME)]
     Outcome(decisions::OutcomeArgs),
     /// Decisions: incomplete.
     #[command(subcommand)]
     Decisions(decisions::DecisionsCmd),
     /// Consume decisions through a consumer group, printing JSON lines.
+    #[command(after_help = help::TAIL)]
     Tail(tail::TailArgs),
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
     /// Run the spill daemon: flush streams to SQLite, restore sessions, trim.
+    #[command(after_help = help::SPILL)]
     Spill(spill::SpillArgs),
-    /// Restore sessions that are not live from SQLite (through a running daemon).
+    /// Restore sessions that are not live from SQLite (with or without a running daemon).
+    #[command(after_help = help::RESTORE)]
     Restore(spill::RestoreArgs),
     /// Print a session's durable history from SQLite as JSON lines.
+    #[command(after_help = help::EXPORT)]
     Export {
         /// Session id.
         sid: String,
     },
     /// Spill figures per partition: pending entries, committed ids, flush rate, lag.
-    Stats,
+    #[command(after_help = help::STATS)]
+    Stats(spill::StatsArgs),
 }
 
 /// Everything a command needs at run time.
@@ -161,16 +217,54 @@ impl Ctx {
     pub fn json(&self) -> bool {
         self.global.json
     }
+
+    /// Prints the command's value: `plain` as text, or `json` as one JSON document with
+    /// `--json`.
+    pub fn emit(&self, plain: impl std::fmt::Display, json: Value) -> Result<()> {
+        if self.json() {
+            print_json(&json)
+        } else {
+            println!("{plain}");
+            Ok(())
+        }
+    }
+}
+
+/// The verb path of the parsed command line, e.g. `msg append`.
+fn verb_of(matches: &ArgMatches) -> String {
+    let mut words = Vec::new();
+    let mut m = matches;
+    while let Some((name, sub)) = m.subcommand() {
+        words.push(name.to_string());
+        m = sub;
+    }
+    words.join(" ")
 }
 
 /// Parses the arguments, runs the command, and maps the outcome to the exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    cli.global.read_env();
+    let mut at = Situation {
+        verb: verb_of(&matches),
+        db: cli.global.db(),
+        ..Situation::default()
+    };
     // The demo narrates its own steps and checks every one; the embedded daemon's expected
-    // complaints while Redis is down would only interrupt the story.
+    // complaints while Redis is down would only interrupt the story. The spill daemon says
+    // when it starts and stops, and one line per event.
     let default_level = match cli.command {
         TopCommand::Demo(_) => "off",
-        _ => "warn",
+        TopCommand::Store(Command::Spill(_)) | TopCommand::Server(_) => {
+            "warn,agentstate::spill=info,agentstate::cli=info"
+        }
+        // A command's own daemon pass (`check_against_sqlite`) is the daemon's business:
+        // only its errors show, so stderr stays the command's one `error:` line.
+        _ => "warn,agentstate::spill=error",
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -178,6 +272,8 @@ pub fn main() -> ExitCode {
                 .unwrap_or_else(|_| default_level.into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for people: a log written to a file or a pipe stays plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -186,26 +282,27 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, &mut at)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", errors::line(&e, &at));
             ExitCode::from(1)
         }
     }
 }
 
-async fn run(cli: Cli) -> Result<()> {
+async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
     let command = match cli.command {
         TopCommand::Demo(args) => return demo::run(&cli.global, args).await,
         TopCommand::Bench(args) => return bench::run(&cli.global, args).await,
+        TopCommand::Server(args) => return server::run(&cli.global, args).await,
         TopCommand::Store(command) => command,
     };
-    let ctx = connect(cli.global).await?;
+    let ctx = connect(cli.global, at).await?;
     // The daemon and the read-only views need no check; restore stands a daemon by itself.
     if !matches!(
         command,
-        Command::Spill(_) | Command::Restore(_) | Command::Export { .. } | Command::Stats
+        Command::Spill(_) | Command::Restore(_) | Command::Export { .. } | Command::Stats(_)
     ) {
         spill::check_against_sqlite(&ctx).await?;
     }
@@ -226,19 +323,36 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Spill(args) => spill::spill(&ctx, args).await,
         Command::Restore(args) => spill::restore(&ctx, args).await,
         Command::Export { sid } => spill::export(&ctx, &sid).await,
-        Command::Stats => spill::stats(&ctx).await,
+        Command::Stats(args) => spill::stats(&ctx, args).await,
     }
 }
 
 /// Connects to `--redis`, or applies the embedded default: the default address when
 /// something answers there, else a private `redis-server` for this command's lifetime.
-async fn connect(global: Global) -> Result<Ctx> {
+/// Records in `at` where it went, for the wording of a failure.
+async fn connect(global: Global, at: &mut Situation) -> Result<Ctx> {
+    if let Some(url) = &global.redis {
+        at.url = Some(url.clone());
+        if let Err(why) = agentstate::address::check(url) {
+            let source = if global.redis_from_env {
+                "AGENTSTATE_REDIS_URL"
+            } else {
+                "--redis"
+            };
+            return Err(Error::InvalidInput(format!(
+                "{source} {} is not a Redis URL: {why} — {}",
+                agentstate::address::redacted(url),
+                errors::URL_FORMS
+            )));
+        }
+    } else {
+        at.url = Some(default_redis_url());
+    }
     let (url, private) = embedded_default(&global).await?;
     if let Some(server) = &private {
-        eprintln!(
-            "agentstate: nothing answers on 127.0.0.1:6379; started a private redis-server on {} for this command",
-            server.url()
-        );
+        at.private = true;
+        at.url = Some(server.url());
+        eprintln!("{}", private_notice(&server.url()));
     }
     let config = Config::new(url)
         .prefix(global.prefix.clone())
@@ -251,11 +365,21 @@ async fn connect(global: Global) -> Result<Ctx> {
     })
 }
 
+/// What a command on the embedded default says on stderr: where the private Redis is, that
+/// it and its data end with the command, and how to keep them.
+pub fn private_notice(url: &str) -> String {
+    format!(
+        "agentstate: nothing answers on 127.0.0.1:6379; started a private redis-server on {url} for this command only: \
+it and its data are gone when the command ends. To keep them between commands, run `agentstate server` \
+(or `docker compose up -d redis`) and export the AGENTSTATE_REDIS_URL it prints."
+    )
+}
+
 /// The message when no Redis can be found or started.
 pub const NO_REDIS_HELP: &str =
-    "nothing answers on 127.0.0.1:6379 and no redis-server is on PATH; \
+    "nothing answers on 127.0.0.1:6379 and no redis-server is on PATH — \
 start one with `docker compose up -d redis`, or install the system package `redis-server` \
-(e.g. `sudo apt-get install -y redis-server`), or pass --redis URL";
+(e.g. `sudo apt-get install -y redis-server`) and run `agentstate server`, or pass --redis URL";
 
 /// The address the embedded default probes: `redis://127.0.0.1:6379`, or
 /// `AGENTSTATE_DEFAULT_REDIS_URL` (lets tests play "nothing answers on the default address").
@@ -278,12 +402,14 @@ async fn embedded_default(global: &Global) -> Result<(String, Option<RedisServer
     if !redis_server_available() {
         return Err(Error::unavailable(NO_REDIS_HELP));
     }
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .map_err(|e| Error::io(e.to_string()))??;
+    // On this (the main) thread, tied to it: the private server goes with the process even
+    // when Ctrl-C or a closed pipe ends it before `Drop` runs. (A blocking start here is
+    // fine: the command has nothing else to do until it answers.)
+    let server = RedisServer::start_tied()?;
     Ok((server.url(), Some(server)))
 }
 
+/// True when a Redis answers PING at `url` within half a second.
 async fn redis_answers(url: &str) -> bool {
     let probe = async {
         let client = redis::Client::open(url).ok()?;
@@ -297,14 +423,6 @@ async fn redis_answers(url: &str) -> bool {
         tokio::time::timeout(Duration::from_millis(500), probe).await,
         Ok(Some(_))
     )
-}
-
-/// Parses a JSON argument, naming it in the error.
-pub fn parse_json(what: &'static str, text: &str) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| Error::MalformedJson {
-        what,
-        detail: e.to_string(),
-    })
 }
 
 /// Prints one JSON value on its own line.

@@ -2,14 +2,17 @@
 
 use agentstate::{AppendOptions, Compaction, MessageQuery, NewMessage, Result, Usage};
 use clap::{Args, Subcommand};
+use serde_json::json;
 
-use super::{parse_json, print_json, Ctx};
+use super::{help, input, print_json, Ctx};
 
 #[derive(Debug, Subcommand)]
 pub enum MsgCmd {
     /// Append a message; prints its seq.
+    #[command(after_help = help::MSG_APPEND)]
     Append(AppendArgs),
     /// Print messages as JSON lines in seq order (active ones unless --all).
+    #[command(after_help = help::MSG_LIST)]
     List {
         /// Session id.
         sid: String,
@@ -32,14 +35,14 @@ pub struct AppendArgs {
     /// system, user, assistant, tool, ...
     #[arg(long)]
     role: String,
-    /// Text content.
-    #[arg(long)]
+    /// Text content: TEXT, - (stdin) or @FILE. Required unless --tool-calls is given.
+    #[arg(long, value_name = "TEXT", required_unless_present = "tool_calls")]
     content: Option<String>,
     /// Author name.
     #[arg(long)]
     name: Option<String>,
-    /// Tool calls JSON.
-    #[arg(long)]
+    /// Tool calls: JSON, - (stdin) or @FILE.
+    #[arg(long, value_name = "JSON")]
     tool_calls: Option<String>,
     /// The tool call this message answers.
     #[arg(long)]
@@ -47,8 +50,8 @@ pub struct AppendArgs {
     /// Round index.
     #[arg(long)]
     round: Option<i64>,
-    /// Metadata JSON.
-    #[arg(long)]
+    /// Metadata: JSON, - (stdin) or @FILE.
+    #[arg(long, value_name = "JSON")]
     meta: Option<String>,
     /// Retry-safe: a repeated key returns the original seq and writes nothing.
     #[arg(long)]
@@ -71,8 +74,8 @@ pub struct CompactArgs {
     /// Last seq to compact (inclusive).
     #[arg(long)]
     to: u64,
-    /// The summary note.
-    #[arg(long)]
+    /// The summary note: TEXT, - (stdin) or @FILE.
+    #[arg(long, value_name = "TEXT")]
     note: String,
     /// Tokens before.
     #[arg(long)]
@@ -110,15 +113,12 @@ pub async fn run(ctx: &Ctx, cmd: MsgCmd) -> Result<()> {
     match cmd {
         MsgCmd::Append(a) => {
             let mut m = NewMessage::new(a.role);
-            m.content = a.content;
+            m.content = input::opt_text("--content", a.content)?;
             m.name = a.name;
-            m.tool_calls = a
-                .tool_calls
-                .map(|t| parse_json("--tool-calls", &t))
-                .transpose()?;
+            m.tool_calls = input::opt_json("--tool-calls", a.tool_calls)?;
             m.tool_call_id = a.tool_call_id;
             m.round_index = a.round;
-            m.meta = a.meta.map(|t| parse_json("--meta", &t)).transpose()?;
+            m.meta = input::opt_json("--meta", a.meta)?;
             let mut options = AppendOptions::new();
             options.idempotency_key = a.idempotency_key;
             options.expect_seq = a.expect_seq;
@@ -126,7 +126,7 @@ pub async fn run(ctx: &Ctx, cmd: MsgCmd) -> Result<()> {
                 .store_at(a.durable)
                 .append_with(&a.sid, &m, &options)
                 .await?;
-            println!("{seq}");
+            ctx.emit(seq, json!({ "seq": seq }))?;
         }
         MsgCmd::List {
             sid,
@@ -149,21 +149,29 @@ pub async fn run(ctx: &Ctx, cmd: MsgCmd) -> Result<()> {
     Ok(())
 }
 
+/// Prints `COMPACT_SEQ NOTE_SEQ` (`{"compact_seq", "note_seq"}` with --json).
 pub async fn compact(ctx: &Ctx, a: CompactArgs) -> Result<()> {
-    let mut c = Compaction::new(a.from, a.to, a.note);
+    let mut c = Compaction::new(a.from, a.to, input::text("--note", &a.note)?);
     c.before_tokens = a.before_tokens;
     c.after_tokens = a.after_tokens;
     c.round_index = a.round;
     let (compact_seq, note_seq) = ctx.store.compact(&a.sid, &c).await?;
-    println!("{compact_seq} {note_seq}");
-    Ok(())
+    ctx.emit(
+        format!("{compact_seq} {note_seq}"),
+        json!({ "compact_seq": compact_seq, "note_seq": note_seq }),
+    )
 }
 
+/// Prints the total tokens recorded (the usage record with --json).
 pub async fn usage(ctx: &Ctx, a: UsageArgs) -> Result<()> {
     let mut u = Usage::new(a.round, a.prompt, a.completion);
     if let Some(total) = a.total {
         u = u.total(total);
     }
     u.model = a.model;
-    ctx.store.record_usage(&a.sid, &u).await
+    ctx.store.record_usage(&a.sid, &u).await?;
+    let total = u
+        .total_tokens
+        .map_or_else(|| "null".to_string(), |t| t.to_string());
+    ctx.emit(total, serde_json::to_value(&u)?)
 }

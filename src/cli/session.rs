@@ -2,15 +2,19 @@
 
 use std::time::Duration;
 
-use agentstate::{Lifecycle, MessageQuery, NewSession, Result};
+use agentstate::{
+    Checkpoint, Decision, Lifecycle, Message, MessageQuery, NewSession, Result, Session,
+};
 use clap::Subcommand;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use super::{parse_json, print_json, render, Ctx};
+use super::{help, input, print_json, render, Ctx};
 
 #[derive(Debug, Subcommand)]
 pub enum SessionCmd {
     /// Create a session; prints its id.
+    #[command(after_help = help::SESSION_CREATE)]
     Create {
         /// Session id (generated `sess_...` when absent).
         #[arg(long)]
@@ -30,25 +34,31 @@ pub enum SessionCmd {
         /// Model name.
         #[arg(long)]
         model: Option<String>,
-        /// System prompt.
-        #[arg(long)]
+        /// System prompt: TEXT, - (stdin) or @FILE.
+        #[arg(long, value_name = "TEXT")]
         system_prompt: Option<String>,
-        /// Metadata JSON.
-        #[arg(long)]
+        /// Metadata: JSON, - (stdin) or @FILE.
+        #[arg(long, value_name = "JSON")]
         metadata: Option<String>,
     },
-    /// Print the session, its working state, active messages and latest checkpoints.
+    /// Print the session, its sub-agents, working state, active messages, latest checkpoints
+    /// and pending decisions (an overview on a terminal; one JSON document when piped or
+    /// with --json).
+    #[command(after_help = help::SESSION_SHOW)]
     Show {
         /// Session id.
         sid: String,
     },
-    /// List session ids (all, or one user's), one per line.
+    /// List session ids (all, or one user's), one per line (a table on a terminal; JSON
+    /// lines with --json).
+    #[command(after_help = help::SESSION_LIST)]
     List {
         /// Only this user's sessions.
         #[arg(long)]
         user: Option<String>,
     },
     /// Delete the session (and linked/ephemeral sub-agents); prints how many were removed.
+    #[command(after_help = help::SESSION_CLOSE)]
     Close {
         /// Session id.
         sid: String,
@@ -56,12 +66,14 @@ pub enum SessionCmd {
         #[arg(long)]
         no_cascade: bool,
     },
-    /// Mark the session archived.
+    /// Mark the session archived; prints `archived`.
+    #[command(after_help = help::SESSION_ARCHIVE)]
     Archive {
         /// Session id.
         sid: String,
     },
-    /// Heartbeat: refresh the idle TTL.
+    /// Heartbeat: refresh the idle TTL; prints it (seconds).
+    #[command(after_help = help::SESSION_TOUCH)]
     Touch {
         /// Session id.
         sid: String,
@@ -89,77 +101,235 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> Result<()> {
             }
             new.ttl = ttl.map(Duration::from_secs);
             new.model = model;
-            new.system_prompt = system_prompt;
-            new.metadata = metadata.map(|m| parse_json("--metadata", &m)).transpose()?;
-            println!("{}", store.create_session(&new).await?);
-        }
-        SessionCmd::Show { sid } if render::for_people(ctx.json()) => {
-            show_for_people(ctx, &sid).await?
+            new.system_prompt = input::opt_text("--system-prompt", system_prompt)?;
+            new.metadata = input::opt_json("--metadata", metadata)?;
+            let sid = store.create_session(&new).await?;
+            ctx.emit(&sid, json!({ "id": sid }))?;
         }
         SessionCmd::Show { sid } => {
-            let session = store.require_session(&sid).await?;
-            let working = store.working(&sid).await?;
-            let messages = store.messages(&sid, MessageQuery::active()).await?;
-            let checkpoints: Map<String, Value> = store
-                .checkpoints(&sid)
-                .await?
-                .into_iter()
-                .map(|c| Ok((c.label.clone(), serde_json::to_value(c)?)))
-                .collect::<Result<_>>()?;
-            print_json(&json!({
-                "session": session,
-                "working": working.values,
-                "messages": messages,
-                "checkpoints": checkpoints,
-            }))?;
-        }
-        SessionCmd::List { user } => {
-            let ids = store.list_sessions(user.as_deref()).await?;
+            let overview = overview(ctx, &sid).await?;
             if render::for_people(ctx.json()) {
-                let mut rows = Vec::new();
-                for sid in &ids {
-                    rows.push(match store.session(sid).await? {
-                        Some(m) => vec![
-                            sid.clone(),
-                            m.user_id.unwrap_or_else(|| "-".into()),
-                            m.kind,
-                            m.parent.unwrap_or_else(|| "-".into()),
-                            m.status,
-                            (m.next_seq - 1).to_string(),
-                            render::age(m.updated_at),
-                        ],
-                        None => vec![sid.clone(), "-".into(), "(not live: restorable)".into()],
-                    });
-                }
-                render::table(
-                    &[
-                        "session", "user", "kind", "parent", "status", "messages", "updated",
-                    ],
-                    &rows,
-                );
-            } else if ctx.json() {
-                print_json(&ids)?;
+                show_for_people(&overview);
             } else {
-                for sid in ids {
-                    println!("{sid}");
-                }
+                print_json(&overview.document())?;
             }
         }
+        SessionCmd::List { user } => list(ctx, user.as_deref()).await?,
         SessionCmd::Close { sid, no_cascade } => {
-            println!("{}", store.close_session(&sid, !no_cascade).await?);
+            let removed = store.close_session(&sid, !no_cascade).await?;
+            ctx.emit(removed, json!({ "removed": removed }))?;
         }
-        SessionCmd::Archive { sid } => store.archive(&sid).await?,
-        SessionCmd::Touch { sid } => store.touch(&sid).await?,
+        SessionCmd::Archive { sid } => {
+            store.archive(&sid).await?;
+            ctx.emit("archived", json!({ "id": sid, "status": "archived" }))?;
+        }
+        SessionCmd::Touch { sid } => {
+            store.touch(&sid).await?;
+            let ttl = store.require_session(&sid).await?.ttl;
+            ctx.emit(ttl, json!({ "id": sid, "ttl": ttl }))?;
+        }
     }
     Ok(())
 }
 
-/// Prints the session's keys that exist in Redis, one per line.
+/// One row of `session list`: what the table shows, and the `--json` line.
+#[derive(Debug, Serialize)]
+struct Listed {
+    id: String,
+    /// False when the session is not live in Redis (expired or lost; restorable from SQLite).
+    live: bool,
+    user_id: Option<String>,
+    kind: Option<String>,
+    parent: Option<String>,
+    lifecycle: Option<&'static str>,
+    status: Option<String>,
+    messages: Option<u64>,
+    updated_at: Option<i64>,
+}
+
+/// `session list`: ids one per line when piped, a table on a terminal, JSON lines with
+/// `--json`.
+async fn list(ctx: &Ctx, user: Option<&str>) -> Result<()> {
+    let ids = ctx.store.list_sessions(user).await?;
+    let people = render::for_people(ctx.json());
+    if !people && !ctx.json() {
+        for sid in ids {
+            println!("{sid}");
+        }
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for sid in ids {
+        rows.push(match ctx.store.session(&sid).await? {
+            Some(m) => Listed {
+                live: true,
+                user_id: m.user_id,
+                kind: Some(m.kind),
+                parent: m.parent,
+                lifecycle: Some(m.lifecycle.as_str()),
+                status: Some(m.status),
+                messages: Some(m.next_seq - 1),
+                updated_at: Some(m.updated_at),
+                id: sid,
+            },
+            None => Listed {
+                id: sid,
+                live: false,
+                user_id: None,
+                kind: None,
+                parent: None,
+                lifecycle: None,
+                status: None,
+                messages: None,
+                updated_at: None,
+            },
+        });
+    }
+    if !people {
+        for row in &rows {
+            print_json(row)?;
+        }
+        return Ok(());
+    }
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let table: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|r| {
+            if !r.live {
+                return vec![r.id, "-".into(), "(not live: restorable)".into()];
+            }
+            vec![
+                r.id,
+                dash(r.user_id),
+                dash(r.kind),
+                dash(r.parent),
+                dash(r.status),
+                r.messages.unwrap_or(0).to_string(),
+                r.updated_at.map_or("-".into(), render::age),
+            ]
+        })
+        .collect();
+    render::table(
+        &[
+            "session", "user", "kind", "parent", "status", "messages", "updated",
+        ],
+        &table,
+    );
+    Ok(())
+}
+
+/// One key of `keys --json`.
+#[derive(Debug, Serialize)]
+struct KeyLine {
+    key: String,
+    #[serde(rename = "type")]
+    kind: String,
+    /// Seconds left of its idle TTL (-1: none).
+    ttl: i64,
+}
+
+/// Prints the session's keys that exist in Redis, one per line (JSON lines `{key, type,
+/// ttl}` with --json). A session with no key is unknown, or not live (expired or lost, and
+/// restorable from SQLite): both are errors, as for every other verb.
 pub async fn keys(ctx: &Ctx, sid: &str) -> Result<()> {
-    for key in ctx.store.session_key_names(sid).await? {
-        println!("{key}");
+    let names = ctx.store.session_key_names(sid).await?;
+    if names.is_empty() {
+        let p = ctx.store.keys().partition(sid);
+        let mut conn = ctx.store.conn().await?;
+        let indexed: bool = redis::cmd("SISMEMBER")
+            .arg(ctx.store.keys().sessions_index(p))
+            .arg(sid)
+            .query_async(&mut conn)
+            .await?;
+        if indexed {
+            return Err(agentstate::Error::InvalidInput(format!(
+                "session {sid} has no keys in Redis: it is not live (it expired or Redis lost it; SQLite may hold it) — `agentstate restore {sid}` brings it back"
+            )));
+        }
+        return Err(agentstate::Error::UnknownSession(sid.to_string()));
+    }
+    if !ctx.json() {
+        for key in names {
+            println!("{key}");
+        }
+        return Ok(());
+    }
+    let mut pipe = redis::pipe();
+    for key in &names {
+        pipe.cmd("TYPE").arg(key).cmd("TTL").arg(key);
+    }
+    let mut conn = ctx.store.conn().await?;
+    let facts: Vec<redis::Value> = pipe.query_async(&mut conn).await?;
+    for (key, pair) in names.into_iter().zip(facts.chunks(2)) {
+        let kind = match &pair[0] {
+            redis::Value::SimpleString(s) => s.clone(),
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            other => format!("{other:?}"),
+        };
+        let ttl = match pair[1] {
+            redis::Value::Int(n) => n,
+            _ => -1,
+        };
+        print_json(&KeyLine { key, kind, ttl })?;
     }
     Ok(())
+}
+
+/// A sub-agent in the tree under a session.
+#[derive(Debug, Serialize)]
+struct SubAgent {
+    id: String,
+    /// False when the sub-agent is not live in Redis (its fields below are then absent).
+    live: bool,
+    lifecycle: Option<&'static str>,
+    spawn_depth: Option<u32>,
+    messages: Option<u64>,
+    sub_agents: Vec<SubAgent>,
+}
+
+/// Everything `session show` shows, read once: the terminal overview and the JSON document
+/// are two renderings of it.
+struct Overview {
+    session: Session,
+    sub_agents: Vec<SubAgent>,
+    working: Map<String, Value>,
+    messages: Vec<Message>,
+    checkpoints: Vec<Checkpoint>,
+    pending: Vec<Decision>,
+}
+
+async fn overview(ctx: &Ctx, sid: &str) -> Result<Overview> {
+    let store = &ctx.store;
+    let session = store.require_session(sid).await?;
+    Ok(Overview {
+        sub_agents: tree(ctx, sid).await?,
+        working: store.working(sid).await?.values,
+        messages: store.messages(sid, MessageQuery::active()).await?,
+        checkpoints: store.checkpoints(sid).await?,
+        pending: store.incomplete_decisions(Some(sid)).await?,
+        session,
+    })
+}
+
+impl Overview {
+    /// The JSON document: SPEC §6's `session`, `working`, `messages` (every active one),
+    /// `checkpoints` (latest per label), plus `sub_agents` (the tree) and
+    /// `pending_decisions` (decisions without an outcome).
+    fn document(&self) -> Value {
+        let checkpoints: Map<String, Value> = self
+            .checkpoints
+            .iter()
+            .map(|c| (c.label.clone(), json!(c)))
+            .collect();
+        json!({
+            "session": self.session,
+            "sub_agents": self.sub_agents,
+            "working": self.working,
+            "messages": self.messages,
+            "checkpoints": checkpoints,
+            "pending_decisions": self.pending,
+        })
+    }
 }
 
 /// How many of the last active messages the overview shows.
@@ -167,9 +337,8 @@ const SHOWN_MESSAGES: usize = 10;
 
 /// The session overview for people: meta, sub-agent tree, working state, last messages,
 /// checkpoints and pending decisions.
-async fn show_for_people(ctx: &Ctx, sid: &str) -> Result<()> {
-    let store = &ctx.store;
-    let s = store.require_session(sid).await?;
+fn show_for_people(o: &Overview) {
+    let s = &o.session;
     println!(
         "session {}  ({}, {}, user {}, depth {}, ttl {}s, updated {})",
         s.id,
@@ -188,29 +357,26 @@ async fn show_for_people(ctx: &Ctx, sid: &str) -> Result<()> {
     }
     println!("\nsub-agents:");
     let mut lines = Vec::new();
-    tree(ctx, sid, "", &mut lines).await?;
+    tree_lines(&o.sub_agents, "", &mut lines);
     if lines.is_empty() {
         println!("  (none)");
     }
     for l in lines {
         println!("  {l}");
     }
-    let working = store.working(sid).await?;
-    println!("\nworking state (version {}):", working.version);
-    if working.values.is_empty() {
+    println!("\nworking state (version {}):", s.version);
+    if o.working.is_empty() {
         println!("  (empty)");
     }
-    for (k, v) in &working.values {
+    for (k, v) in &o.working {
         println!("  {k} = {}", render::clip(&v.to_string(), 100));
     }
-    let messages = store
-        .messages(sid, MessageQuery::active().last(SHOWN_MESSAGES))
-        .await?;
     println!(
         "\nlast messages ({} next seq, {} compactions):",
         s.next_seq, s.last_compact_seq
     );
-    let rows: Vec<Vec<String>> = messages
+    let skip = o.messages.len().saturating_sub(SHOWN_MESSAGES);
+    let rows: Vec<Vec<String>> = o.messages[skip..]
         .iter()
         .map(|m| {
             vec![
@@ -223,11 +389,10 @@ async fn show_for_people(ctx: &Ctx, sid: &str) -> Result<()> {
         .collect();
     render::table(&["seq", "role", "name", "content"], &rows);
     println!("\ncheckpoints:");
-    let checkpoints = store.checkpoints(sid).await?;
-    if checkpoints.is_empty() {
+    if o.checkpoints.is_empty() {
         println!("  (none)");
     }
-    for c in checkpoints {
+    for c in &o.checkpoints {
         let keys: Vec<&String> = c
             .payload
             .as_object()
@@ -242,51 +407,75 @@ async fn show_for_people(ctx: &Ctx, sid: &str) -> Result<()> {
         );
     }
     println!("\npending decisions:");
-    let pending = store.incomplete_decisions(Some(sid)).await?;
-    if pending.is_empty() {
+    if o.pending.is_empty() {
         println!("  (none)");
     }
-    for d in pending {
+    for d in &o.pending {
         println!(
             "  {}  {} — {}{}",
             d.id,
             render::clip(&d.decision, 50),
             render::clip(&d.rationale, 50),
             d.planned_action
+                .as_ref()
                 .map(|a| format!(" (action: {a})"))
                 .unwrap_or_default()
         );
     }
-    Ok(())
 }
 
-/// Appends the sub-agent tree under `sid` as indented lines.
+/// The sub-agent tree under `sid`.
 fn tree<'a>(
     ctx: &'a Ctx,
     sid: &'a str,
-    indent: &'a str,
-    lines: &'a mut Vec<String>,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + 'a>> {
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<SubAgent>>> + 'a>> {
     Box::pin(async move {
-        let kids = ctx.store.children(sid).await?;
-        for (i, kid) in kids.iter().enumerate() {
-            let last = i + 1 == kids.len();
-            let label = match ctx.store.session(kid).await? {
-                Some(m) => format!(
-                    "{kid} ({}, depth {}, {} msgs)",
-                    m.lifecycle.as_str(),
-                    m.spawn_depth,
-                    m.next_seq - 1
-                ),
-                None => format!("{kid} (not live)"),
+        let mut out = Vec::new();
+        for kid in ctx.store.children(sid).await? {
+            let agent = match ctx.store.session(&kid).await? {
+                Some(m) => SubAgent {
+                    sub_agents: tree(ctx, &kid).await?,
+                    id: kid,
+                    live: true,
+                    lifecycle: Some(m.lifecycle.as_str()),
+                    spawn_depth: Some(m.spawn_depth),
+                    messages: Some(m.next_seq - 1),
+                },
+                None => SubAgent {
+                    id: kid,
+                    live: false,
+                    lifecycle: None,
+                    spawn_depth: None,
+                    messages: None,
+                    sub_agents: Vec::new(),
+                },
             };
-            lines.push(format!(
-                "{indent}{}{label}",
-                if last { "└── " } else { "├── " }
-            ));
-            let deeper = format!("{indent}{}", if last { "    " } else { "│   " });
-            tree(ctx, kid, &deeper, lines).await?;
+            out.push(agent);
         }
-        Ok(())
+        Ok(out)
     })
+}
+
+/// The tree as indented lines, as `tree(1)` draws it.
+fn tree_lines(agents: &[SubAgent], indent: &str, lines: &mut Vec<String>) {
+    for (i, a) in agents.iter().enumerate() {
+        let last = i + 1 == agents.len();
+        let label = if a.live {
+            format!(
+                "{} ({}, depth {}, {} msgs)",
+                a.id,
+                a.lifecycle.unwrap_or("-"),
+                a.spawn_depth.unwrap_or(0),
+                a.messages.unwrap_or(0)
+            )
+        } else {
+            format!("{} (not live)", a.id)
+        };
+        lines.push(format!(
+            "{indent}{}{label}",
+            if last { "└── " } else { "├── " }
+        ));
+        let deeper = format!("{indent}{}", if last { "    " } else { "│   " });
+        tree_lines(&a.sub_agents, &deeper, lines);
+    }
 }

@@ -2,8 +2,11 @@
 
 use std::time::Duration;
 
+use std::io::IsTerminal;
+
 use agentstate::spill::inspect;
 use agentstate::{Result, SpillConfig, SpillDaemon};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{print_json, render, Ctx};
@@ -24,15 +27,29 @@ pub struct SpillArgs {
 }
 
 /// Runs the spill daemon until SIGINT/SIGTERM (drains the batch in flight, commits, exits
-/// 0), or once with `--once` (prints what it committed as JSON).
+/// 0), or once with `--once` (prints what it committed as JSON). The daemon logs a line on
+/// stderr when it starts and stops; with --json those two are also JSON lines on stdout
+/// (`{"event":"started",...}`, `{"event":"stopped",...}`).
 pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
+    let lease = Duration::from_millis(args.lease_ms.max(1));
     let config = SpillConfig::new(ctx.global.db())
         .interval(Duration::from_millis(args.interval_ms))
-        .lease_ttl(Duration::from_millis(args.lease_ms.max(1)));
+        .lease_ttl(lease);
     let daemon = SpillDaemon::open(ctx.store.clone(), config).await?;
     if args.once {
         let report = daemon.run_once().await?;
         return print_json(&report);
+    }
+    let owner = daemon.owner().to_string();
+    if ctx.json() {
+        print_json(&json!({
+            "event": "started",
+            "redis": agentstate::address::redacted(&ctx.store.config().redis_url),
+            "db": ctx.global.db(),
+            "partitions": ctx.store.keys().partitions(),
+            "lease_ms": lease.as_millis() as u64,
+            "owner": owner,
+        }))?;
     }
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
@@ -45,7 +62,11 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         }
         on_signal.cancel();
     });
-    daemon.run(cancel).await
+    daemon.run(cancel).await?;
+    if ctx.json() {
+        print_json(&json!({ "event": "stopped", "owner": owner }))?;
+    }
+    Ok(())
 }
 
 /// Arguments of `agentstate restore`.
@@ -61,7 +82,8 @@ pub struct RestoreArgs {
 
 /// `agentstate restore SID... | --all`: makes each session live from SQLite; prints
 /// `restored`, or `live` when it was live already (for several sessions `<sid>
-/// restored|live` per line, with a progress bar on stderr). Works with or without a running
+/// restored|live` per line, with a progress bar on stderr; with --json one line
+/// `{"id","state"}` per session). Works with or without a running
 /// daemon: for the length of the command a daemon of this process stands by on `--db`; it
 /// takes only partitions no daemon owns (leases), so a partition's owner serves its
 /// requests and nothing races it.
@@ -128,7 +150,9 @@ async fn restore_through_daemon(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
         bar.set_message(sid.clone());
         let restored = ctx.store.restore_session(sid).await?;
         let state = if restored { "restored" } else { "live" };
-        if sids.len() == 1 {
+        if ctx.json() {
+            bar.suspend(|| print_json(&json!({ "id": sid, "state": state })))?;
+        } else if sids.len() == 1 {
             println!("{state}");
         } else {
             bar.suspend(|| println!("{sid} {state}"));
@@ -181,17 +205,60 @@ pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
     Ok(())
 }
 
+/// Arguments of `agentstate stats`.
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    /// Refresh until Ctrl-C: redraws the table on a terminal; piped, prints each reading
+    /// (JSON lines with --json, each carrying `at`).
+    #[arg(long)]
+    watch: bool,
+    /// Time between readings with --watch, milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    interval_ms: u64,
+}
+
 /// `agentstate stats`: per partition, entries pending, last committed ids, flush rate and
-/// lag (JSON lines with `--json`, else a table).
-pub async fn stats(ctx: &Ctx) -> Result<()> {
-    let stats = inspect::stats(&ctx.store).await?;
+/// lag (JSON lines with `--json`, else a table with a total row); `--watch` repeats it.
+pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Result<()> {
+    let redraw = args.watch && !ctx.json() && std::io::stdout().is_terminal();
+    // Installed once, before the first reading: a Ctrl-C that arrives while a reading is
+    // taken or printed is kept, not lost between two waits.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut first = true;
+    loop {
+        let stats = inspect::stats(&ctx.store).await?;
+        if redraw {
+            // Home and clear, then the header line of the watch.
+            print!("\x1b[H\x1b[2J");
+            println!(
+                "agentstate stats — {} every {} ms (Ctrl-C stops)\n",
+                agentstate::address::address(&ctx.store.config().redis_url),
+                args.interval_ms
+            );
+        } else if args.watch && !ctx.json() && !first {
+            println!();
+        }
+        first = false;
+        print_stats(ctx, &stats)?;
+        if !args.watch {
+            return Ok(());
+        }
+        std::io::Write::flush(&mut std::io::stdout())?;
+        tokio::select! {
+            _ = interrupt.recv() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_millis(args.interval_ms.max(10))) => {}
+        }
+    }
+}
+
+fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
     if ctx.json() {
-        for s in &stats {
+        for s in stats {
             print_json(s)?;
         }
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = stats
+    let mut rows: Vec<Vec<String>> = stats
         .iter()
         .map(|s| {
             vec![
@@ -206,6 +273,34 @@ pub async fn stats(ctx: &Ctx) -> Result<()> {
             ]
         })
         .collect();
+    let rates: Vec<f64> = stats.iter().filter_map(|s| s.flush_rate).collect();
+    rows.push(vec![
+        "all".into(),
+        stats
+            .iter()
+            .map(|s| s.wal_pending)
+            .sum::<usize>()
+            .to_string(),
+        stats
+            .iter()
+            .map(|s| s.decisions_pending)
+            .sum::<usize>()
+            .to_string(),
+        String::new(),
+        String::new(),
+        if rates.is_empty() {
+            "-".into()
+        } else {
+            format!("{:.0}", rates.iter().sum::<f64>().max(0.0))
+        },
+        stats
+            .iter()
+            .map(|s| s.lag_ms)
+            .max()
+            .unwrap_or(0)
+            .to_string(),
+        String::new(),
+    ]);
     render::table(
         &[
             "part",

@@ -2,16 +2,18 @@
 
 use agentstate::Result;
 use clap::Subcommand;
+use serde_json::json;
 
-use super::{parse_json, print_opt_json, Ctx};
+use super::{help, input, print_opt_json, Ctx};
 
 #[derive(Debug, Subcommand)]
 pub enum StateCmd {
     /// Save a state snapshot; prints the round id.
+    #[command(after_help = help::STATE_SAVE)]
     Save {
         /// User id.
         uid: String,
-        /// State JSON.
+        /// The state: JSON, - (stdin) or @FILE.
         #[arg(value_name = "JSON")]
         value: String,
         /// Session (default "default").
@@ -22,6 +24,7 @@ pub enum StateCmd {
         round: Option<u64>,
     },
     /// Print a round's state (the latest when --round is absent), or null.
+    #[command(after_help = help::STATE_EXPORT)]
     Export {
         /// User id.
         uid: String,
@@ -42,12 +45,12 @@ pub async fn run(ctx: &Ctx, cmd: StateCmd) -> Result<()> {
             session,
             round,
         } => {
-            let state = parse_json("state", &value)?;
+            let state = input::json("state", &value)?;
             let round = ctx
                 .store
                 .save_state(&uid, &state, session.as_deref(), round)
                 .await?;
-            println!("{round}");
+            ctx.emit(round, json!({ "round": round }))?;
         }
         StateCmd::Export {
             uid,

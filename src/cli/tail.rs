@@ -52,6 +52,9 @@ pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
         .max_deliveries(a.max_deliveries)
         .count(batch);
     let mut consumer = ctx.store.consumer(&a.group, &a.consumer, options).await?;
+    // Installed once: a Ctrl-C that arrives while entries are printed or acked is kept for
+    // the next wait instead of being lost.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut printed = 0usize;
     loop {
         // A bounded tail takes only what it will print, so consumers sharing a group share
@@ -64,7 +67,7 @@ pub async fn run(ctx: &Ctx, a: TailArgs) -> Result<()> {
         };
         let got = tokio::select! {
             got = read => got?,
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = interrupt.recv() => return Ok(()),
         };
         if got.is_empty() {
             if a.count.is_some() {

@@ -2,19 +2,20 @@
 
 use agentstate::Result;
 use clap::Subcommand;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::{parse_json, print_json, print_opt_json, Ctx};
+use super::{help, input, print_json, print_opt_json, Ctx};
 
 #[derive(Debug, Subcommand)]
 pub enum WorkCmd {
     /// Set KEY to a JSON value; prints the new version.
+    #[command(after_help = help::WORK_SET)]
     Set {
         /// Session id.
         sid: String,
         /// Working-state key.
         key: String,
-        /// JSON value.
+        /// The value: JSON, - (stdin) or @FILE.
         #[arg(value_name = "JSON")]
         value: String,
         /// Only if the session's version is still N (else a conflict, exit 1).
@@ -22,6 +23,7 @@ pub enum WorkCmd {
         if_version: Option<u64>,
     },
     /// Print one value (or null), or all keys as one object.
+    #[command(after_help = help::WORK_GET)]
     Get {
         /// Session id.
         sid: String,
@@ -29,6 +31,7 @@ pub enum WorkCmd {
         key: Option<String>,
     },
     /// Delete a key; prints the new version.
+    #[command(after_help = help::WORK_DEL)]
     Del {
         /// Session id.
         sid: String,
@@ -46,12 +49,12 @@ pub async fn run(ctx: &Ctx, cmd: WorkCmd) -> Result<()> {
             value,
             if_version,
         } => {
-            let value = parse_json("working value", &value)?;
+            let value = input::json("working value", &value)?;
             let version = match if_version {
                 Some(v) => store.set_working_if_version(&sid, &key, &value, v).await?,
                 None => store.set_working(&sid, &key, &value).await?,
             };
-            println!("{version}");
+            ctx.emit(version, json!({ "version": version }))?;
         }
         WorkCmd::Get {
             sid,
@@ -63,7 +66,10 @@ pub async fn run(ctx: &Ctx, cmd: WorkCmd) -> Result<()> {
             let state = store.working(&sid).await?;
             print_json(&Value::Object(state.values))?;
         }
-        WorkCmd::Del { sid, key } => println!("{}", store.delete_working(&sid, &key).await?),
+        WorkCmd::Del { sid, key } => {
+            let version = store.delete_working(&sid, &key).await?;
+            ctx.emit(version, json!({ "version": version }))?;
+        }
     }
     Ok(())
 }

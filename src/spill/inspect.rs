@@ -34,18 +34,23 @@ pub struct PartitionStats {
     pub decisions_committed: Option<String>,
     /// Entries per second the owning daemon committed over its last window.
     pub flush_rate: Option<f64>,
-    /// How far SQLite is behind, ms: newest entry time minus last committed entry time, the
-    /// larger over both streams (0 when nothing is pending).
+    /// How long the oldest entry SQLite has not committed has waited, ms: `at` minus its
+    /// time, the larger over both streams; 0 when nothing waits. It grows while the daemon
+    /// is stopped or behind, and a write after an idle hour is not an hour of lag: alert on
+    /// it.
     pub lag_ms: u64,
     /// The daemon that owns the partition (`<pid>-<random>`), if any.
     pub owner: Option<String>,
+    /// When the figures were read, ms since the epoch (Redis clock, as the entry ids).
+    pub at: u64,
 }
 
-/// Pending count and lag of one stream after `committed`.
+/// Pending count and lag of one stream after `committed`, at `now` (ms, Redis clock).
 async fn pending(
     conn: &mut crate::connection::Connection,
     key: &str,
     committed: Option<&str>,
+    now: u64,
 ) -> Result<(usize, u64)> {
     let from = committed.map_or_else(|| "-".to_string(), |c| format!("({c}"));
     let ids: Vec<(String, HashMap<String, String>)> = redis::cmd("XRANGE")
@@ -56,25 +61,11 @@ async fn pending(
         .arg(PENDING_COUNT_CAP)
         .query_async(conn)
         .await?;
-    let newest: Vec<(String, HashMap<String, String>)> = redis::cmd("XREVRANGE")
-        .arg(key)
-        .arg("+")
-        .arg("-")
-        .arg("COUNT")
-        .arg(1)
-        .query_async(conn)
-        .await?;
-    let lag = match (ids.first(), newest.first()) {
-        (Some(_), Some((last, _))) => {
-            let newest_ms = parse_stream_id(last).map_or(0, |x| x.0);
-            let base_ms = committed
-                .and_then(parse_stream_id)
-                .or_else(|| ids.first().and_then(|(id, _)| parse_stream_id(id)))
-                .map_or(newest_ms, |x| x.0);
-            newest_ms.saturating_sub(base_ms)
-        }
-        _ => 0,
-    };
+    // The oldest uncommitted entry has waited since its id's time.
+    let lag = ids
+        .first()
+        .and_then(|(id, _)| parse_stream_id(id))
+        .map_or(0, |(ms, _)| now.saturating_sub(ms));
     Ok((ids.len(), lag))
 }
 
@@ -82,6 +73,8 @@ async fn pending(
 pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
     let keys = store.keys();
     let mut conn = store.conn().await?;
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
+    let now = secs * 1000 + micros / 1000;
     let mut out = Vec::new();
     for p in 0..keys.partitions() {
         let (published, spill, lease): (
@@ -97,11 +90,12 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
         let wal_committed = published.get(committed::WAL).cloned();
         let decisions_committed = published.get(committed::DECISIONS).cloned();
         let (wal_pending, wal_lag) =
-            pending(&mut conn, &keys.wal(p), wal_committed.as_deref()).await?;
+            pending(&mut conn, &keys.wal(p), wal_committed.as_deref(), now).await?;
         let (decisions_pending, d_lag) = pending(
             &mut conn,
             &keys.decisions(p),
             decisions_committed.as_deref(),
+            now,
         )
         .await?;
         out.push(PartitionStats {
@@ -113,6 +107,7 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
             flush_rate: spill.get("rate").and_then(|r| r.parse().ok()),
             lag_ms: wal_lag.max(d_lag),
             owner: lease.and_then(|l| l.split_once(' ').map(|(o, _)| o.to_string())),
+            at: now,
         });
     }
     Ok(out)

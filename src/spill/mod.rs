@@ -17,6 +17,7 @@
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
+mod events;
 mod flusher;
 pub mod inspect;
 mod ownership;
@@ -34,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
+use events::PassEvents;
 pub use rehydrator::restore_from_sqlite;
 
 /// How the daemon runs.
@@ -151,6 +153,8 @@ pub struct SpillDaemon {
     parts: Vec<Partition>,
     /// Stops the batch loops between transactions.
     cancel: CancellationToken,
+    /// What happened to partitions during the current pass, logged once per kind at its end.
+    events: PassEvents,
 }
 
 impl std::fmt::Debug for SpillDaemon {
@@ -195,6 +199,7 @@ impl SpillDaemon {
             db: Arc::new(Mutex::new(conn)),
             parts,
             cancel: CancellationToken::new(),
+            events: PassEvents::default(),
         })
     }
 
@@ -205,16 +210,68 @@ impl SpillDaemon {
 
     /// Runs until `cancel` fires: passes over every partition, pausing `interval` when idle.
     /// On cancel it finishes the transaction in flight, releases its leases and returns.
-    /// Errors of a pass (Redis down, ...) are logged and retried.
+    /// Errors of a pass (Redis down, ...) are logged and retried. It logs one line when it
+    /// starts (Redis address, SQLite file, partitions, lease time) and one when it stops, and
+    /// one line per event: an outage is one warning when it starts and one when Redis
+    /// answers again, however many partitions and passes it spans.
     pub async fn run(mut self, cancel: CancellationToken) -> Result<()> {
         self.cancel = cancel.clone();
-        tracing::info!(owner = %self.owner, db = %self.config.db_path.display(), "spill daemon started");
+        let started = Instant::now();
+        let redis = crate::address::redacted(&self.store.config().redis_url);
+        let mut total = PassReport::default();
+        // Since when passes fail (Redis unreachable, ...), and the error last logged.
+        let mut failing: Option<(Instant, String)> = None;
+        let mut first = true;
         while !cancel.is_cancelled() {
-            let pause = match self.pass().await {
-                Ok(report) if !report.idle() => Duration::ZERO,
-                Ok(_) => self.config.interval,
+            // The leases the first pass takes are part of starting: the start line says
+            // which, after it.
+            self.events.quiet_takes(first);
+            let outcome = self.pass().await;
+            if std::mem::take(&mut first) {
+                let owned: Vec<u32> = (0..self.parts.len() as u32)
+                    .filter(|p| self.parts[*p as usize].token > 0)
+                    .collect();
+                tracing::info!(
+                    redis = %redis,
+                    db = %self.config.db_path.display(),
+                    partitions = self.store.keys().partitions(),
+                    owns = %events::ranges(&owned),
+                    lease_ms = self.config.lease_ttl.as_millis() as u64,
+                    owner = %self.owner,
+                    "spill daemon started"
+                );
+            }
+            let pause = match outcome {
+                Ok(report) => {
+                    if let Some((since, _)) = failing.take() {
+                        tracing::warn!(
+                            redis = %redis,
+                            after_s = %format!("{:.1}", since.elapsed().as_secs_f64()),
+                            "spill passes work again (Redis answers)"
+                        );
+                    }
+                    total.add(report);
+                    if report.idle() {
+                        self.config.interval
+                    } else {
+                        Duration::ZERO
+                    }
+                }
                 Err(err) => {
-                    tracing::error!(error = %err, "spill pass failed; retrying");
+                    let text = err.to_string();
+                    match &failing {
+                        Some((_, logged)) if *logged == text => {
+                            tracing::debug!(error = %err, "spill pass failed again; retrying")
+                        }
+                        _ if err.is_unavailable() => tracing::warn!(
+                            redis = %redis,
+                            error = %err,
+                            "cannot reach Redis; retrying until it answers"
+                        ),
+                        _ => tracing::error!(error = %err, "spill pass failed; retrying"),
+                    }
+                    let since = failing.take().map_or_else(Instant::now, |(t, _)| t);
+                    failing = Some((since, text));
                     self.config.interval.max(Duration::from_millis(200))
                 }
             };
@@ -224,7 +281,14 @@ impl SpillDaemon {
             }
         }
         self.release_all().await;
-        tracing::info!(owner = %self.owner, "spill daemon stopped");
+        tracing::info!(
+            owner = %self.owner,
+            wal = total.wal,
+            decisions = total.decisions,
+            restored = total.restored,
+            ran_s = %format!("{:.1}", started.elapsed().as_secs_f64()),
+            "spill daemon stopped; leases released"
+        );
         Ok(())
     }
 
@@ -253,22 +317,37 @@ impl SpillDaemon {
     /// partition could be worked on (Redis down).
     pub async fn pass(&mut self) -> Result<PassReport> {
         let mut report = PassReport::default();
-        let (mut worked, mut failure) = (false, None);
+        let (mut worked, mut failure, mut unreachable) = (false, None, None);
         for p in 0..self.store.keys().partitions() {
             if self.cancel.is_cancelled() {
                 break;
             }
             match self.pass_partition(p, &mut report).await {
                 Ok(()) => worked = true,
+                // Redis out of reach is not about one partition: the pass fails as a whole.
+                Err(err) if err.is_unavailable() => {
+                    unreachable.get_or_insert(err);
+                }
                 Err(err) => {
-                    tracing::error!(partition = p, error = %err, "partition pass failed; the others go on");
+                    self.events.failed(p, &err);
                     failure = Some(err);
                 }
             }
         }
-        match failure {
-            Some(err) if !worked => Err(err),
-            _ => Ok(report),
+        match (unreachable, failure) {
+            (Some(err), _) => {
+                self.events.emit(false);
+                Err(err)
+            }
+            // No partition could be worked on: one error for the caller to log.
+            (None, Some(err)) if !worked => {
+                self.events.emit(false);
+                Err(err)
+            }
+            _ => {
+                self.events.emit(true);
+                Ok(report)
+            }
         }
     }
 
@@ -323,7 +402,7 @@ impl SpillDaemon {
         part.window_count = 0;
         let flushed = part.flushed;
         if rate > 0.0 {
-            tracing::info!(partition = p, rate = format!("{rate:.0}"), flushed, wal = %part.wal, decisions = %part.decisions, "spill figures");
+            tracing::debug!(partition = p, rate = format!("{rate:.0}"), flushed, wal = %part.wal, decisions = %part.decisions, "spill figures");
         }
         let mut conn = self.store.conn().await?;
         let _: () = redis::cmd("HSET")

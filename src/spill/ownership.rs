@@ -62,11 +62,7 @@ impl SpillDaemon {
             held => held,
         };
         let Some(token) = claim(&self.store, p, &self.owner, ttl, floor).await? else {
-            let part = &self.parts[p as usize];
-            if part.token > 0 {
-                tracing::warn!(partition = p, "lost the partition lease");
-            }
-            self.parts[p as usize].token = 0;
+            self.lost_lease(p);
             return Ok(false);
         };
         if token != self.parts[p as usize].token {
@@ -93,17 +89,13 @@ impl SpillDaemon {
                     })
                     .await?;
                     if rebased {
-                        tracing::warn!(
-                            partition = p,
-                            wal_lost,
-                            decisions_lost,
-                            "streams were lost with Redis; reading them from the start"
-                        );
+                        self.events.rebased(p);
                         (wal, decisions, _) =
                             with_db(&self.db, move |c| sqlite::cursors(c, p)).await?;
                     }
                 }
-                rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
+                let (sessions, open) = rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
+                self.events.reseeded_indexes(p, sessions, open);
             }
             let ids = [
                 (committed::WAL, wal.as_str()),
@@ -115,7 +107,8 @@ impl SpillDaemon {
                 self.lost_lease(p);
                 return Ok(false);
             }
-            tracing::info!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
+            tracing::debug!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
+            self.events.took(p);
             let part = &mut self.parts[p as usize];
             *part = Partition {
                 wal,
@@ -137,7 +130,9 @@ impl SpillDaemon {
     pub(super) async fn reseed_user_data(&mut self, p: u32) -> Result<()> {
         let part = &self.parts[p as usize];
         let (wal, lease) = (part.wal.clone(), value(&self.owner, part.token));
-        rehydrator::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
+        let (values, rounds) =
+            rehydrator::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
+        self.events.reseeded_users(p, values, rounds);
         let seeded = [(committed::SEEDED, "1")];
         if !flusher::publish_committed(&self.store, p, &lease, &seeded).await? {
             self.lost_lease(p);
@@ -151,22 +146,35 @@ impl SpillDaemon {
     /// Redis lost its state): the next pass claims it anew and, after a loss, recovers.
     pub(super) fn lost_lease(&mut self, p: u32) {
         if self.parts[p as usize].token > 0 {
-            tracing::warn!(
-                partition = p,
-                "lost the partition lease (another owner, or Redis lost its state)"
-            );
+            self.events.lost(p);
         }
         self.parts[p as usize].token = 0;
     }
 
+    /// Gives up every lease this daemon holds; one warning for those it could not release
+    /// (they lapse after the lease time).
     pub(super) async fn release_all(&mut self) {
+        let mut failed = Vec::new();
+        let mut first: Option<crate::error::Error> = None;
         for p in 0..self.parts.len() as u32 {
             if self.parts[p as usize].token > 0 {
-                if let Err(err) = release(&self.store, p, &self.owner).await {
-                    tracing::warn!(partition = p, error = %err, "could not release the lease");
+                // Redis out of reach: do not wait out a retry per partition.
+                let unreachable = first.as_ref().is_some_and(|e| e.is_unavailable());
+                if unreachable {
+                    failed.push(p);
+                } else if let Err(err) = release(&self.store, p, &self.owner).await {
+                    failed.push(p);
+                    first.get_or_insert(err);
                 }
                 self.parts[p as usize].token = 0;
             }
+        }
+        if let Some(err) = first {
+            tracing::warn!(
+                partitions = %super::events::ranges(&failed),
+                error = %err,
+                "could not release the leases; they lapse after the lease time"
+            );
         }
     }
 }

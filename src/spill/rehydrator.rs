@@ -74,22 +74,17 @@ pub(super) async fn reseed_user_data(
     for ((user, session), list) in &rounds {
         written.1 += u64::from(restore_rounds(store, user, session, list).await?);
     }
-    tracing::info!(
-        partition = p,
-        values = written.0,
-        rounds = written.1,
-        "re-seeded user data from SQLite"
-    );
     Ok(written)
 }
 
 /// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis
 /// lost them: the daemon found `<prefix>:{p}:committed` empty), so listing shows them again.
+/// Returns how many sessions and open decisions it re-added.
 pub(super) async fn reseed_indexes(
     store: &Store,
     db: &Arc<Mutex<Connection>>,
     p: u32,
-) -> Result<()> {
+) -> Result<(usize, usize)> {
     let rows = with_db(db, move |c| snapshot::partition_sessions(c, p)).await?;
     // Decisions still without an outcome, so crash recovery (`incomplete_decisions`) and
     // `record_outcome` work again; HSETNX leaves any the new Redis holds alone.
@@ -117,13 +112,7 @@ pub(super) async fn reseed_indexes(
         }
         let _: () = pipe.query_async(&mut conn).await?;
     }
-    tracing::info!(
-        partition = p,
-        sessions = rows.len(),
-        open_decisions = open.len(),
-        "re-seeded the session indexes and open decisions from SQLite"
-    );
-    Ok(())
+    Ok((rows.len(), open.len()))
 }
 
 impl SpillDaemon {

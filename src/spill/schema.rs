@@ -155,7 +155,7 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
         tx.commit()?;
-        tracing::info!(version = i + 1, "applied sqlite migration");
+        tracing::debug!(version = i + 1, "applied sqlite migration");
     }
     Ok(())
 }

@@ -322,7 +322,17 @@ async fn malformed_json_through_the_cli_writes_nothing() {
     let cases: [&[&str]; 8] = [
         &["work", "set", "s", "k", "{bad"],
         &["session", "create", "--id", "n1", "--metadata", "{x"],
-        &["msg", "append", "s", "--role", "user", "--meta", "nope"],
+        &[
+            "msg",
+            "append",
+            "s",
+            "--role",
+            "user",
+            "--content",
+            "x",
+            "--meta",
+            "nope",
+        ],
         &[
             "msg",
             "append",

@@ -79,7 +79,10 @@ async fn commands_print_values_and_absent_ones_as_null() {
         "null\n"
     );
     assert_eq!(t.cli_ok(&["user", "get", "ann", "tz"]), "null\n");
-    assert_eq!(t.cli_ok(&["user", "set", "ann", "tz", "\"UTC\""]), "");
+    assert_eq!(
+        t.cli_ok(&["user", "set", "ann", "tz", "\"UTC\""]),
+        format!("{}\n", t.store.keys().user("ann"))
+    );
     assert_eq!(t.cli_ok(&["user", "get", "ann", "tz"]), "\"UTC\"\n");
     assert_eq!(t.cli_ok(&["user", "forget", "ann"]), "1\n");
     t.cli_ok(&["user", "set", "ann", "tz", "1"]);
@@ -123,7 +126,14 @@ async fn commands_print_values_and_absent_ones_as_null() {
         .collect();
     assert_eq!(
         top,
-        BTreeSet::from(["session", "working", "messages", "checkpoints"])
+        BTreeSet::from([
+            "session",
+            "sub_agents",
+            "working",
+            "messages",
+            "checkpoints",
+            "pending_decisions"
+        ])
     );
     assert_eq!(show["session"]["id"], "c1");
     assert_eq!(show["session"]["user_id"], "ann");
@@ -181,10 +191,14 @@ async fn commands_print_values_and_absent_ones_as_null() {
         "true\n"
     );
     assert_eq!(t.cli_ok(&["decisions", "incomplete"]), "");
-    assert_eq!(t.cli_ok(&["session", "archive", "c1"]), "");
-    assert_eq!(t.cli_ok(&["session", "touch", "c1"]), "");
+    assert_eq!(t.cli_ok(&["session", "archive", "c1"]), "archived\n");
+    assert_eq!(t.cli_ok(&["session", "touch", "c1"]), "3600\n");
     assert_eq!(t.cli_ok(&["session", "close", "c1"]), "2\n");
-    assert_eq!(t.cli_ok(&["keys", "c1"]), "");
+    assert_eq!(
+        t.cli(&["keys", "c1"]).runtime_error(),
+        "error: unknown session c1 — `agentstate session list` lists the sessions; \
+         `agentstate session create --id ...` makes one"
+    );
     assert_eq!(t.cli_ok(&["session", "list"]), "");
 }
 
@@ -194,39 +208,66 @@ async fn runtime_errors_exit_1_with_one_error_line_and_write_nothing() {
     t.cli_ok(&["session", "create", "--id", "e1"]);
     t.cli_ok(&["msg", "append", "e1", "--role", "user", "--content", "hi"]);
     t.cli_ok(&["work", "set", "e1", "k", "1"]);
-    let cases: [(&[&str], &str); 10] = [
+    // Each line names what failed and, after ` — `, the next step (issue 16).
+    let unknown = "error: unknown session nope — `agentstate session list` lists the sessions; \
+                   `agentstate session create --id ...` makes one";
+    let cases: [(&[&str], &str); 12] = [
         (
-            &["msg", "append", "nope", "--role", "user"],
-            "error: unknown session nope",
+            &["msg", "append", "nope", "--role", "user", "--content", "x"],
+            unknown,
         ),
-        (&["msg", "list", "nope"], "error: unknown session nope"),
-        (&["session", "show", "nope"], "error: unknown session nope"),
-        (&["session", "close", "nope"], "error: unknown session nope"),
+        (&["msg", "list", "nope"], unknown),
+        (&["session", "show", "nope"], unknown),
+        (&["session", "close", "nope"], unknown),
+        (&["keys", "nope"], unknown),
         (
             &["work", "set", "e1", "k", "2", "--if-version", "0"],
-            "error: conflict: expected 0, current is 1",
+            "error: conflict: expected 0, current is 1 — another writer got there first; \
+             read the current state and retry against 1",
         ),
         (
-            &["msg", "append", "e1", "--role", "user", "--expect-seq", "1"],
-            "error: conflict: expected 1, current is 2",
+            &[
+                "msg",
+                "append",
+                "e1",
+                "--role",
+                "user",
+                "--content",
+                "x",
+                "--expect-seq",
+                "1",
+            ],
+            "error: conflict: expected 1, current is 2 — another writer got there first; \
+             read the current state and retry against 2",
         ),
         (
             &["compact", "e1", "--from", "1", "--to", "2", "--note", "n"],
-            "error: bad seq range 1..=2",
+            "error: bad seq range 1 to 2: must satisfy 1 <= from <= to <= 1 — \
+             `agentstate msg list <session> --all` shows the seqs",
         ),
         (
             &["session", "create", "--id", "e1"],
-            "error: session e1 already exists",
+            "error: session e1 already exists — choose another --id, or leave --id out for a \
+             generated one",
         ),
-        (&["work", "get", "bad id"], "error: invalid session id"),
         (
-            &["msg", "append", "e1", "--role", "Boss"],
-            "error: invalid input: role",
+            &["work", "get", "bad id"],
+            "error: invalid session id \"bad id\": must be 1-128 characters of [A-Za-z0-9._@+-]",
+        ),
+        (
+            &["msg", "append", "e1", "--role", "Boss", "--content", "x"],
+            "error: invalid input: role \"Boss\": expected 1-32 lowercase letters (system, user, \
+             assistant, tool, ...) — see `agentstate msg append --help`",
+        ),
+        (
+            &["work", "set", "e1", "k", "{bad"],
+            "error: malformed JSON in working value: key must be a string at line 1 column 2 — \
+             give one JSON value, e.g. '{\"step\":1}' or '\"text\"' (quoted for the shell), or `-` \
+             to read it from stdin, `@FILE` from a file",
         ),
     ];
-    for (args, prefix) in cases {
-        let line = t.cli_rejected(args);
-        assert!(line.starts_with(prefix), "{args:?}: {line}");
+    for (args, want) in cases {
+        assert_eq!(t.cli_rejected(args), want, "{args:?}");
     }
 }
 
@@ -236,6 +277,8 @@ async fn bad_usage_exits_2_without_touching_redis() {
     let before = t.snapshot();
     for args in [
         &["msg", "append", "s"][..],
+        // A message needs content (or tool calls).
+        &["msg", "append", "s", "--role", "user"],
         &["frobnicate"],
         &["session", "create", "--lifecycle", "forever"],
         &["msg", "list", "s", "--after", "minus-one"],

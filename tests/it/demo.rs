@@ -7,6 +7,50 @@ use rusqlite::Connection;
 
 use crate::support::cli_at;
 
+/// True when `program` is on PATH.
+fn on_path(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Runs each closing hint of the demo in `dir` as printed, with a shell, and checks it
+/// works: exit 0 and some output (a `#` line is a comment). `agentstate` is not on PATH
+/// (as after `scripts/demo.sh`), and nothing answers on the default address.
+fn run_hints(dir: &std::path::Path, hints: &[String], probe: &str) {
+    assert!(!hints.is_empty());
+    for hint in hints {
+        let program = hint.split_whitespace().next().unwrap();
+        if program != "#" && !program.contains('/') && !on_path(program) {
+            continue; // e.g. no sqlite3 on this machine
+        }
+        let out = Command::new("sh")
+            .args(["-c", hint])
+            .current_dir(dir)
+            .env_remove("AGENTSTATE_REDIS_URL")
+            .env_remove("AGENTSTATE_DB")
+            .env("AGENTSTATE_DEFAULT_REDIS_URL", probe)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{hint}\n{stderr}");
+        assert_eq!(stdout.is_empty(), hint.starts_with('#'), "{hint}\n{stdout}");
+    }
+}
+
+/// The lines after `Look for yourself:` in the demo's narration.
+fn hints_in(stdout: &str) -> Vec<String> {
+    stdout
+        .split_once("Look for yourself:\n")
+        .unwrap()
+        .1
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
 /// The binary with no Redis configured: the embedded default probes `probe` instead of
 /// 127.0.0.1:6379 (so the machine's shared Redis is never involved).
 fn unconfigured(dir: &std::path::Path, probe: &str) -> Command {
@@ -119,6 +163,17 @@ fn demo_on_the_embedded_default_passes_every_check_and_leaves_the_history_in_sql
     assert!(stdout.contains("all checks passed"), "{stdout}");
     assert!(!stdout.contains('✗'), "{stdout}");
     assert_demo_history(&dir.path().join("agentstate-demo.db"));
+    // The closing hints run as printed: SQLite queries, the export (the live keys went with
+    // the private Redis, which the last line, a comment, says).
+    let hints = hints_in(&stdout);
+    assert!(
+        hints
+            .last()
+            .unwrap()
+            .starts_with("# the live keys went with"),
+        "{hints:?}"
+    );
+    run_hints(dir.path(), &hints, &dead_address());
 }
 
 #[test]
@@ -135,9 +190,18 @@ fn demo_on_a_shared_redis_works_in_its_own_namespace_and_leaves_the_session_live
     let out = cli_at(
         &server.url(),
         dir.path(),
-        &["--db", db.to_str().unwrap(), "demo"],
+        &["--db", db.to_str().unwrap(), "--json", "demo"],
     );
     assert_eq!(out.code, 0, "{out:?}");
+    // `--json`: one document with every step, its facts and checks, and the verdict.
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["passed"], true, "{report}");
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 8);
+    assert!(steps
+        .iter()
+        .flat_map(|s| s["checks"].as_array().unwrap())
+        .all(|c| c["ok"] == true));
     assert_demo_history(&db);
     let (sid, _, _) = planner_rows(&db);
     let p = agentstate::keys::Keys::new("asdemo", 16).partition(&sid);
@@ -156,6 +220,33 @@ fn demo_on_a_shared_redis_works_in_its_own_namespace_and_leaves_the_session_live
         Some("1"),
         "the demo touched a key outside its namespace"
     );
+    // Nothing of the demo stays in a shared Redis: every key of its namespace expires
+    // within the hour (its bookkeeping included), and no other key got a TTL.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("asdemo:*").query(&mut c).unwrap();
+    assert!(keys.len() > 40, "{keys:?}");
+    for key in &keys {
+        let ttl: i64 = redis::cmd("TTL").arg(key).query(&mut c).unwrap();
+        assert!(ttl > 0 && ttl <= 3600, "{key} has TTL {ttl}");
+    }
+    let ttl: i64 = redis::cmd("TTL")
+        .arg("as:someone-elses-key")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ttl, -1);
+    // Its closing hints run as printed: redis-cli on this server, the session from the CLI.
+    let hints: Vec<String> = report["look_for_yourself"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.starts_with(&format!("redis-cli -u {} HGETALL", server.url()))),
+        "{hints:?}"
+    );
+    run_hints(dir.path(), &hints, &dead_address());
 }
 
 #[test]
@@ -168,9 +259,34 @@ fn with_nothing_on_the_default_address_a_command_starts_a_private_redis() {
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(stdout, "s1\n");
-    assert!(
-        stderr.contains("started a private redis-server"),
-        "{stderr}"
+    // It says plainly that the Redis and its data end with the command, and how to keep them.
+    let url = stderr
+        .split_once("started a private redis-server on ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(
+        stderr,
+        format!(
+            "agentstate: nothing answers on 127.0.0.1:6379; started a private redis-server on \
+             {url} for this command only: it and its data are gone when the command ends. To \
+             keep them between commands, run `agentstate server` (or `docker compose up -d \
+             redis`) and export the AGENTSTATE_REDIS_URL it prints.\n"
+        )
+    );
+    // The next command has a fresh one: its error says why the session is unknown.
+    let out = unconfigured(dir.path(), &dead_address())
+        .args(["session", "show", "s1"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!((out.status.code(), stdout.as_str()), (Some(1), ""));
+    assert_eq!(
+        stderr.lines().last(),
+        Some(
+            "error: unknown session s1 — this command ran on a fresh private redis-server that \
+             holds nothing from earlier commands; keep one running with `agentstate server` (or \
+             `docker compose up -d redis`)"
+        )
     );
 }
 
@@ -190,4 +306,38 @@ fn with_no_redis_anywhere_the_error_names_both_ways_to_get_one() {
     assert!(stderr.starts_with("error: "), "{stderr}");
     assert!(stderr.contains("docker compose up -d redis"), "{stderr}");
     assert!(stderr.contains("redis-server"), "{stderr}");
+}
+
+#[test]
+fn the_private_redis_goes_with_the_command_even_when_it_is_killed() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = unconfigured(dir.path(), &dead_address());
+    let mut watch = cmd
+        .args(["stats", "--watch", "--interval-ms", "50"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut notice = String::new();
+    std::io::BufReader::new(watch.stderr.take().unwrap())
+        .read_line(&mut notice)
+        .unwrap();
+    let url = notice
+        .split_once("started a private redis-server on ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{notice}"))
+        .to_string();
+    assert!(agentstate::redis_server::ping(&url));
+    // SIGKILL: no destructor runs; the kernel still takes the redis-server along.
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while agentstate::redis_server::ping(&url) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the private redis-server outlived its command"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

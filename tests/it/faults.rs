@@ -17,9 +17,14 @@ async fn nothing_listening_is_redis_unavailable() {
 
     let dir = tempfile::tempdir().unwrap();
     let out = cli_at(&url, dir.path(), &["session", "list"]);
-    assert!(
-        out.runtime_error().starts_with("error: redis unavailable"),
-        "{out:?}"
+    // The address that failed, why, and what to do next.
+    assert_eq!(
+        out.runtime_error(),
+        format!(
+            "error: cannot reach Redis at {}: connection refused — start one with \
+             `agentstate server` (or `docker compose up -d redis`), or pass --redis URL",
+            url.trim_start_matches("redis://")
+        ),
     );
 }
 
@@ -102,7 +107,15 @@ async fn a_password_or_acl_protected_redis_works_with_credentials_in_the_url() {
         let out = cli_at(
             &url,
             server.dir(),
-            &["msg", "append", "locked", "--role", "user"],
+            &[
+                "msg",
+                "append",
+                "locked",
+                "--role",
+                "user",
+                "--content",
+                "x",
+            ],
         );
         assert_eq!(
             (out.code, out.stdout.as_str()),

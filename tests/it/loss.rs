@@ -88,7 +88,10 @@ async fn a_lost_redis_never_calls_a_durable_session_unknown_nor_lets_a_create_re
     );
     assert_eq!(
         created.stderr.lines().last(),
-        Some("error: session planner already exists"),
+        Some(
+            "error: session planner already exists — choose another --id, or leave --id out \
+             for a generated one"
+        ),
         "{created:?}"
     );
     assert_eq!(sqlite_messages(&db, "planner"), after);

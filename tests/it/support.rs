@@ -436,3 +436,65 @@ pub async fn create(t: &TestEnv, id: &str, user: Option<&str>, parent: Option<(&
     }
     assert_eq!(t.store.create_session(&new).await.unwrap(), id);
 }
+
+/// What a CLI run produced, from an output with exit status.
+pub fn cli_output(out: std::process::Output) -> CliOutput {
+    CliOutput {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+impl TestEnv {
+    /// Runs the CLI with `stdin` as its standard input.
+    pub fn cli_stdin(&self, args: &[&str], stdin: &[u8]) -> CliOutput {
+        use std::io::Write;
+        let mut child = self
+            .cli_command()
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run agentstate");
+        let mut input = child.stdin.take().unwrap();
+        let data = stdin.to_vec();
+        let writer = std::thread::spawn(move || input.write_all(&data));
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap().unwrap();
+        cli_output(out)
+    }
+
+    /// Runs the CLI on a pseudo-terminal (util-linux `script`), as a person at a terminal
+    /// sees it: stdout and stderr together, line ends `\r\n`.
+    pub fn cli_on_terminal(&self, args: &[&str]) -> String {
+        on_terminal(self.cli_command().args(args))
+    }
+}
+
+/// Runs `cmd` (program, arguments, env, directory) on a pseudo-terminal with `script` and
+/// returns everything it wrote there.
+pub fn on_terminal(cmd: &Command) -> String {
+    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+    let line: Vec<String> = std::iter::once(quote(cmd.get_program()))
+        .chain(cmd.get_args().map(quote))
+        .collect();
+    let mut script = Command::new("script");
+    script
+        .args(["-q", "-e", "-c", &line.join(" "), "/dev/null"])
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        script.current_dir(dir);
+    }
+    let out = script
+        .output()
+        .expect("script (util-linux) runs the CLI on a terminal");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -59,6 +59,7 @@ async fn a_store_and_the_cli_work_over_rediss() {
     );
     let out = Command::new(env!("CARGO_BIN_EXE_agentstate"))
         .args(["--redis", &url, "msg", "append", "secure", "--role", "user"])
+        .args(["--content", "over tls, from the CLI"])
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "2\n", "{out:?}");
@@ -72,4 +73,124 @@ async fn a_store_and_the_cli_work_over_rediss() {
         .map(|m| m.seq)
         .collect();
     assert_eq!(seqs, vec![1, 2]);
+}
+
+/// A private CA, and a certificate it signed for `localhost` / 127.0.0.1 (EC keys: quick).
+/// Returns the paths of the CA certificate, the server certificate and its key.
+fn private_ca(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
+    let p = |name: &str| dir.join(name);
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is needed to make the test certificates");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-days",
+                "1",
+                "-subj",
+                "/CN=test-ca",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "srv.key",
+                "-out",
+                "srv.csr",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        p("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-out",
+        "srv.pem",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    [p("ca.pem"), p("srv.pem"), p("srv.key")]
+}
+
+/// README: a Redis whose certificate a private CA signed is verified once SSL_CERT_FILE names
+/// that CA; without it the error says so and what to set.
+#[test]
+fn ssl_cert_file_makes_a_private_ca_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let [ca, cert, key] = private_ca(dir.path());
+    let tls_port = free_port().to_string();
+    let _server = RedisServer::start_with(&[
+        "--tls-port",
+        &tls_port,
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-key-file",
+        key.to_str().unwrap(),
+        "--tls-auth-clients",
+        "no",
+    ])
+    .unwrap();
+    let url = format!("rediss://localhost:{tls_port}");
+    let cli = |ca: Option<&std::path::Path>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentstate"));
+        cmd.env_remove("AGENTSTATE_LOG")
+            .env_remove("SSL_CERT_DIR")
+            .current_dir(dir.path())
+            .args(["--redis", &url, "session", "create", "--id", "ca"]);
+        match ca {
+            Some(ca) => cmd.env("SSL_CERT_FILE", ca),
+            None => cmd.env_remove("SSL_CERT_FILE"),
+        };
+        crate::support::cli_output(cmd.output().unwrap())
+    };
+    assert_eq!(
+        cli(None).runtime_error(),
+        format!(
+            "error: Redis at localhost:{tls_port} presented a TLS certificate this machine does \
+             not trust: invalid peer certificate: UnknownIssuer — for a private CA, set \
+             SSL_CERT_FILE=/path/to/ca.pem (PEM); `#insecure` at the end of a rediss:// URL \
+             skips verification (tests only)"
+        )
+    );
+    let out = cli(Some(&ca));
+    assert_eq!((out.code, out.stdout.as_str()), (0, "ca\n"), "{out:?}");
 }

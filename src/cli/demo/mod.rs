@@ -75,24 +75,26 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         .prefix(&prefix)
         .partitions(global.partitions);
     let store = Store::connect(config).await?;
-    println!("agentstate demo — a planner agent and two worker sub-agents share a live session in Redis;");
-    println!(
-        "a spill daemon keeps it durable in SQLite, and restores it when Redis loses everything."
+    let mut n = Narrator::new(8, global.json());
+    n.intro("agentstate demo — a planner agent and two worker sub-agents share a live session in Redis;");
+    n.intro(
+        "a spill daemon keeps it durable in SQLite, and restores it when Redis loses everything.",
     );
     match &redis {
-        DemoRedis::Private(s) => println!(
+        DemoRedis::Private(s) => n.intro(format!(
             "Redis:  private redis-server on {} (nothing answered on 127.0.0.1:6379)",
             s.url()
-        ),
+        )),
         DemoRedis::Shared(url) => {
-            println!(
-                "Redis:  {url}, namespace `{}` (wiped to play the loss of Redis)",
+            n.intro(format!(
+                "Redis:  {}, namespace `{}` (wiped to play the loss of Redis)",
+                agentstate::address::redacted(url),
                 store.keys().namespace_pattern()
-            );
+            ));
             wipe_namespace(&store).await?;
         }
     }
-    println!("SQLite: {}", db.display());
+    n.intro(format!("SQLite: {}", db.display()));
 
     let cancel = CancellationToken::new();
     let daemon = SpillDaemon::open(
@@ -113,7 +115,6 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         db,
         prefix,
     };
-    let mut n = Narrator::new(8);
     sessions(&sc, &mut n).await?;
     working_state(&sc, &mut n).await?;
     let last_seq = messages(&sc, &mut n).await?;
@@ -125,12 +126,92 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
 
     cancel.cancel();
     daemon_task.await.map_err(|e| Error::io(e.to_string()))??;
-    look_for_yourself(&sc, &redis);
+    if let DemoRedis::Shared(_) = &redis {
+        let expiring = expire_bookkeeping(&sc.store).await?;
+        n.say(format!(
+            "the demo's {expiring} bookkeeping keys (`{}`: indexes, streams, markers) expire in {} s, \
+             like its sessions, so nothing of it stays in this Redis",
+            sc.store.keys().namespace_pattern(),
+            DEMO_KEYS_TTL.as_secs()
+        ));
+    }
+    let hints = look_for_yourself(&sc, &redis);
+    n.hints("Look for yourself:", hints);
     n.finish(started)
 }
 
-/// The `sqlite3`, `redis-cli` and `agentstate` commands to look at what the demo left.
-fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) {
+/// How long the demo's keys stay in a shared Redis after the run: the session's idle TTL.
+const DEMO_KEYS_TTL: Duration = Duration::from_secs(3600);
+
+/// Gives every key of the demo's namespace that has no TTL (indexes, streams, the daemon's
+/// markers and leases' counters) the session idle TTL, so a shared Redis is left clean
+/// within the hour while the closing hints still work. Returns how many it gave one.
+async fn expire_bookkeeping(store: &Store) -> Result<usize> {
+    let keys = store.scan_namespace().await?;
+    let one_key = |name: &str, key: &String| {
+        let mut cmd = redis::cmd(name);
+        cmd.arg(key);
+        cmd
+    };
+    // Keys that already expire (the sessions') keep their TTL. (TTL, then EXPIRE:
+    // `EXPIRE ... NX` needs Redis 7.) One command per key: on a cluster they span slots.
+    let ttls: Vec<i64> = store
+        .fan_out(keys.iter().map(|k| one_key("TTL", k)).collect())
+        .await?;
+    let lasting: Vec<redis::Cmd> = keys
+        .iter()
+        .zip(ttls)
+        .filter(|(_, ttl)| *ttl == -1)
+        .map(|(k, _)| {
+            let mut cmd = one_key("EXPIRE", k);
+            cmd.arg(DEMO_KEYS_TTL.as_secs());
+            cmd
+        })
+        .collect();
+    let expiring = lasting.len();
+    let _: Vec<i64> = store.fan_out(lasting).await?;
+    Ok(expiring)
+}
+
+/// How to run this very binary in a shell: `agentstate` when that is what PATH finds,
+/// else its path (relative to the current directory when inside it), so the hints run as
+/// printed after `scripts/demo.sh` (which does not install it).
+fn program() -> String {
+    let Ok(me) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
+        return "agentstate".into();
+    };
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("agentstate"))
+            .find(|p| p.is_file())
+    });
+    if on_path.and_then(|p| p.canonicalize().ok()).as_ref() == Some(&me) {
+        return "agentstate".into();
+    }
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| d.canonicalize().ok());
+    match cwd.and_then(|d| me.strip_prefix(d).ok().map(|r| r.to_path_buf())) {
+        Some(rel) => format!("./{}", rel.display()),
+        None => me.display().to_string(),
+    }
+}
+
+/// Single-quotes `text` for a POSIX shell.
+fn sh_quote(text: &str) -> String {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-:@+=,".contains(c))
+    {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// The `sqlite3`, `redis-cli` and `agentstate` commands to look at what the demo left,
+/// runnable as printed.
+fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) -> Vec<String> {
     let Scenario {
         store,
         planner,
@@ -138,24 +219,44 @@ fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) {
         prefix,
         ..
     } = sc;
-    let db = db.display();
+    let db = sh_quote(&db.display().to_string());
     let keys = store.keys();
     let session = keys.session(planner);
-    println!("\nLook for yourself:");
-    println!("  sqlite3 {db} \"SELECT seq, json_extract(element,'$.state'), json_extract(element,'$.content') FROM messages WHERE session_id='{planner}' ORDER BY seq\"");
-    println!("  sqlite3 {db} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\"");
-    if let DemoRedis::Private(_) = redis {
-        println!("  (the private redis-server stops with the demo; run `docker compose up -d redis` or a local");
-        println!("   redis-server on 6379 and run the demo again to keep the live keys, then:)");
+    let me = program();
+    let mut lines = vec![
+        format!("sqlite3 {db} \"SELECT seq, json_extract(element,'$.state'), json_extract(element,'$.content') FROM messages WHERE session_id='{planner}' ORDER BY seq\""),
+        format!("sqlite3 {db} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\""),
+        format!("{me} --prefix {prefix} --db {db} export {planner}"),
+    ];
+    match redis {
+        DemoRedis::Private(_) => lines.push(format!(
+            "# the live keys went with the private redis-server; to look at them with redis-cli, \
+             run `{me} server --detach` (or `docker compose up -d redis`), then the demo again"
+        )),
+        DemoRedis::Shared(url) => {
+            let cli = if *url == agentstate::config::DEFAULT_REDIS_URL {
+                "redis-cli".to_string()
+            } else {
+                format!("redis-cli -u {}", sh_quote(url))
+            };
+            let redis_opt = if *url == agentstate::config::DEFAULT_REDIS_URL {
+                String::new()
+            } else {
+                format!(" --redis {}", sh_quote(url))
+            };
+            lines.extend([
+                format!("{cli} HGETALL {}", sh_quote(&session.meta)),
+                format!("{cli} LRANGE {} 0 -1", sh_quote(&session.msgs)),
+                format!(
+                    "{cli} XINFO GROUPS {}",
+                    sh_quote(&keys.decisions(session.partition))
+                ),
+                format!("{cli} TTL {}", sh_quote(&session.meta)),
+                format!("{me}{redis_opt} --prefix {prefix} --db {db} session show {planner}"),
+            ]);
+        }
     }
-    println!("  redis-cli HGETALL '{}'", session.meta);
-    println!("  redis-cli LRANGE '{}' 0 -1", session.msgs);
-    println!(
-        "  redis-cli XINFO GROUPS '{}'",
-        keys.decisions(session.partition)
-    );
-    println!("  redis-cli TTL '{}'", session.meta);
-    println!("  agentstate --prefix {prefix} --db {db} session show {planner}");
+    lines
 }
 
 /// The embedded default, for the demo: `--redis` or 127.0.0.1:6379 when something answers

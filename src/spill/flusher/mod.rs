@@ -89,11 +89,8 @@ impl SpillDaemon {
         })
         .await?;
         let Some(Applied { wal, decisions, .. }) = applied else {
-            tracing::warn!(
-                partition = p,
-                "another daemon owns the partition now (fenced)"
-            );
-            self.parts[p as usize].token = 0;
+            // Fenced: another daemon owns the partition now.
+            self.lost_lease(p);
             return Ok(None);
         };
         let ids = [

@@ -9,6 +9,7 @@ mod flush;
 mod reseed;
 mod restore;
 mod trim;
+mod watch;
 
 use agentstate::*;
 use serde_json::json;

@@ -1,0 +1,130 @@
+//! How a Redis URL is shown to people — in error lines, logs and notices: the address alone
+//! (`host:port`), never the password. The library's own URL parsing stays in `config`.
+
+/// The schemes a Redis URL may start with (single node, TLS, cluster seed lists, sockets).
+pub const SCHEMES: [&str; 6] = [
+    "redis",
+    "rediss",
+    "redis+cluster",
+    "rediss+cluster",
+    "unix",
+    "redis+unix",
+];
+
+/// The address of each URL of a comma-separated list, joined with `,`: `host:port` (port
+/// 6379 when the URL names none), or the socket path of a `unix://` URL.
+pub fn address(url: &str) -> String {
+    url.split(',')
+        .map(|part| one_address(part.trim()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn one_address(url: &str) -> String {
+    let url = url.split('#').next().unwrap_or(url);
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (scheme, rest),
+        None => ("", url),
+    };
+    if scheme.ends_with("unix") {
+        return rest.split('?').next().unwrap_or(rest).to_string();
+    }
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let has_port = match host_port.rfind(']') {
+        // [::1]:6379
+        Some(end) => host_port[end..].contains(':'),
+        None => host_port.contains(':'),
+    };
+    if has_port || host_port.is_empty() {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:6379")
+    }
+}
+
+/// The URL list with every password replaced by `***` (user names are kept).
+pub fn redacted(url: &str) -> String {
+    url.split(',')
+        .map(|part| {
+            let Some((scheme, rest)) = part.split_once("://") else {
+                return redact_authority(part);
+            };
+            format!("{scheme}://{}", redact_authority(rest))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `user:password@host...` → `user:***@host...`; `:password@host` → `:***@host`.
+fn redact_authority(rest: &str) -> String {
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            if userinfo.contains(':') {
+                format!("{user}:***@{host}{tail}")
+            } else {
+                // A lone userinfo is a password to redis-rs (`redis://secret@host`).
+                format!("***@{host}{tail}")
+            }
+        }
+        None => rest.to_string(),
+    }
+}
+
+/// Why `url` cannot be a Redis URL, if it cannot: each comma-separated part must start with
+/// one of [`SCHEMES`] (parts after the first of a cluster seed list may leave it out).
+pub fn check(url: &str) -> Result<(), String> {
+    for (i, part) in url.split(',').map(str::trim).enumerate() {
+        match part.split_once("://") {
+            Some((scheme, rest)) => {
+                if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+                    return Err(format!("the scheme {scheme}:// is not a Redis scheme"));
+                }
+                if rest.is_empty() {
+                    return Err("it names no host".into());
+                }
+            }
+            None if i == 0 => return Err("it has no scheme (redis://...)".into()),
+            None if part.is_empty() => return Err("it has an empty entry".into()),
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_never_show_passwords() {
+        assert_eq!(address("redis://127.0.0.1:6379"), "127.0.0.1:6379");
+        assert_eq!(address("redis://u:secret@h:7000/2"), "h:7000");
+        assert_eq!(address("rediss://h/#insecure"), "h:6379");
+        assert_eq!(address("redis://a:1,redis://b:2"), "a:1,b:2");
+        assert_eq!(address("redis+cluster://a:1,b:2"), "a:1,b:2");
+        assert_eq!(address("unix:///tmp/r.sock"), "/tmp/r.sock");
+        assert_eq!(address("redis://[::1]:6380"), "[::1]:6380");
+        assert_eq!(redacted("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redacted("redis://secret@h:1"), "redis://***@h:1");
+        assert_eq!(redacted("redis://h:1"), "redis://h:1");
+    }
+
+    #[test]
+    fn check_names_what_is_wrong() {
+        assert!(check("redis://h:1").is_ok());
+        assert!(check("redis+cluster://a:1,b:2").is_ok());
+        assert!(check("redis://a:1,redis://b:2").is_ok());
+        assert_eq!(
+            check("http://x").unwrap_err(),
+            "the scheme http:// is not a Redis scheme"
+        );
+        assert_eq!(
+            check("localhost:6379").unwrap_err(),
+            "it has no scheme (redis://...)"
+        );
+    }
+}

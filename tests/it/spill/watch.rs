@@ -1,0 +1,218 @@
+//! A daemon you can watch (issue 16): `agentstate spill` says when it starts and stops, in
+//! plain text when its log is a file, one line per event however many partitions it spans;
+//! `stats` lag is how long the oldest uncommitted entry has waited, and `--watch` repeats.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentstate::*;
+use serde_json::Value;
+
+use crate::support::{env, on_terminal, TestEnv};
+
+/// Sends SIGINT to a child process (Ctrl-C).
+fn interrupt(child: &std::process::Child) {
+    // SAFETY: signals our own child, which has not been reaped yet.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+}
+
+/// The `--json stats` line of partition `p`.
+fn stats_of(t: &TestEnv, p: u32) -> Value {
+    let out = t.cli_ok(&["--json", "stats"]);
+    serde_json::from_str(out.lines().nth(p as usize).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn stats_lag_is_how_long_the_oldest_uncommitted_entry_has_waited() {
+    let t = env().await;
+    crate::support::create(&t, "lagging", None, None).await;
+    let p = t.store.keys().partition("lagging");
+    t.flush().await;
+    assert_eq!(stats_of(&t, p)["lag_ms"], 0, "nothing waits");
+    // An idle spell, then one write: it has just arrived, so the lag is small — the old
+    // "newest minus last committed" would have counted the whole idle spell.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    t.store
+        .append("lagging", &NewMessage::new("user").content("after a pause"))
+        .await
+        .unwrap();
+    let fresh = stats_of(&t, p)["lag_ms"].as_u64().unwrap();
+    assert!(fresh < 500, "a write just made lags {fresh} ms");
+    // Nobody flushes: the lag grows with the wait, so it can be alerted on.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let waited = stats_of(&t, p);
+    assert!(waited["lag_ms"].as_u64().unwrap() >= 600, "{waited}");
+    assert_eq!(waited["wal_pending"], 1);
+    t.flush().await;
+    assert_eq!(stats_of(&t, p)["lag_ms"], 0);
+}
+
+#[tokio::test]
+async fn stats_watch_repeats_until_interrupted_and_redraws_on_a_terminal() {
+    let t = env().await;
+    let mut watch = t
+        .cli_command()
+        .args(["--json", "stats", "--watch", "--interval-ms", "50"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(watch.stdout.take().unwrap());
+    let mut readings: Vec<Vec<Value>> = Vec::new();
+    while readings.len() < 3 {
+        let mut reading = Vec::new();
+        for _ in 0..16 {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            reading.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+        readings.push(reading);
+    }
+    interrupt(&watch);
+    // Drain what it printed meanwhile, so it is never stuck writing to a full pipe.
+    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
+    assert!(
+        watch.wait().unwrap().success(),
+        "Ctrl-C ends the watch with 0"
+    );
+    let mut last_at = 0;
+    for reading in &readings {
+        let parts: Vec<u64> = reading
+            .iter()
+            .map(|r| r["partition"].as_u64().unwrap())
+            .collect();
+        assert_eq!(parts, (0..16).collect::<Vec<u64>>());
+        let at = reading[0]["at"].as_u64().unwrap();
+        assert!(at > last_at, "each reading is a new one");
+        last_at = at;
+    }
+    // On a terminal: the screen is cleared and the table redrawn, with a header.
+    let mut on_tty = Command::new("timeout");
+    on_tty
+        .args(["-s", "INT", "0.8", env!("CARGO_BIN_EXE_agentstate")])
+        .arg("--redis")
+        .arg(t.server.url())
+        .args(["stats", "--watch", "--interval-ms", "100"])
+        .env_remove("AGENTSTATE_LOG");
+    let screen = on_terminal(&on_tty);
+    assert!(screen.matches("\x1b[H\x1b[2J").count() >= 2, "{screen:?}");
+    let header = format!(
+        "agentstate stats — {} every 100 ms (Ctrl-C stops)",
+        t.server.url().trim_start_matches("redis://")
+    );
+    assert!(screen.contains(&header), "{screen:?}");
+    assert!(screen.contains("PART  WAL PENDING"), "{screen:?}");
+    assert!(screen.contains("\r\nall "), "a total row: {screen:?}");
+}
+
+/// Sessions until every partition holds at least one, each with a message.
+async fn one_session_per_partition(t: &TestEnv) {
+    let mut covered = BTreeSet::new();
+    let mut i = 0;
+    while covered.len() < 16 {
+        let sid = format!("w{i}");
+        crate::support::create(t, &sid, None, None).await;
+        t.store
+            .append(&sid, &NewMessage::new("user").content("x"))
+            .await
+            .unwrap();
+        covered.insert(t.store.keys().partition(&sid));
+        i += 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_logs_start_and_stop_in_plain_text_and_one_line_per_event() {
+    let mut t = env().await;
+    one_session_per_partition(&t).await;
+    t.flush().await;
+    let log = t.server.path("daemon.log");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentstate"))
+        .env_remove("AGENTSTATE_LOG")
+        .arg("--redis")
+        .arg(t.server.url())
+        .arg("--db")
+        .arg(t.db())
+        .args(["--json", "spill", "--interval-ms", "5", "--lease-ms", "500"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut events = BufReader::new(daemon.stdout.take().unwrap());
+    let mut first = String::new();
+    events.read_line(&mut first).unwrap();
+    let started: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(started["event"], "started");
+    assert_eq!(started["redis"], t.server.url());
+    assert_eq!(started["db"], t.db().to_str().unwrap());
+    assert_eq!(
+        (&started["partitions"], &started["lease_ms"]),
+        (&Value::from(16), &Value::from(500))
+    );
+    // It owns every partition; then Redis dies, stays away a moment, and comes back empty.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..16).any(|p| {
+        t.cmd::<Option<String>>(&["GET", &t.store.keys().lease(p)])
+            .is_none()
+    }) {
+        assert!(Instant::now() < deadline, "the daemon took no leases");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    t.server.kill();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    t.lose_redis().await;
+    t.wait_for_daemon().await;
+    interrupt(&daemon);
+    assert!(daemon.wait().unwrap().success());
+    let mut last = String::new();
+    events.read_line(&mut last).unwrap();
+    let stopped: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(
+        (&stopped["event"], &stopped["owner"]),
+        (&Value::from("stopped"), &started["owner"])
+    );
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in a log file:\n{text}"
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let start = format!(
+        "INFO agentstate::spill: spill daemon started redis={} db={} partitions=16 owns=0-15 lease_ms=500 owner={}",
+        t.server.url(),
+        t.db().display(),
+        started["owner"].as_str().unwrap()
+    );
+    assert!(lines[0].ends_with(&start), "{text}");
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .contains("INFO agentstate::spill: spill daemon stopped; leases released"),
+        "{text}"
+    );
+    // One line per event: the loss of every partition's streams is one warning naming
+    // them all, and no line is about a single partition.
+    let warnings: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    let lost: Vec<&&str> = warnings
+        .iter()
+        .filter(|l| l.contains("streams were lost with Redis"))
+        .collect();
+    assert_eq!(lost.len(), 1, "{text}");
+    assert!(lost[0].ends_with("partitions=0-15"), "{text}");
+    assert!(warnings.len() <= 3, "more than one line per event:\n{text}");
+    assert!(!text.contains(" partition="), "{text}");
+    let mut seen = BTreeSet::new();
+    for w in &warnings {
+        let message = w.split_once("agentstate::spill").map_or(*w, |(_, m)| m);
+        assert!(seen.insert(message.to_string()), "repeated: {w}\n{text}");
+    }
+}
