@@ -43,6 +43,31 @@ local function json_num_or_null(s)
   return tostring(tonumber(s))
 end
 
+-- The error reply for a message body over `limit` bytes or not a non-empty JSON object
+-- (the caller built it; this is the script's own check); nil when it is fine.
+local function bad_message_body(body, limit)
+  if #body > tonumber(limit) then
+    return fail('TOO_LARGE', #body .. ' ' .. limit)
+  end
+  if string.sub(body, 1, 1) ~= '{' or string.sub(body, -1) ~= '}' or #body < 3 then
+    return fail('BAD_INPUT', 'message body must be a non-empty JSON object')
+  end
+  return nil
+end
+
+-- Stores checkpoint `id` of session `sid` under `label` with `payload` (a JSON object) as
+-- the latest of its label, refreshes the session, and logs it; returns the wal entry id.
+-- Session keys in KEYS[1..9]; `ttl` is the session's idle TTL.
+local function store_checkpoint(sid, id, label, payload, ttl)
+  local now = now_ms()
+  local record = '{"id":"' .. id .. '","session_id":"' .. sid .. '","label":"' .. label
+    .. '","created_at":' .. now .. ',"payload":' .. payload .. '}'
+  redis.call('HSET', KEYS[4], label, record)
+  redis.call('HSET', KEYS[1], 'updated_at', now)
+  touch_session(tonumber(ttl))
+  return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', sid, 'd', record)
+end
+
 -- Stored message element: seq, state and created_at first, then the caller's object body.
 local function message_element(seq, state, now, body)
   return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. now .. ',' .. string.sub(body, 2)

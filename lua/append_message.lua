@@ -12,11 +12,9 @@
   Atomic: every check runs before the first write.
 ]]
 local body = ARGV[2]
-if #body > tonumber(ARGV[5]) then
-  return fail('TOO_LARGE', #body .. ' ' .. ARGV[5])
-end
-if string.sub(body, 1, 1) ~= '{' or string.sub(body, -1) ~= '}' or #body < 3 then
-  return fail('BAD_INPUT', 'message body must be a non-empty JSON object')
+local bad = bad_message_body(body, ARGV[5])
+if bad then
+  return bad
 end
 local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')
 if not meta[1] then

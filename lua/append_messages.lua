@@ -11,17 +11,13 @@
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check (of every body) runs before the first write.
 ]]
-local limit = tonumber(ARGV[3])
 if #ARGV < 4 then
   return fail('BAD_INPUT', 'no messages to append')
 end
 for i = 4, #ARGV do
-  local body = ARGV[i]
-  if #body > limit then
-    return fail('TOO_LARGE', #body .. ' ' .. ARGV[3])
-  end
-  if string.sub(body, 1, 1) ~= '{' or string.sub(body, -1) ~= '}' or #body < 3 then
-    return fail('BAD_INPUT', 'message body must be a non-empty JSON object')
+  local bad = bad_message_body(ARGV[i], ARGV[3])
+  if bad then
+    return bad
   end
 end
 local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')

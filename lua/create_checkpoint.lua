@@ -32,10 +32,4 @@ local payload = '{' .. table.concat(parts, ',') .. '}'
 if #payload > tonumber(ARGV[4]) then
   return fail('TOO_LARGE', #payload .. ' ' .. ARGV[4])
 end
-local now = now_ms()
-local record = '{"id":"' .. ARGV[2] .. '","session_id":"' .. ARGV[1] .. '","label":"' .. ARGV[3]
-  .. '","created_at":' .. now .. ',"payload":' .. payload .. '}'
-redis.call('HSET', KEYS[4], ARGV[3], record)
-redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_session(tonumber(ttl))
-return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', ARGV[1], 'd', record)
+return store_checkpoint(ARGV[1], ARGV[2], ARGV[3], payload, ttl)
