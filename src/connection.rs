@@ -84,9 +84,19 @@ impl Target {
 #[derive(Clone)]
 pub(crate) enum Backend {
     /// One node.
-    Single(Pool),
-    /// A cluster; clones share the connection.
-    Cluster(ClusterConnection),
+    Single {
+        /// Its connections.
+        pool: Pool,
+        /// Its URL.
+        url: String,
+    },
+    /// A cluster.
+    Cluster {
+        /// The connection (clones share it).
+        conn: ClusterConnection,
+        /// The first seed node's URL: the scheme, credentials and options of every node.
+        seed: String,
+    },
 }
 
 impl Backend {
@@ -94,8 +104,12 @@ impl Backend {
     /// connections when first used).
     pub(crate) async fn connect(config: &Config) -> Result<Backend> {
         match Target::parse(&config.redis_url)? {
-            Target::Single(url) => Ok(Backend::Single(build_pool(config, &url)?)),
+            Target::Single(url) => Ok(Backend::Single {
+                pool: build_pool(config, &url)?,
+                url,
+            }),
             Target::Cluster(nodes) => {
+                let seed = nodes[0].clone();
                 let client = redis::cluster::ClusterClient::builder(nodes)
                     .connection_timeout(Duration::from_secs(3))
                     .response_timeout(config.response_timeout)
@@ -105,22 +119,57 @@ impl Backend {
                     .get_async_connection()
                     .await
                     .map_err(|e| Error::from_redis(e).into_retry_safe())?;
-                Ok(Backend::Cluster(conn))
+                Ok(Backend::Cluster { conn, seed })
             }
+        }
+    }
+
+    /// The URL of the node serving `key`: the one node, or the cluster master holding the
+    /// key's slot now.
+    pub(crate) async fn node_url_for(&self, key: &str) -> Result<String> {
+        match self {
+            Backend::Single { url, .. } => Ok(url.clone()),
+            Backend::Cluster { conn, seed } => {
+                let (host, port) = owner_of(&mut conn.clone(), key).await?;
+                node_url(seed, &host, port)
+            }
+        }
+    }
+
+    /// The URL of every master: the one node, or each master of the cluster.
+    pub(crate) async fn master_urls(&self) -> Result<Vec<String>> {
+        match self {
+            Backend::Single { url, .. } => Ok(vec![url.clone()]),
+            Backend::Cluster { conn, seed } => master_addresses(&mut conn.clone())
+                .await?
+                .iter()
+                .map(|(host, port)| node_url(seed, host, *port))
+                .collect(),
         }
     }
 
     /// A connection: a pooled one, or a clone of the cluster connection.
     pub(crate) async fn get(&self) -> Result<Connection> {
         match self {
-            Backend::Single(pool) => pool
+            Backend::Single { pool, .. } => pool
                 .get()
                 .await
                 .map(Connection::Single)
                 .map_err(|e| Error::from(e).into_retry_safe()),
-            Backend::Cluster(conn) => Ok(Connection::Cluster(conn.clone())),
+            Backend::Cluster { conn, .. } => Ok(Connection::Cluster(conn.clone())),
         }
     }
+}
+
+/// A connection of its own to the node at `url` (shared with no other call), whose
+/// response timeout is `timeout`.
+pub(crate) async fn open_node(url: &str, timeout: Duration) -> Result<MultiplexedConnection> {
+    let config = AsyncConnectionConfig::new()
+        .set_response_timeout(Some(timeout))
+        .set_connection_timeout(Some(Duration::from_secs(3)));
+    Ok(redis::Client::open(url)?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
 }
 
 /// Builds a pool of multiplexed connections to `url` whose response timeout is
@@ -206,7 +255,7 @@ async fn slot_ranges(conn: &mut ClusterConnection) -> Result<Vec<(u16, u16, (Str
 }
 
 /// The `host:port` of every master of the cluster `conn` reaches.
-pub(crate) async fn master_addresses(conn: &mut ClusterConnection) -> Result<Vec<(String, u16)>> {
+async fn master_addresses(conn: &mut ClusterConnection) -> Result<Vec<(String, u16)>> {
     let mut masters: Vec<(String, u16)> =
         slot_ranges(conn).await?.into_iter().map(|r| r.2).collect();
     masters.sort();
@@ -215,7 +264,7 @@ pub(crate) async fn master_addresses(conn: &mut ClusterConnection) -> Result<Vec
 }
 
 /// The `host:port` of the master serving `key` now.
-pub(crate) async fn owner_of(conn: &mut ClusterConnection, key: &str) -> Result<(String, u16)> {
+async fn owner_of(conn: &mut ClusterConnection, key: &str) -> Result<(String, u16)> {
     let slot: u16 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
@@ -231,7 +280,7 @@ pub(crate) async fn owner_of(conn: &mut ClusterConnection, key: &str) -> Result<
 
 /// The URL of node `host:port` of a cluster whose seed URL is `seed` (same scheme,
 /// credentials and options).
-pub(crate) fn node_url(seed: &str, host: &str, port: u16) -> Result<String> {
+fn node_url(seed: &str, host: &str, port: u16) -> Result<String> {
     let mut url = url_parts(seed)?;
     url.host_port = format!("{host}:{port}");
     Ok(format!(

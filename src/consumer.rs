@@ -392,19 +392,8 @@ impl Consumer {
         if let Some(claimed) = self.claim_first(usize::MAX).await? {
             return Ok(claimed);
         }
-        let reply = match self
-            .read_new(&self.streams.clone(), self.options.count, true)
-            .await
-        {
-            Err(e) => return self.recover(e).await,
-            Ok(reply) => reply,
-        };
-        let mut out = Vec::new();
-        for key in reply.into_iter().flat_map(|r| r.keys) {
-            let p = self.partition_of(&key.key)?;
-            out.extend(self.parse_batch(p, key.ids, &HashMap::new()).await?);
-        }
-        Ok(out)
+        let all = 0..self.streams.len();
+        self.deliveries(all, self.options.count, true).await
     }
 
     /// Like [`Consumer::read`], but takes at most `n` entries in all, so a bounded reader
@@ -424,17 +413,7 @@ impl Consumer {
         let mut out = Vec::new();
         for i in 0..parts {
             let p = (start + i) % parts;
-            let streams = self.streams.clone();
-            let reply = match self.read_new(&streams[p..=p], n - out.len(), false).await {
-                Err(e) => return self.recover(e).await,
-                Ok(reply) => reply,
-            };
-            for stream in reply.into_iter().flat_map(|r| r.keys) {
-                out.extend(
-                    self.parse_batch(p as u32, stream.ids, &HashMap::new())
-                        .await?,
-                );
-            }
+            out.extend(self.deliveries(p..p + 1, n - out.len(), false).await?);
             if out.len() >= n {
                 return Ok(out);
             }
@@ -442,14 +421,7 @@ impl Consumer {
         if !out.is_empty() || self.options.block.is_zero() {
             return Ok(out);
         }
-        let reply = match self.read_new(&self.streams.clone(), 1, true).await {
-            Err(e) => return self.recover(e).await,
-            Ok(reply) => reply,
-        };
-        for key in reply.into_iter().flat_map(|r| r.keys) {
-            let p = self.partition_of(&key.key)?;
-            out.extend(self.parse_batch(p, key.ids, &HashMap::new()).await?);
-        }
+        out = self.deliveries(0..parts, 1, true).await?;
         // Entries landing in several partitions at the instant the block ends come back one
         // per partition: give what is over `n` back to the group at once.
         let surplus = out.split_off(out.len().min(n));
@@ -457,23 +429,41 @@ impl Consumer {
         Ok(out)
     }
 
-    /// The claims every read makes first: entries handed back to the group, then (when due)
-    /// entries idle past `min_idle`; at most `limit` of them (the rest handed back again).
+    /// New entries of the partitions in `partitions` (`count` from each, blocking when
+    /// `block`), parsed; nothing when the read failed and [`Consumer::recover`] handled it.
+    async fn deliveries(
+        &mut self,
+        partitions: std::ops::Range<usize>,
+        count: usize,
+        block: bool,
+    ) -> Result<Vec<Delivery>> {
+        let streams = self.streams.clone();
+        let reply = match self.read_new(&streams[partitions], count, block).await {
+            Err(e) => return self.recover(e).await,
+            Ok(reply) => reply,
+        };
+        let mut out = Vec::new();
+        for key in reply.into_iter().flat_map(|r| r.keys) {
+            let p = self.partition_of(&key.key)?;
+            out.extend(self.parse_batch(p, key.ids, &HashMap::new()).await?);
+        }
+        Ok(out)
+    }
+
+    /// The claims every read makes first, at most `limit` entries (the rest handed back
+    /// again): entries idle past `min_idle` when that check is due (at most every
+    /// `min_idle / 2`; handed-back entries are among them), else only the entries handed
+    /// back to the group ([`RELEASED_IDLE`]).
     async fn claim_first(&mut self, limit: usize) -> Result<Option<Vec<Delivery>>> {
-        let released = self.claim_idle(RELEASED_IDLE, limit).await?;
-        if !released.is_empty() {
-            return Ok(Some(released));
-        }
-        if self
+        let stale_due = self
             .last_claim
-            .is_none_or(|t| t.elapsed() >= self.options.min_idle / 2)
-        {
-            let claimed = self.claim_stale_up_to(limit).await?;
-            if !claimed.is_empty() {
-                return Ok(Some(claimed));
-            }
-        }
-        Ok(None)
+            .is_none_or(|t| t.elapsed() >= self.options.min_idle / 2);
+        let claimed = if stale_due {
+            self.claim_stale_up_to(limit).await?
+        } else {
+            self.claim_idle(RELEASED_IDLE, limit).await?
+        };
+        Ok((!claimed.is_empty()).then_some(claimed))
     }
 
     /// What a read does when its XREADGROUP failed: after Redis lost the streams (NOGROUP)

@@ -71,24 +71,18 @@ impl Store {
         conn: &mut crate::connection::Connection,
     ) -> Result<bool> {
         let p = self.keys().partition(sid);
-        let wait = self.config().restore_wait;
-        let mut backoff = Backoff::new(wait);
-        loop {
-            let (indexed, decided): (bool, bool) = redis::pipe()
-                .sismember(self.keys().sessions_index(p), sid)
-                .exists(self.keys().committed(p))
-                .query_async(conn)
-                .await?;
-            if indexed || decided {
-                return Ok(indexed);
-            }
-            if !backoff.pause().await {
-                return Err(Error::NotLive {
-                    sid: sid.to_string(),
-                    waited: wait,
-                });
-            }
+        let mut check = redis::pipe();
+        check
+            .sismember(self.keys().sessions_index(p), sid)
+            .exists(self.keys().committed(p));
+        // One round trip while a daemon has checked this Redis (the usual case).
+        let (indexed, decided): (bool, bool) = check.query_async(conn).await?;
+        if indexed || decided {
+            return Ok(indexed);
         }
+        self.await_decided(p, sid).await?;
+        let (indexed, _): (bool, bool) = check.query_async(conn).await?;
+        Ok(indexed)
     }
 
     /// Waits, bounded by `restore_wait`, until a spill daemon has checked partition `p` of

@@ -125,7 +125,7 @@ impl Store {
 
     /// Whether this store talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.inner.backend, Backend::Cluster(_))
+        matches!(self.inner.backend, Backend::Cluster { .. })
     }
 
     /// Sends commands that each touch one partition's slot: one pipeline on a single node
@@ -135,26 +135,26 @@ impl Store {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
-        let mut conn = self.conn().await?;
-        if !self.is_cluster() {
-            let mut pipe = redis::pipe();
-            for cmd in cmds {
-                pipe.add_command(cmd);
+        match &self.inner.backend {
+            Backend::Single { .. } => {
+                let mut pipe = redis::pipe();
+                for cmd in cmds {
+                    pipe.add_command(cmd);
+                }
+                Ok(pipe.query_async(&mut self.conn().await?).await?)
             }
-            return Ok(pipe.query_async(&mut conn).await?);
+            Backend::Cluster { conn, .. } => {
+                let requests = cmds.into_iter().map(|cmd| {
+                    let mut conn = conn.clone();
+                    async move { cmd.query_async::<T>(&mut conn).await }
+                });
+                futures_util::future::join_all(requests)
+                    .await
+                    .into_iter()
+                    .map(|r| r.map_err(Error::from))
+                    .collect()
+            }
         }
-        let requests = cmds.into_iter().map(|cmd| {
-            let mut conn = match &conn {
-                Connection::Cluster(c) => Connection::Cluster(c.clone()),
-                _ => unreachable!("a cluster store hands out cluster connections"),
-            };
-            async move { cmd.query_async::<T>(&mut conn).await }
-        });
-        let replies = futures_util::future::join_all(requests).await;
-        replies
-            .into_iter()
-            .map(|r| r.map_err(Error::from))
-            .collect()
     }
 
     /// Every key of this namespace (`<prefix>:*`), scanned on every master (SCAN, never
@@ -188,17 +188,7 @@ impl Store {
     /// The URL of the node serving `key`: the one node's URL, or on a cluster the master
     /// that holds the key's slot now (same scheme and credentials as the seed).
     pub async fn node_url_for(&self, key: &str) -> Result<String> {
-        use crate::connection::{node_url, owner_of, Target};
-        match (
-            &self.inner.backend,
-            Target::parse(&self.config().redis_url)?,
-        ) {
-            (Backend::Cluster(cluster), Target::Cluster(nodes)) => {
-                let (host, port) = owner_of(&mut cluster.clone(), key).await?;
-                node_url(&nodes[0], &host, port)
-            }
-            _ => Ok(self.config().redis_url.clone()),
-        }
+        self.inner.backend.node_url_for(key).await
     }
 
     /// A connection of its own (shared with no other call) to the node serving `key`,
@@ -209,35 +199,18 @@ impl Store {
         key: &str,
         timeout: std::time::Duration,
     ) -> Result<redis::aio::MultiplexedConnection> {
-        let url = self.node_url_for(key).await?;
-        let config = redis::AsyncConnectionConfig::new()
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(std::time::Duration::from_secs(3)));
-        Ok(redis::Client::open(url.as_str())?
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?)
+        crate::connection::open_node(&self.node_url_for(key).await?, timeout).await
     }
 
     /// A connection to every master: the one node, or each master of the cluster (for
     /// SCAN, KEYS, INFO and wipes, which a cluster answers per node).
     pub async fn masters(&self) -> Result<Vec<Connection>> {
-        let Backend::Cluster(cluster) = &self.inner.backend else {
+        if let Backend::Single { .. } = self.inner.backend {
             return Ok(vec![self.conn().await?]);
-        };
-        let mut cluster = cluster.clone();
+        }
         let mut out = Vec::new();
-        for (host, port) in crate::connection::master_addresses(&mut cluster).await? {
-            let seed = match crate::connection::Target::parse(&self.config().redis_url)? {
-                crate::connection::Target::Cluster(nodes) => nodes[0].clone(),
-                crate::connection::Target::Single(url) => url,
-            };
-            let url = crate::connection::node_url(&seed, &host, port)?;
-            let config = redis::AsyncConnectionConfig::new()
-                .set_response_timeout(Some(self.config().response_timeout))
-                .set_connection_timeout(Some(std::time::Duration::from_secs(3)));
-            let conn = redis::Client::open(url.as_str())?
-                .get_multiplexed_async_connection_with_config(&config)
-                .await?;
+        for url in self.inner.backend.master_urls().await? {
+            let conn = crate::connection::open_node(&url, self.config().response_timeout).await?;
             out.push(Connection::Node(conn));
         }
         Ok(out)
