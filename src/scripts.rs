@@ -67,8 +67,6 @@ lua_scripts! {
 /// script's function in this module.
 #[derive(Debug, Clone)]
 pub struct ScriptCall {
-    /// The script's file name in `lua/`.
-    name: &'static str,
     /// Its source, for SCRIPT LOAD on NOSCRIPT.
     script: &'static Script,
     /// The EVALSHA command.
@@ -80,11 +78,10 @@ pub struct ScriptCall {
 }
 
 impl ScriptCall {
-    fn new(name: &'static str, script: &'static Script, keys: &[&str]) -> Self {
+    fn new(script: &'static Script, keys: &[&str]) -> Self {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
         ScriptCall {
-            name,
             script,
             cmd,
             idempotent: false,
@@ -105,11 +102,6 @@ impl ScriptCall {
     fn arg(mut self, arg: impl ToRedisArgs) -> Self {
         self.cmd.arg(arg);
         self
-    }
-
-    /// The script's file name in `lua/` (without `.lua`).
-    pub fn name(&self) -> &'static str {
-        self.name
     }
 
     /// The EVALSHA command, for a pipeline (call [`preload`] on the connection first: a
@@ -198,7 +190,7 @@ pub fn create_session(ns: &Keys, s: &SessionKeys, sid: &str, a: &NewSessionArgs)
     } else {
         "subagent"
     };
-    ScriptCall::new("create_session", &CREATE_SESSION, &keys)
+    ScriptCall::new(&CREATE_SESSION, &keys)
         .arg(sid)
         .arg(a.user)
         .arg(a.parent)
@@ -215,7 +207,7 @@ pub fn create_session(ns: &Keys, s: &SessionKeys, sid: &str, a: &NewSessionArgs)
 /// `link_child.lua`: adds `child` to (or removes it from) the children set of `parent`'s
 /// session keys `p`.
 pub fn link_child(p: &SessionKeys, child: &str, add: bool) -> ScriptCall {
-    ScriptCall::new("link_child", &LINK_CHILD, &p.as_array())
+    ScriptCall::new(&LINK_CHILD, &p.as_array())
         .arg(if add { "add" } else { "remove" })
         .arg(child)
 }
@@ -227,7 +219,7 @@ pub fn update_session(
     record: &str,
     fields: &[(&str, String)],
 ) -> ScriptCall {
-    let mut call = ScriptCall::new("update_session", &UPDATE_SESSION, &s.as_array())
+    let mut call = ScriptCall::new(&UPDATE_SESSION, &s.as_array())
         .arg(sid)
         .arg(record);
     for (field, value) in fields {
@@ -253,7 +245,7 @@ pub fn close_session(
     let open = ns.open_decisions(p);
     let mut keys = s.as_array().to_vec();
     keys.extend([index.as_str(), by_user.as_str(), open.as_str()]);
-    ScriptCall::new("close_session", &CLOSE_SESSION, &keys)
+    ScriptCall::new(&CLOSE_SESSION, &keys)
         .arg(sid)
         .arg(if cascade { "1" } else { "0" })
 }
@@ -267,7 +259,7 @@ pub fn append_message(
     expect_seq: Option<u64>,
     limit: usize,
 ) -> ScriptCall {
-    ScriptCall::new("append_message", &APPEND_MESSAGE, &s.as_array())
+    ScriptCall::new(&APPEND_MESSAGE, &s.as_array())
         .arg(sid)
         .arg(body)
         .arg(idempotency_key.unwrap_or(""))
@@ -285,7 +277,7 @@ pub fn append_messages(
     expect_seq: Option<u64>,
     limit: usize,
 ) -> ScriptCall {
-    ScriptCall::new("append_messages", &APPEND_MESSAGES, &s.as_array())
+    ScriptCall::new(&APPEND_MESSAGES, &s.as_array())
         .arg(sid)
         .arg(opt(expect_seq))
         .arg(limit)
@@ -294,7 +286,7 @@ pub fn append_messages(
 
 /// `pop_message.lua`: removes the newest message of session `sid`.
 pub fn pop_message(s: &SessionKeys, sid: &str) -> ScriptCall {
-    ScriptCall::new("pop_message", &POP_MESSAGE, &s.as_array()).arg(sid)
+    ScriptCall::new(&POP_MESSAGE, &s.as_array()).arg(sid)
 }
 
 /// `replace_message.lua`: replaces the body of message `seq` with `body` (JSON object).
@@ -307,7 +299,7 @@ pub fn replace_message(
     body: &str,
     limit: usize,
 ) -> ScriptCall {
-    ScriptCall::new("replace_message", &REPLACE_MESSAGE, &s.as_array())
+    ScriptCall::new(&REPLACE_MESSAGE, &s.as_array())
         .arg(sid)
         .arg(seq)
         .arg(body)
@@ -345,7 +337,7 @@ pub fn load_messages(s: &SessionKeys, sid: &str, mode: LoadMode) -> ScriptCall {
         LoadMode::All { after, last } => ("all", after, last),
         LoadMode::One(seq) => ("one", seq, None),
     };
-    ScriptCall::new("load_messages", &LOAD_MESSAGES, &[&s.meta, &s.msgs])
+    ScriptCall::new(&LOAD_MESSAGES, &[&s.meta, &s.msgs])
         .arg(sid)
         .arg(name)
         .arg(after)
@@ -362,7 +354,7 @@ pub fn compact(
     tokens: (Option<i64>, Option<i64>),
     round_index: Option<i64>,
 ) -> ScriptCall {
-    ScriptCall::new("compact", &COMPACT, &s.as_array())
+    ScriptCall::new(&COMPACT, &s.as_array())
         .arg(sid)
         .arg(range.0)
         .arg(range.1)
@@ -383,7 +375,7 @@ pub fn write_working(
     if_version: Option<u64>,
     limit: usize,
 ) -> ScriptCall {
-    ScriptCall::new("write_working", &WRITE_WORKING, &s.as_array())
+    ScriptCall::new(&WRITE_WORKING, &s.as_array())
         .arg(sid)
         .arg(op)
         .arg(key)
@@ -394,7 +386,7 @@ pub fn write_working(
 
 /// `read_working.lua`: one working-state value (`Some(key)`) or all, with the version.
 pub fn read_working(s: &SessionKeys, sid: &str, key: Option<&str>) -> ScriptCall {
-    ScriptCall::new("read_working", &READ_WORKING, &[&s.meta, &s.work])
+    ScriptCall::new(&READ_WORKING, &[&s.meta, &s.work])
         .arg(sid)
         .arg(key.unwrap_or(""))
         .idempotent(true)
@@ -402,7 +394,7 @@ pub fn read_working(s: &SessionKeys, sid: &str, key: Option<&str>) -> ScriptCall
 
 /// `record_usage.lua`: upserts the usage `body` of one round.
 pub fn record_usage(s: &SessionKeys, sid: &str, round_index: i64, body: &str) -> ScriptCall {
-    ScriptCall::new("record_usage", &RECORD_USAGE, &s.as_array())
+    ScriptCall::new(&RECORD_USAGE, &s.as_array())
         .arg(sid)
         .arg(round_index)
         .arg(body)
@@ -417,7 +409,7 @@ pub fn create_checkpoint(
     limit: usize,
     include_keys: &[&str],
 ) -> ScriptCall {
-    ScriptCall::new("create_checkpoint", &CREATE_CHECKPOINT, &s.as_array())
+    ScriptCall::new(&CREATE_CHECKPOINT, &s.as_array())
         .arg(sid)
         .arg(id)
         .arg(label)
@@ -435,7 +427,7 @@ pub fn put_checkpoint(
     payload: &str,
     limit: usize,
 ) -> ScriptCall {
-    ScriptCall::new("put_checkpoint", &PUT_CHECKPOINT, &s.as_array())
+    ScriptCall::new(&PUT_CHECKPOINT, &s.as_array())
         .arg(sid)
         .arg(id)
         .arg(label)
@@ -454,7 +446,7 @@ pub fn save_round(
 ) -> ScriptCall {
     let rounds = ns.rounds(user, session);
     let wal = ns.wal(ns.partition(user));
-    ScriptCall::new("save_round", &SAVE_ROUND, &[&rounds, &wal])
+    ScriptCall::new(&SAVE_ROUND, &[&rounds, &wal])
         .arg(user)
         .arg(session)
         .arg(opt(round))
@@ -464,7 +456,7 @@ pub fn save_round(
 
 /// `read_round.lua`: one round's state (`None` = the latest).
 pub fn read_round(ns: &Keys, user: &str, session: &str, round: Option<u64>) -> ScriptCall {
-    ScriptCall::new("read_round", &READ_ROUND, &[&ns.rounds(user, session)])
+    ScriptCall::new(&READ_ROUND, &[&ns.rounds(user, session)])
         .arg(opt(round))
         .idempotent(true)
 }
@@ -489,7 +481,7 @@ pub fn record_decision(ns: &Keys, s: &SessionKeys, sid: &str, d: &DecisionArgs) 
     let (stream, open) = (ns.decisions(p), ns.open_decisions(p));
     let mut keys = s.as_array().to_vec();
     keys.extend([stream.as_str(), open.as_str()]);
-    ScriptCall::new("record_decision", &RECORD_DECISION, &keys)
+    ScriptCall::new(&RECORD_DECISION, &keys)
         .arg(sid)
         .arg(p)
         .arg(d.decision)
@@ -506,33 +498,25 @@ pub fn record_outcome(
     entry: &str,
     outcome: &str,
 ) -> ScriptCall {
-    ScriptCall::new(
-        "record_outcome",
-        &RECORD_OUTCOME,
-        &[&ns.decisions(p), &ns.open_decisions(p)],
-    )
-    .arg(decision_id)
-    .arg(entry)
-    .arg(outcome)
+    ScriptCall::new(&RECORD_OUTCOME, &[&ns.decisions(p), &ns.open_decisions(p)])
+        .arg(decision_id)
+        .arg(entry)
+        .arg(outcome)
 }
 
 /// `dead_letter.lua`: moves entries `ids` of partition `p` to its dead-letter stream and
 /// acks them for `group`.
 pub fn dead_letter(ns: &Keys, p: u32, group: &str, reason: &str, ids: &[&str]) -> ScriptCall {
-    ScriptCall::new(
-        "dead_letter",
-        &DEAD_LETTER,
-        &[&ns.decisions(p), &ns.dead_letters(p)],
-    )
-    .arg(group)
-    .arg(reason)
-    .arg(ids)
+    ScriptCall::new(&DEAD_LETTER, &[&ns.decisions(p), &ns.dead_letters(p)])
+        .arg(group)
+        .arg(reason)
+        .arg(ids)
 }
 
 /// `set_user_value.lua`: stores `value` (JSON) under `key` for `user`.
 pub fn set_user_value(ns: &Keys, user: &str, key: &str, value: &str, limit: usize) -> ScriptCall {
     let wal = ns.wal(ns.partition(user));
-    ScriptCall::new("set_user_value", &SET_USER_VALUE, &[&ns.user(user), &wal])
+    ScriptCall::new(&SET_USER_VALUE, &[&ns.user(user), &wal])
         .arg(user)
         .arg(key)
         .arg(value)
@@ -542,20 +526,15 @@ pub fn set_user_value(ns: &Keys, user: &str, key: &str, value: &str, limit: usiz
 /// `delete_user_value.lua`: deletes `key` of `user`.
 pub fn delete_user_value(ns: &Keys, user: &str, key: &str) -> ScriptCall {
     let wal = ns.wal(ns.partition(user));
-    ScriptCall::new(
-        "delete_user_value",
-        &DELETE_USER_VALUE,
-        &[&ns.user(user), &wal],
-    )
-    .arg(user)
-    .arg(key)
+    ScriptCall::new(&DELETE_USER_VALUE, &[&ns.user(user), &wal])
+        .arg(user)
+        .arg(key)
 }
 
 /// `forget_user.lua`: erases `user`'s values and leaves a tombstone for `tombstone_secs`.
 pub fn forget_user(ns: &Keys, user: &str, tombstone_secs: u64) -> ScriptCall {
     let wal = ns.wal(ns.partition(user));
     ScriptCall::new(
-        "forget_user",
         &FORGET_USER,
         &[&ns.user(user), &wal, &ns.user_forgotten(user)],
     )
@@ -574,7 +553,6 @@ pub fn reseed_user_values(
 ) -> ScriptCall {
     let p = ns.partition(user);
     let mut call = ScriptCall::new(
-        "reseed_user_values",
         &RESEED_USER_VALUES,
         &[
             &ns.user(user),
@@ -594,34 +572,26 @@ pub fn reseed_user_values(
 
 /// `claim_lease.lua`: acquires or renews (`ttl_ms` > 0) or releases (0) partition `p`'s lease.
 pub fn claim_lease(ns: &Keys, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> ScriptCall {
-    ScriptCall::new(
-        "claim_lease",
-        &CLAIM_LEASE,
-        &[&ns.lease(p), &ns.lease_token(p)],
-    )
-    .arg(owner)
-    .arg(ttl_ms)
-    .arg(floor)
-    .idempotent(true)
+    ScriptCall::new(&CLAIM_LEASE, &[&ns.lease(p), &ns.lease_token(p)])
+        .arg(owner)
+        .arg(ttl_ms)
+        .arg(floor)
+        .idempotent(true)
 }
 
 /// `publish_committed.lua`: sets `fields` of partition `p`'s committed hash while `lease`
 /// (the caller's lease value) still holds the partition.
 pub fn publish_committed(ns: &Keys, p: u32, lease: &str, fields: &[(&str, &str)]) -> ScriptCall {
-    ScriptCall::new(
-        "publish_committed",
-        &PUBLISH_COMMITTED,
-        &[&ns.committed(p), &ns.lease(p)],
-    )
-    .arg(lease)
-    .arg(fields)
-    .idempotent(true)
+    ScriptCall::new(&PUBLISH_COMMITTED, &[&ns.committed(p), &ns.lease(p)])
+        .arg(lease)
+        .arg(fields)
+        .idempotent(true)
 }
 
 /// `trim_stream.lua`: XTRIM MINID `min_id` of `stream` (a stream of partition `p`) while
 /// `lease` still holds the partition.
 pub fn trim_stream(ns: &Keys, p: u32, stream: &str, lease: &str, min_id: &str) -> ScriptCall {
-    ScriptCall::new("trim_stream", &TRIM_STREAM, &[stream, &ns.lease(p)])
+    ScriptCall::new(&TRIM_STREAM, &[stream, &ns.lease(p)])
         .arg(lease)
         .arg(min_id)
         .idempotent(true)
@@ -666,7 +636,7 @@ pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionIma
     );
     let mut keys = s.as_array().to_vec();
     keys.extend([index.as_str(), by_user.as_str(), open.as_str()]);
-    let call = ScriptCall::new("restore_session", &RESTORE_SESSION, &keys)
+    let call = ScriptCall::new(&RESTORE_SESSION, &keys)
         .arg(sid)
         .arg(&image.user_id)
         .arg(image.ttl);
@@ -689,14 +659,10 @@ pub fn restore_rounds(
     rounds: &[(i64, String)],
 ) -> ScriptCall {
     let max = rounds.iter().map(|r| r.0).max().unwrap_or(0);
-    ScriptCall::new(
-        "restore_rounds",
-        &RESTORE_ROUNDS,
-        &[&ns.rounds(user, session)],
-    )
-    .arg(max)
-    .arg(rounds)
-    .idempotent(true)
+    ScriptCall::new(&RESTORE_ROUNDS, &[&ns.rounds(user, session)])
+        .arg(max)
+        .arg(rounds)
+        .idempotent(true)
 }
 
 #[cfg(test)]
