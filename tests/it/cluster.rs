@@ -7,6 +7,7 @@ use std::time::Duration;
 use agentstate::*;
 
 use crate::cluster_support::Cluster;
+use crate::support::{daemon_pass, sqlite_messages};
 
 /// A store on `cluster`, checked against a fresh SQLite file by one daemon pass.
 async fn store_on(cluster: &Cluster, db: &std::path::Path) -> (Store, SpillConfig) {
@@ -15,12 +16,7 @@ async fn store_on(cluster: &Cluster, db: &std::path::Path) -> (Store, SpillConfi
     let spill = SpillConfig::new(db)
         .interval(Duration::from_millis(10))
         .lease_ttl(Duration::from_millis(500));
-    SpillDaemon::open(store.clone(), spill.clone())
-        .await
-        .unwrap()
-        .run_once()
-        .await
-        .unwrap();
+    daemon_pass(&store, spill.clone()).await;
     (store, spill)
 }
 
@@ -35,15 +31,10 @@ async fn both_copies(store: &Store, db: &std::path::Path, sid: &str) -> (Vec<Str
         .query_async(&mut store.conn().await.unwrap())
         .await
         .unwrap();
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT element FROM messages WHERE session_id = ?1 ORDER BY seq")
-        .unwrap();
-    let rows: Vec<String> = stmt
-        .query_map([sid], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let rows = sqlite_messages(db, sid)
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
     (live, rows)
 }
 
@@ -166,12 +157,7 @@ async fn a_master_restarted_empty_is_a_redis_loss_that_restore_covers() {
                 .unwrap();
         }
     }
-    SpillDaemon::open(store.clone(), spill.clone())
-        .await
-        .unwrap()
-        .run_once()
-        .await
-        .unwrap();
+    daemon_pass(&store, spill.clone()).await;
     let mut before = Vec::new();
     for sid in &sids {
         before.push(both_copies(&store, &db, sid).await);

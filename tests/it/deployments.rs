@@ -67,12 +67,7 @@ impl Deployed {
 
     /// Drains every stream into SQLite once.
     pub async fn flush(&self) -> PassReport {
-        SpillDaemon::open(self.store.clone(), self.spill_config())
-            .await
-            .unwrap()
-            .run_once()
-            .await
-            .unwrap()
+        crate::support::daemon_pass(&self.store, self.spill_config()).await
     }
 
     /// Plays "Redis lost this namespace": deletes every one of its keys on every master.
@@ -93,14 +88,7 @@ impl Deployed {
 
     /// `(seq, element)` of every message SQLite holds for `sid`.
     pub fn sqlite_messages(&self, sid: &str) -> Vec<(i64, String)> {
-        let conn = rusqlite::Connection::open(&self.db).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq")
-            .unwrap();
-        let rows = stmt
-            .query_map([sid], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap();
-        rows.collect::<rusqlite::Result<_>>().unwrap()
+        crate::support::sqlite_messages(&self.db, sid)
     }
 }
 

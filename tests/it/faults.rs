@@ -86,12 +86,7 @@ async fn a_password_or_acl_protected_redis_works_with_credentials_in_the_url() {
         let store = Store::connect(Config::new(&url)).await.unwrap();
         if n == 1 {
             let db = tempfile::tempdir().unwrap();
-            agentstate::SpillDaemon::open(store.clone(), SpillConfig::new(db.path().join("a.db")))
-                .await
-                .unwrap()
-                .run_once()
-                .await
-                .unwrap();
+            crate::support::daemon_pass(&store, SpillConfig::new(db.path().join("a.db"))).await;
             store
                 .create_session(&NewSession::new().id("locked"))
                 .await
@@ -179,15 +174,10 @@ fn assert_exact_history(t: &TestEnv, sid: &str, n: usize) {
         assert_eq!(m["seq"], i as u64 + 1, "{sid}");
         assert_eq!(m["content"], format!("{sid}-{i}"), "{sid}");
     }
-    let conn = t.sqlite();
-    let mut stmt = conn
-        .prepare("SELECT element FROM messages WHERE session_id = ?1 ORDER BY seq")
-        .unwrap();
-    let rows: Vec<String> = stmt
-        .query_map([sid], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows: Vec<String> = crate::support::sqlite_messages(&t.db(), sid)
+        .into_iter()
+        .map(|(_, element)| element)
+        .collect();
     assert_eq!(rows, elements, "{sid}: SQLite holds what Redis holds");
 }
 

@@ -7,19 +7,7 @@ use std::time::Duration;
 
 use agentstate::*;
 
-use crate::support::{env, env_without_daemon, TestEnv};
-
-/// `(seq, element)` of every message SQLite holds for `sid`, in seq order.
-fn sqlite_messages(db: &std::path::Path, sid: &str) -> Vec<(i64, String)> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn
-        .prepare("SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq")
-        .unwrap();
-    let rows = stmt
-        .query_map([sid], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap();
-    rows.collect::<rusqlite::Result<_>>().unwrap()
-}
+use crate::support::{env, env_without_daemon, sqlite_messages, TestEnv};
 
 fn flushall(t: &TestEnv) {
     let _: () = redis::cmd("FLUSHALL").query(&mut t.redis()).unwrap();

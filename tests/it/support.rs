@@ -309,12 +309,7 @@ impl TestEnv {
 
     /// Drains every stream into SQLite once (`agentstate spill --once`).
     pub async fn flush(&self) -> agentstate::PassReport {
-        agentstate::SpillDaemon::open(self.store.clone(), self.spill_config())
-            .await
-            .unwrap()
-            .run_once()
-            .await
-            .unwrap()
+        daemon_pass(&self.store, self.spill_config()).await
     }
 
     /// Starts an embedded spill daemon; stop it with the returned token and await the handle.
@@ -497,4 +492,28 @@ pub fn on_terminal(cmd: &Command) -> String {
         .output()
         .expect("script (util-linux) runs the CLI on a terminal");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One spill-daemon pass of `store` on `config`'s SQLite file (`agentstate spill --once`):
+/// drains the streams and checks this Redis against SQLite, as a deployment's daemon does
+/// before agents create sessions.
+pub async fn daemon_pass(store: &Store, config: agentstate::SpillConfig) -> agentstate::PassReport {
+    agentstate::SpillDaemon::open(store.clone(), config)
+        .await
+        .unwrap()
+        .run_once()
+        .await
+        .unwrap()
+}
+
+/// `(seq, stored element)` of every message SQLite at `db` holds for `sid`, in seq order.
+pub fn sqlite_messages(db: &std::path::Path, sid: &str) -> Vec<(i64, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq")
+        .unwrap();
+    let rows = stmt
+        .query_map([sid], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap();
+    rows.collect::<rusqlite::Result<_>>().unwrap()
 }

@@ -20,10 +20,17 @@ fn tls_server(dir: &std::path::Path) -> (RedisServer, String) {
         .output()
         .expect("openssl is needed to make the test certificate");
     assert!(status.status.success(), "{status:?}");
-    let tls_port = free_port().to_string();
+    let (server, tls_port) = tls_listener(&cert, &key);
+    (server, format!("rediss://127.0.0.1:{tls_port}/#insecure"))
+}
+
+/// A redis-server with a TLS listener serving `cert` / `key` (clients not authenticated),
+/// and that listener's port.
+fn tls_listener(cert: &std::path::Path, key: &std::path::Path) -> (RedisServer, u16) {
+    let tls_port = free_port();
     let server = RedisServer::start_with(&[
         "--tls-port",
-        &tls_port,
+        &tls_port.to_string(),
         "--tls-cert-file",
         cert.to_str().unwrap(),
         "--tls-key-file",
@@ -32,7 +39,7 @@ fn tls_server(dir: &std::path::Path) -> (RedisServer, String) {
         "no",
     ])
     .unwrap();
-    (server, format!("rediss://127.0.0.1:{tls_port}/#insecure"))
+    (server, tls_port)
 }
 
 #[tokio::test]
@@ -40,12 +47,7 @@ async fn a_store_and_the_cli_work_over_rediss() {
     let dir = tempfile::tempdir().unwrap();
     let (server, url) = tls_server(dir.path());
     let store = Store::connect(Config::new(&url)).await.unwrap();
-    agentstate::SpillDaemon::open(store.clone(), SpillConfig::new(dir.path().join("t.db")))
-        .await
-        .unwrap()
-        .run_once()
-        .await
-        .unwrap();
+    crate::support::daemon_pass(&store, SpillConfig::new(dir.path().join("t.db"))).await;
     store
         .create_session(&NewSession::new().id("secure"))
         .await
@@ -157,18 +159,7 @@ fn private_ca(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
 fn ssl_cert_file_makes_a_private_ca_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let [ca, cert, key] = private_ca(dir.path());
-    let tls_port = free_port().to_string();
-    let _server = RedisServer::start_with(&[
-        "--tls-port",
-        &tls_port,
-        "--tls-cert-file",
-        cert.to_str().unwrap(),
-        "--tls-key-file",
-        key.to_str().unwrap(),
-        "--tls-auth-clients",
-        "no",
-    ])
-    .unwrap();
+    let (_server, tls_port) = tls_listener(&cert, &key);
     let url = format!("rediss://localhost:{tls_port}");
     let cli = |ca: Option<&std::path::Path>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentstate"));

@@ -18,14 +18,7 @@ async fn flush_lands_every_entry_once_and_publishes_the_committed_ids() {
     assert!(report.wal >= wal_before as u64, "{report:?}");
     assert_eq!(report.decisions, 3);
 
-    let db = t.sqlite();
-    let seqs: Vec<(i64, String)> = db
-        .prepare("SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq")
-        .unwrap()
-        .query_map([&sid], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let seqs = crate::support::sqlite_messages(&t.db(), &sid);
     assert_eq!(
         seqs.iter().map(|x| x.0).collect::<Vec<_>>(),
         (1..=8).collect::<Vec<_>>()
