@@ -202,6 +202,25 @@ impl Store {
         crate::connection::open_node(&self.node_url_for(key).await?, timeout).await
     }
 
+    /// Deletes every key of this namespace on every master (SCAN, then UNLINK key by key,
+    /// as a cluster needs): plays "Redis lost its state" on a shared Redis. Returns how many
+    /// keys were deleted. For the demo, tools and tests; never called by the library itself.
+    pub async fn wipe_namespace(&self) -> Result<usize> {
+        let keys = self.scan_namespace().await?;
+        for chunk in keys.chunks(1000) {
+            let unlinks = chunk
+                .iter()
+                .map(|k| {
+                    let mut cmd = redis::cmd("UNLINK");
+                    cmd.arg(k);
+                    cmd
+                })
+                .collect();
+            let _: Vec<i64> = self.fan_out(unlinks).await?;
+        }
+        Ok(keys.len())
+    }
+
     /// A connection to every master: the one node, or each master of the cluster (for
     /// SCAN, KEYS, INFO and wipes, which a cluster answers per node).
     pub async fn masters(&self) -> Result<Vec<Connection>> {

@@ -91,7 +91,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
                 agentstate::address::redacted(url),
                 store.keys().namespace_pattern()
             ));
-            wipe_namespace(&store).await?;
+            store.wipe_namespace().await?;
         }
     }
     n.intro(format!("SQLite: {}", db.display()));
@@ -266,22 +266,4 @@ async fn demo_redis(global: &Global) -> Result<DemoRedis> {
         (_, Some(server)) => DemoRedis::Private(server),
         (url, None) => DemoRedis::Shared(url),
     })
-}
-
-/// Deletes every key of the store's namespace (SCAN on every master, then UNLINK each):
-/// "Redis lost" on a shared server or cluster.
-async fn wipe_namespace(store: &Store) -> Result<()> {
-    let keys = store.scan_namespace().await?;
-    for chunk in keys.chunks(1000) {
-        let unlinks = chunk
-            .iter()
-            .map(|k| {
-                let mut cmd = redis::cmd("UNLINK");
-                cmd.arg(k);
-                cmd
-            })
-            .collect();
-        let _: Vec<i64> = store.fan_out(unlinks).await?;
-    }
-    Ok(())
 }

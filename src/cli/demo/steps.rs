@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::narrator::Narrator;
 use super::observe::{differences, session_image, sqlite_counts, wait_caught_up};
-use super::{wipe_namespace, DemoRedis, Scenario};
+use super::{DemoRedis, Scenario};
 
 /// Messages each of the three agents appends to the planner's session.
 const MESSAGES_PER_AGENT: usize = 20;
@@ -353,7 +353,7 @@ pub(super) async fn redis_lost(
             DemoRedis::Private(server)
         }
         DemoRedis::Shared(url) => {
-            wipe_namespace(store).await?;
+            store.wipe_namespace().await?;
             n.say(format!(
                 "every `{}` key was deleted",
                 store.keys().namespace_pattern()
