@@ -258,7 +258,10 @@ async fn a_paused_redis_times_out_calls_that_say_whether_a_retry_is_safe() {
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3), "fails fast");
     // And without waiting for Redis: the idempotent append, which does wait, is still out.
-    assert!(!appender.is_finished(), "the decision failed while Redis was still paused");
+    assert!(
+        !appender.is_finished(),
+        "the decision failed while Redis was still paused"
+    );
     assert!(matches!(err, Error::RedisUnavailable { .. }), "{err:?}");
     assert!(!err.is_retry_safe(), "{err}");
     tokio::time::sleep(Duration::from_millis(700)).await;
