@@ -193,6 +193,7 @@ fn matches(metadata: &Value, filter: &Map<String, Value>) -> bool {
 
 /// For graph log values read back from SQLite (field, value): the index members they need
 /// (checkpoints, writes, namespaces) and the runs of their checkpoints (`restore_graph.lua`).
+#[cfg(feature = "spill")]
 pub(crate) fn restore_index(values: &[(String, String)]) -> (Vec<String>, Vec<String>) {
     let mut members = BTreeSet::new();
     let mut runs = BTreeSet::new();
