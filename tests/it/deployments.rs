@@ -104,6 +104,7 @@ on_both!(seqs_stay_gapless_under_concurrent_writers);
 on_both!(compaction_cas_and_checkpoints);
 on_both!(decisions_are_consumed_by_a_group);
 on_both!(a_flushed_namespace_comes_back_after_a_loss);
+on_both!(graph_threads_put_list_copy_and_come_back_after_a_loss);
 
 /// Sessions spread over the partitions (so over the cluster's masters).
 async fn sessions(d: &Deployed, n: usize) -> Vec<String> {
@@ -283,6 +284,70 @@ async fn a_flushed_namespace_comes_back_after_a_loss(d: Deployed) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(tz, Some(json!("UTC")));
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}
+
+/// Graph checkpoint logs (LangGraph threads) spread over the masters: puts, pending writes,
+/// lists, runs deleted across threads, a fork to a thread on another slot, and every thread
+/// back from SQLite after the namespace is lost.
+async fn graph_threads_put_list_copy_and_come_back_after_a_loss(d: Deployed) {
+    let s = &d.store;
+    let threads: Vec<String> = (0..6).map(|i| format!("thread-{i}")).collect();
+    for t in &threads {
+        for i in 0..3 {
+            let mut cp = GraphPut::new(if i == 2 { "sub:1" } else { "" }, format!("0{i}"));
+            cp.metadata = json!({"run_id": format!("run-{i}"), "step": i});
+            cp.channels = vec![("messages".into(), format!("{i}"))];
+            cp.blobs = vec![("messages".into(), format!("{i}"), format!("json:[{i}]"))];
+            s.graph_put(t, &cp).await.unwrap();
+        }
+        s.graph_put_writes(
+            t,
+            "",
+            "01",
+            "task",
+            "a:1",
+            &[(0, "ch".into(), "json:1".into())],
+        )
+        .await
+        .unwrap();
+    }
+    let spread: BTreeSet<u32> = threads.iter().map(|t| s.keys().partition(t)).collect();
+    assert!(
+        spread.len() > 3,
+        "threads on few partitions only: {spread:?}"
+    );
+    assert_eq!(s.graph_copy("thread-0", "fork-of-0").await.unwrap(), 3);
+    assert_eq!(s.graph_delete_runs(&["run-0"]).await.unwrap(), 7);
+    let ids = |list: Vec<GraphTuple>| list.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    for t in threads.iter().chain([&"fork-of-0".to_string()]) {
+        assert_eq!(
+            ids(s.graph_list(t, None, None, None, None).await.unwrap()),
+            ["02", "01"],
+            "{t}"
+        );
+    }
+    let before = s.graph_get("thread-3", "", None).await.unwrap().unwrap();
+    assert_eq!(before.writes.len(), 1);
+    d.flush().await;
+    d.lose_namespace().await;
+    let daemon = SpillDaemon::open(s.clone(), d.spill_config())
+        .await
+        .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(daemon.run(cancel.clone()));
+    assert_eq!(
+        s.graph_get("thread-3", "", None).await.unwrap().unwrap(),
+        before
+    );
+    assert_eq!(
+        ids(s
+            .graph_list("fork-of-0", None, None, None, None)
+            .await
+            .unwrap()),
+        ["02", "01"]
+    );
     cancel.cancel();
     task.await.unwrap().unwrap();
 }
