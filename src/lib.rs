@@ -28,6 +28,7 @@
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`graphs`]: graph checkpoint logs (LangGraph threads) kept in a session.
+//! - [`fork`]: a new session from another one's settings, history up to a seq and graph log.
 //! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - [`durability`]: `Durable` writes wait for SQLite's commit.
@@ -47,6 +48,7 @@ pub mod consumer;
 pub mod decisions;
 pub mod durability;
 pub mod error;
+pub mod fork;
 pub mod graphs;
 pub mod keys;
 pub mod messages;
@@ -70,6 +72,7 @@ pub use consumer::{
 };
 pub use decisions::{Decision, DecisionId, NewDecision};
 pub use error::{Error, Result};
+pub use fork::Fork;
 pub use graphs::{GraphPut, GraphTuple, GraphWrite};
 pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,

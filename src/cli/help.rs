@@ -102,6 +102,11 @@ Examples:
   agentstate session close planner              # -> 2 (and its linked worker)
   agentstate session close planner --no-cascade # children are re-parented to none";
 
+pub const SESSION_FORK: &str = "\
+Examples:
+  agentstate session fork planner --at 12 --id planner-retry   # -> planner-retry
+  agentstate session fork graph-thread-7                        # a LangGraph thread, all checkpoints";
+
 pub const SESSION_ARCHIVE: &str = "\
 Examples:
   agentstate session archive planner            # -> archived";

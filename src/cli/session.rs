@@ -78,6 +78,19 @@ pub enum SessionCmd {
         /// Session id.
         sid: String,
     },
+    /// Fork: a new session with SID's settings, the messages active up to --at (renumbered
+    /// from 1) and its graph checkpoint log; prints the new session id.
+    #[command(after_help = help::SESSION_FORK)]
+    Fork {
+        /// The session to fork.
+        sid: String,
+        /// Fork at this seq: messages after it stay behind (default: all).
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
+        /// Id of the new session (default: generated).
+        #[arg(long, value_name = "SID")]
+        id: Option<String>,
+    },
 }
 
 pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> Result<()> {
@@ -122,6 +135,19 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> Result<()> {
         SessionCmd::Archive { sid } => {
             store.archive(&sid).await?;
             ctx.emit("archived", json!({ "id": sid, "status": "archived" }))?;
+        }
+        SessionCmd::Fork { sid, at, id } => {
+            let fork = store.fork_session(&sid, id.as_deref(), at).await?;
+            ctx.emit(
+                &fork.id,
+                json!({
+                    "id": fork.id,
+                    "forked_from": sid,
+                    "at": at,
+                    "messages": fork.messages,
+                    "checkpoints": fork.checkpoints,
+                }),
+            )?;
         }
         SessionCmd::Touch { sid } => {
             store.touch(&sid).await?;

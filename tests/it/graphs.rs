@@ -493,3 +493,61 @@ async fn sqlite_mirrors_the_graph_log_and_a_lost_redis_gets_the_thread_back() {
     t.flush().await;
     assert!(sqlite_graph(&t, "th").is_empty());
 }
+
+#[tokio::test]
+async fn session_fork_at_a_seq_through_the_cli() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(&NewSession::new().id("src").user("alice").model("m1"))
+        .await
+        .unwrap();
+    for i in 1..=6 {
+        s.append("src", &NewMessage::new("user").content(format!("m{i}")))
+            .await
+            .unwrap();
+    }
+    // Seqs 1-2 compacted (note at 7), so at seq 7 the model saw m3..m6 and the note.
+    s.compact("src", &Compaction::new(1, 2, "summary of m1 m2"))
+        .await
+        .unwrap();
+    s.append("src", &NewMessage::new("user").content("m8"))
+        .await
+        .unwrap();
+    s.graph_put("src", &cp("", "01", None, &[("c", "json:1")], json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        t.cli_ok(&["session", "fork", "src", "--at", "7", "--id", "f"]),
+        "f\n"
+    );
+    let contents: Vec<String> = s
+        .messages("f", MessageQuery::all())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| format!("{}:{}", m.seq, m.content.unwrap()))
+        .collect();
+    assert_eq!(
+        contents,
+        ["1:m3", "2:m4", "3:m5", "4:m6", "5:summary of m1 m2"]
+    );
+    let f = s.session("f").await.unwrap().unwrap();
+    assert_eq!(f.user_id.as_deref(), Some("alice"));
+    assert_eq!(f.model.as_deref(), Some("m1"));
+    assert_eq!(
+        f.metadata["forked_from"],
+        json!({"session": "src", "at": 7})
+    );
+    assert_eq!(
+        s.graph_get("f", "", None).await.unwrap(),
+        s.graph_get("src", "", None).await.unwrap()
+    );
+    // The source is untouched; a fork past the end is refused and writes nothing.
+    assert_eq!(
+        s.messages("src", MessageQuery::all()).await.unwrap().len(),
+        8
+    );
+    let err = t.cli_rejected(&["session", "fork", "src", "--at", "9", "--id", "g"]);
+    assert!(err.contains("last seq is 8"), "{err}");
+    assert!(s.session("g").await.unwrap().is_none());
+}
