@@ -81,9 +81,10 @@ for _, n in ipairs(redis.call('ZRANGEBYLEX', KEYS[11], '[n|', '[n|' .. TOP)) do
     redis.call('ZREM', KEYS[11], n)
   end
 end
-redis.call('HSET', KEYS[1], 'updated_at', now_ms())
+local now = now_ms()
+redis.call('HSET', KEYS[1], 'updated_at', now)
 touch_graph(tonumber(ttl))
-local d = '{"checkpoints":[' .. table.concat(gone_cps, ',') .. '],"writes":['
+local d = '{"at":' .. now .. ',"checkpoints":[' .. table.concat(gone_cps, ',') .. '],"writes":['
   .. table.concat(gone_writes, ',') .. '],"blobs":[' .. table.concat(gone_blobs, ',') .. ']}'
 redis.call('XADD', KEYS[9], '*', 'op', 'graph_drop', 'id', ARGV[1], 'd', d)
 return #drop

@@ -92,6 +92,6 @@ for i = 12, #KEYS do
 end
 redis.call('HSET', KEYS[1], 'updated_at', now)
 touch_graph(tonumber(ttl))
-local d = '{"checkpoints":{' .. table.concat(logged_cps, ',') .. '},"blobs":{'
+local d = '{"at":' .. now .. ',"checkpoints":{' .. table.concat(logged_cps, ',') .. '},"blobs":{'
   .. table.concat(logged_blobs, ',') .. '},"writes":{' .. table.concat(logged_writes, ',') .. '}}'
 return redis.call('XADD', KEYS[9], '*', 'op', 'graph_put', 'id', ARGV[1], 'd', d)

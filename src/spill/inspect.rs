@@ -244,6 +244,16 @@ pub fn export_session(
                  'created_at', created_at, 'state', json(state))
              FROM rounds WHERE session_id = ?1 ORDER BY user_id, round_id",
         ),
+        (
+            // Graph checkpoint log entries (without channel values) and pending writes.
+            "graph_checkpoint",
+            "SELECT value FROM graph_log WHERE session_id = ?1 AND field LIKE 'c|%'
+             ORDER BY json_extract(value, '$.ns'), json_extract(value, '$.id')",
+        ),
+        (
+            "graph_write",
+            "SELECT value FROM graph_log WHERE session_id = ?1 AND field LIKE 'w|%' ORDER BY field",
+        ),
     ] {
         let mut stmt = conn.prepare(sql)?;
         let mut rows = stmt.query(params![sid])?;

@@ -194,6 +194,8 @@ struct CloseRecord {
 /// `graph_put`: graph log values written (field → entry / write JSON, field → value).
 #[derive(Deserialize)]
 struct GraphPutRecord<'a> {
+    /// The write's time (the session's `updated_at`), ms.
+    at: i64,
     #[serde(borrow)]
     checkpoints: HashMap<String, &'a RawValue>,
     blobs: HashMap<String, String>,
@@ -204,6 +206,8 @@ struct GraphPutRecord<'a> {
 /// `graph_drop`: graph log fields removed.
 #[derive(Deserialize)]
 struct GraphDropRecord {
+    /// The removal's time (the session's `updated_at`), ms.
+    at: i64,
     checkpoints: Vec<String>,
     writes: Vec<String>,
     blobs: Vec<String>,
@@ -298,7 +302,7 @@ fn apply_wal(
             for (field, value) in &r.blobs {
                 upsert.execute(params![subject, field, value])?;
             }
-            touch(touched, subject, stream_id_ms(record.entry_id) as i64);
+            touch(touched, subject, r.at);
         }
         WalOp::GraphDrop => {
             let r: GraphDropRecord = serde_json::from_str(d)?;
@@ -307,7 +311,7 @@ fn apply_wal(
             for field in r.checkpoints.iter().chain(&r.writes).chain(&r.blobs) {
                 delete.execute(params![subject, field])?;
             }
-            touch(touched, subject, stream_id_ms(record.entry_id) as i64);
+            touch(touched, subject, r.at);
         }
         WalOp::SessionClose => {
             let r: CloseRecord = serde_json::from_str(d)?;
