@@ -54,8 +54,9 @@ local referenced = {}
 local namespaces = {}
 for _, m in ipairs(keep) do
   namespaces['n|' .. ns_of(m)] = true
-  for _, ch in ipairs(cjson.decode(redis.call('HGET', KEYS[10], m)).channels or {}) do
-    referenced[ch[3]] = true
+  local entry = redis.call('HGET', KEYS[10], m)
+  for f in string.gmatch(string.match(entry, '"fields":"([^"]*)"') or '', '%S+') do
+    referenced[f] = true
   end
 end
 local gone_cps, gone_writes, gone_blobs = {}, {}, {}

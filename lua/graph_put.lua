@@ -3,11 +3,13 @@
   log (a LangGraph thread), refresh the session, and log what was written to the wal.
   The graph log is one hash of values and one sorted set (score 0, ordered by member):
     hash field / index member      value
-    c|<ns>|<id>  (both)            checkpoint entry JSON {"created_at",...,"channels":[[ch,ver,blob field]..]}
+    c|<ns>|<id>  (both)            checkpoint entry JSON {"created_at","fields":"<blob field> ...",...,
+                                   "channels":[[ch,ver,blob field]..]}
     b|<ns>|<ch>|<version> (hash)   a channel value (opaque string)
     w|<ns>|<id>|<task>|<idx> (both) a pending write JSON {"task_id","task_path","channel","idx","value"}
     n|<ns>  (index only)           the namespace exists
-  where every <part> is encoded by the caller (`%` -> %25, `|` -> %7C), so `|` separates.
+  where every <part> is percent-encoded by the caller (`%`, `|`, `"`, `\`, space, control
+  characters), so `|` separates parts and a space separates the fields of "fields".
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   graph log values   <prefix>:{p}:s:<sid>:graph
   KEYS[11]   graph log index    <prefix>:{p}:s:<sid>:glog

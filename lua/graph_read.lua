@@ -19,15 +19,17 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local TOP = '\255'
 
--- The checkpoint under index member m with its values and writes, or nil.
+-- The checkpoint under index member m with its values and writes, or nil. The entry's
+-- first string is its value fields, space-separated (`"fields":"..."`, free of JSON escapes
+-- by the caller's encoding), so no entry is JSON-decoded here.
 local function tuple(m)
   local entry = redis.call('HGET', KEYS[2], m)
   if not entry then
     return nil
   end
   local fields = {}
-  for i, ch in ipairs(cjson.decode(entry).channels or {}) do
-    fields[i] = ch[3]
+  for f in string.gmatch(string.match(entry, '"fields":"([^"]*)"') or '', '%S+') do
+    fields[#fields + 1] = f
   end
   local values = {}
   if #fields > 0 then

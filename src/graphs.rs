@@ -103,6 +103,9 @@ pub struct GraphTuple {
 struct Entry {
     #[serde(default, skip_serializing)]
     created_at: i64,
+    /// The value fields of `channels`, space-separated, in order: the first string of the
+    /// entry, so `graph_read.lua` finds them with a pattern instead of decoding JSON.
+    fields: String,
     ns: String,
     id: String,
     parent: Option<String>,
@@ -112,13 +115,23 @@ struct Entry {
     channels: Vec<(String, String, String)>,
 }
 
-/// One part of a field name: `%` and `|` escaped.
+/// One part of a field name, percent-escaped where it could break the layout: `%`, the
+/// separator `|`, and what JSON would escape or the field list splits on (`"`, `\\`, space,
+/// control characters), so a field list in an entry needs no JSON decoding in Lua.
 fn enc(part: &str) -> Cow<'_, str> {
-    if part.contains(['%', '|']) {
-        Cow::Owned(part.replace('%', "%25").replace('|', "%7C"))
-    } else {
-        Cow::Borrowed(part)
+    let special = |c: char| matches!(c, '%' | '|' | '"' | '\\' | ' ') || c.is_ascii_control();
+    if !part.contains(special) {
+        return Cow::Borrowed(part);
     }
+    let mut out = String::with_capacity(part.len() + 8);
+    for c in part.chars() {
+        if special(c) {
+            out.push_str(&format!("%{:02X}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 fn checkpoint_field(ns: &str, id: &str) -> String {
@@ -235,18 +248,24 @@ impl Store {
             check_part("channel", ch, true)?;
             check_part("channel version", version, true)?;
         }
+        let channels: Vec<(String, String, String)> = cp
+            .channels
+            .iter()
+            .map(|(ch, v)| (ch.clone(), v.clone(), blob_field(&cp.ns, ch, v)))
+            .collect();
         let entry = Entry {
             created_at: 0,
+            fields: channels
+                .iter()
+                .map(|(_, _, f)| f.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
             ns: cp.ns.clone(),
             id: cp.id.clone(),
             parent: cp.parent.clone(),
             checkpoint: cp.checkpoint.clone(),
             metadata: cp.metadata.clone(),
-            channels: cp
-                .channels
-                .iter()
-                .map(|(ch, v)| (ch.clone(), v.clone(), blob_field(&cp.ns, ch, v)))
-                .collect(),
+            channels,
         };
         let mut items = GraphItems {
             checkpoints: vec![(
@@ -526,6 +545,7 @@ mod tests {
     fn field_parts_cannot_contain_the_separator() {
         assert_eq!(checkpoint_field("", "1"), "c||1");
         assert_eq!(checkpoint_field("a|b:c", "x%y"), "c|a%7Cb:c|x%25y");
+        assert_eq!(checkpoint_field("", "a b\"c\\\n"), "c||a%20b%22c%5C%0A");
         assert_eq!(
             blob_field("sub:1", "branch:to:a", "00.5"),
             "b|sub:1|branch:to:a|00.5"
