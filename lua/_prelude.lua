@@ -31,6 +31,14 @@ local function touch_session(ttl)
   end
 end
 
+-- Refreshes the idle TTL of a graph script's keys: the session's (KEYS[1..8]) and its graph
+-- log, values in KEYS[10] and index in KEYS[11], so a thread's keys expire together.
+local function touch_graph(ttl)
+  touch_session(ttl)
+  redis.call('EXPIRE', KEYS[10], ttl)
+  redis.call('EXPIRE', KEYS[11], ttl)
+end
+
 -- A JSON string literal for s, or null when s is empty.
 local function json_str_or_null(s)
   if s == nil or s == '' then return 'null' end

@@ -5,13 +5,16 @@
   KEYS[10]   partition session index   <prefix>:{p}:sessions
   KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (any key of the slot when no user)
   KEYS[12]   open decisions hash       <prefix>:{p}:open_decisions
+  KEYS[13]   graph log values          <prefix>:{p}:s:<sid>:graph
+  KEYS[14]   graph log index           <prefix>:{p}:s:<sid>:glog
   ARGV[1] session id
   ARGV[2] '1' when linked descendants are closed with it (recorded for SQLite), else '0'
   Returns: {1 if the session was live else 0, wal entry id}
   Errors:  none (closing a session that is not live still reaches SQLite through the wal)
 ]]
 local existed = redis.call('EXISTS', KEYS[1])
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
+  KEYS[13], KEYS[14])
 redis.call('SREM', KEYS[10], ARGV[1])
 redis.call('SREM', KEYS[11], ARGV[1])
 -- Open decisions of this session: the record starts {"id":"...","session_id":"<sid>"

@@ -62,6 +62,12 @@ pub struct SessionKeys {
     pub children: String,
     /// `<prefix>:{p}:wal` — the partition's write-ahead log stream.
     pub wal: String,
+    /// `<prefix>:{p}:s:<sid>:graph` — the graph checkpoint log's values (a LangGraph
+    /// thread: checkpoints, channel blobs, pending writes; see `crate::graphs`). Not one of
+    /// the nine script keys: graph scripts and close/restore receive it after them.
+    pub graph: String,
+    /// `<prefix>:{p}:s:<sid>:glog` — the graph log's index (sorted set, lexicographic).
+    pub glog: String,
 }
 
 impl SessionKeys {
@@ -81,9 +87,20 @@ impl SessionKeys {
     }
 
     /// The session's own keys (without the shared wal), e.g. for `agentstate keys`.
-    pub fn own(&self) -> [&str; 8] {
+    pub fn own(&self) -> [&str; 10] {
         let a = self.as_array();
-        [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]]
+        [
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            a[4],
+            a[5],
+            a[6],
+            a[7],
+            &self.graph,
+            &self.glog,
+        ]
     }
 }
 
@@ -134,9 +151,18 @@ impl Keys {
             compactions: format!("{base}:compactions"),
             usage: format!("{base}:usage"),
             children: format!("{base}:children"),
+            graph: format!("{base}:graph"),
+            glog: format!("{base}:glog"),
             wal: self.wal(p),
             meta: base,
         }
+    }
+
+    /// `<prefix>:{p}:g_run:<run_id>` — the graph threads (session ids) of partition `p` that
+    /// hold checkpoints of LangGraph run `run_id` (for `delete_for_runs`). Any string is a
+    /// valid run id: it follows the hash tag, so it cannot change the slot.
+    pub fn graph_run(&self, p: u32, run_id: &str) -> String {
+        format!("{}:{{{p}}}:g_run:{run_id}", self.prefix)
     }
 
     /// `<prefix>:{p}:wal` — write-ahead log stream of partition `p`.

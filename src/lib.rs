@@ -27,6 +27,7 @@
 //! - [`store`]: the shared handle (connection, namespace check, fan-out over partitions).
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
+//! - [`graphs`]: graph checkpoint logs (LangGraph threads) kept in a session.
 //! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - [`durability`]: `Durable` writes wait for SQLite's commit.
@@ -46,6 +47,7 @@ pub mod consumer;
 pub mod decisions;
 pub mod durability;
 pub mod error;
+pub mod graphs;
 pub mod keys;
 pub mod messages;
 pub mod pool;
@@ -68,6 +70,7 @@ pub use consumer::{
 };
 pub use decisions::{Decision, DecisionId, NewDecision};
 pub use error::{Error, Result};
+pub use graphs::{GraphPut, GraphTuple, GraphWrite};
 pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,
     Usage,

@@ -81,6 +81,12 @@ pub enum WalOp {
     UserDel,
     /// `user_forget`: `d` = `{keys}`.
     UserForget,
+    /// `graph_put`: `d` = `{checkpoints: {field: entry}, blobs: {field: value}, writes:
+    /// {field: write}}` — graph log values written (see `crate::graphs`).
+    GraphPut,
+    /// `graph_drop`: `d` = `{checkpoints: [field], writes: [field], blobs: [field]}` — graph
+    /// log values removed.
+    GraphDrop,
 }
 
 impl WalOp {
@@ -100,11 +106,13 @@ impl WalOp {
             WalOp::UserSet => "user_set",
             WalOp::UserDel => "user_del",
             WalOp::UserForget => "user_forget",
+            WalOp::GraphPut => "graph_put",
+            WalOp::GraphDrop => "graph_drop",
         }
     }
 
     /// Every op (a unit test checks it against the ops `lua/` writes).
-    pub const ALL: [WalOp; 13] = [
+    pub const ALL: [WalOp; 15] = [
         WalOp::SessionCreate,
         WalOp::SessionUpdate,
         WalOp::SessionClose,
@@ -118,6 +126,8 @@ impl WalOp {
         WalOp::UserSet,
         WalOp::UserDel,
         WalOp::UserForget,
+        WalOp::GraphPut,
+        WalOp::GraphDrop,
     ];
 
     fn parse(op: &str) -> Option<WalOp> {

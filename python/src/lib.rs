@@ -16,6 +16,7 @@ mod bridge;
 mod consumer;
 mod convert;
 mod errors;
+mod graph;
 mod store;
 
 use pyo3::prelude::*;

@@ -19,11 +19,24 @@ use crate::bridge::{awaitable, block};
 use crate::consumer::PyConsumer;
 use crate::convert::{py_to_json, to_json, Json, Messages, OptJson};
 use crate::errors;
+use crate::graph;
 
 fn secs(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| {
         PyValueError::new_err(format!("{what} must be a non-negative number of seconds"))
     })
+}
+
+/// A JSON object argument (`filter`), or None.
+fn json_object(
+    what: &str,
+    v: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<serde_json::Map<String, Value>>> {
+    match opt_json(v)? {
+        None => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(_) => Err(PyValueError::new_err(format!("{what} must be a dict"))),
+    }
 }
 
 fn opt_json(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Value>> {
@@ -453,6 +466,213 @@ impl PyStore {
     fn aarchive<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
         awaitable(py, async move { s.archive(&sid).await })
+    }
+
+    /// Puts checkpoint `checkpoint_id` of namespace `ns` into graph thread `thread` (created
+    /// on its first put): `checkpoint` is the document without channel values, `metadata` a
+    /// JSON object, `channels` the (channel, version) pairs it holds, `blobs` the (channel,
+    /// version, value) triples new in it. One script call, logged to the wal.
+    #[pyo3(signature = (thread, ns, checkpoint_id, parent_id, checkpoint, metadata, channels, blobs))]
+    #[allow(clippy::too_many_arguments)]
+    fn graph_put(
+        &self,
+        py: Python<'_>,
+        thread: String,
+        ns: String,
+        checkpoint_id: String,
+        parent_id: Option<String>,
+        checkpoint: Bound<'_, PyAny>,
+        metadata: Bound<'_, PyAny>,
+        channels: Vec<(String, String)>,
+        blobs: Vec<(String, String, String)>,
+    ) -> PyResult<()> {
+        let a = graph::PutArgs::new(
+            thread,
+            ns,
+            checkpoint_id,
+            parent_id,
+            py_to_json(&checkpoint)?,
+            py_to_json(&metadata)?,
+            channels,
+            blobs,
+        );
+        block(py, graph::put(self.s(), a))
+    }
+
+    /// Async twin of `graph_put`.
+    #[pyo3(signature = (thread, ns, checkpoint_id, parent_id, checkpoint, metadata, channels, blobs))]
+    #[allow(clippy::too_many_arguments)]
+    fn agraph_put<'py>(
+        &self,
+        py: Python<'py>,
+        thread: String,
+        ns: String,
+        checkpoint_id: String,
+        parent_id: Option<String>,
+        checkpoint: Bound<'py, PyAny>,
+        metadata: Bound<'py, PyAny>,
+        channels: Vec<(String, String)>,
+        blobs: Vec<(String, String, String)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let a = graph::PutArgs::new(
+            thread,
+            ns,
+            checkpoint_id,
+            parent_id,
+            py_to_json(&checkpoint)?,
+            py_to_json(&metadata)?,
+            channels,
+            blobs,
+        );
+        awaitable(py, graph::put(self.s(), a))
+    }
+
+    /// Stores task `task_id`'s pending writes, (idx, channel, value) triples, for checkpoint
+    /// `checkpoint_id` of `ns`: a repeated (task, idx) is kept, a negative idx overwrites.
+    #[allow(clippy::too_many_arguments)]
+    fn graph_put_writes(
+        &self,
+        py: Python<'_>,
+        thread: String,
+        ns: String,
+        checkpoint_id: String,
+        task_id: String,
+        task_path: String,
+        writes: Vec<(i64, String, String)>,
+    ) -> PyResult<()> {
+        let at = (thread, ns, checkpoint_id, task_id, task_path);
+        block(py, graph::put_writes(self.s(), at, writes))
+    }
+
+    /// Async twin of `graph_put_writes`.
+    #[allow(clippy::too_many_arguments)]
+    fn agraph_put_writes<'py>(
+        &self,
+        py: Python<'py>,
+        thread: String,
+        ns: String,
+        checkpoint_id: String,
+        task_id: String,
+        task_path: String,
+        writes: Vec<(i64, String, String)>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let at = (thread, ns, checkpoint_id, task_id, task_path);
+        awaitable(py, graph::put_writes(self.s(), at, writes))
+    }
+
+    /// Checkpoint `checkpoint_id` of `ns` (the greatest id when None) as a tuple dict with its
+    /// values and writes; None when there is no such checkpoint or thread. One round trip.
+    #[pyo3(signature = (thread, ns, checkpoint_id = None))]
+    fn graph_get(
+        &self,
+        py: Python<'_>,
+        thread: String,
+        ns: String,
+        checkpoint_id: Option<String>,
+    ) -> PyResult<OptJson> {
+        block(py, graph::get(self.s(), thread, ns, checkpoint_id))
+    }
+
+    /// Async twin of `graph_get`.
+    #[pyo3(signature = (thread, ns, checkpoint_id = None))]
+    fn agraph_get<'py>(
+        &self,
+        py: Python<'py>,
+        thread: String,
+        ns: String,
+        checkpoint_id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, graph::get(self.s(), thread, ns, checkpoint_id))
+    }
+
+    /// Tuple dicts newest first: of `ns` (every namespace when None), below checkpoint
+    /// `before`, whose metadata has every key of `filter`, at most `limit`. One round trip per
+    /// page of checkpoints read.
+    #[pyo3(signature = (thread, ns = None, before = None, filter = None, limit = None))]
+    fn graph_list(
+        &self,
+        py: Python<'_>,
+        thread: String,
+        ns: Option<String>,
+        before: Option<String>,
+        filter: Option<Bound<'_, PyAny>>,
+        limit: Option<usize>,
+    ) -> PyResult<Json> {
+        let filter = json_object("filter", filter.as_ref())?;
+        block(py, graph::list(self.s(), thread, ns, before, filter, limit))
+    }
+
+    /// Async twin of `graph_list`.
+    #[pyo3(signature = (thread, ns = None, before = None, filter = None, limit = None))]
+    fn agraph_list<'py>(
+        &self,
+        py: Python<'py>,
+        thread: String,
+        ns: Option<String>,
+        before: Option<String>,
+        filter: Option<Bound<'py, PyAny>>,
+        limit: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let filter = json_object("filter", filter.as_ref())?;
+        awaitable(py, graph::list(self.s(), thread, ns, before, filter, limit))
+    }
+
+    /// Deletes graph thread `thread` (every namespace) in Redis and SQLite; False when it
+    /// did not exist.
+    fn graph_delete(&self, py: Python<'_>, thread: String) -> PyResult<bool> {
+        block(py, graph::delete(self.s(), thread))
+    }
+
+    /// Async twin of `graph_delete`.
+    fn agraph_delete<'py>(&self, py: Python<'py>, thread: String) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, graph::delete(self.s(), thread))
+    }
+
+    /// Keeps the latest checkpoint of each namespace (`keep_latest`) or none; returns the
+    /// number of checkpoints removed.
+    fn graph_prune(&self, py: Python<'_>, thread: String, keep_latest: bool) -> PyResult<u64> {
+        block(py, graph::prune(self.s(), thread, keep_latest))
+    }
+
+    /// Async twin of `graph_prune`.
+    fn agraph_prune<'py>(
+        &self,
+        py: Python<'py>,
+        thread: String,
+        keep_latest: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, graph::prune(self.s(), thread, keep_latest))
+    }
+
+    /// Removes every checkpoint whose metadata `run_id` is listed, in every thread; returns
+    /// the number removed.
+    fn graph_delete_runs(&self, py: Python<'_>, run_ids: Vec<String>) -> PyResult<u64> {
+        block(py, graph::delete_runs(self.s(), run_ids))
+    }
+
+    /// Async twin of `graph_delete_runs`.
+    fn agraph_delete_runs<'py>(
+        &self,
+        py: Python<'py>,
+        run_ids: Vec<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, graph::delete_runs(self.s(), run_ids))
+    }
+
+    /// Copies every checkpoint, value and write of thread `source` into `target` (a fork);
+    /// returns the number of checkpoints copied.
+    fn graph_copy(&self, py: Python<'_>, source: String, target: String) -> PyResult<u64> {
+        block(py, graph::copy(self.s(), source, target))
+    }
+
+    /// Async twin of `graph_copy`.
+    fn agraph_copy<'py>(
+        &self,
+        py: Python<'py>,
+        source: String,
+        target: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, graph::copy(self.s(), source, target))
     }
 
     /// Deletes the session everywhere (Redis and SQLite); with `cascade` its linked and

@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 use crate::scripts;
 use crate::store::Store;
 
+/// Graph log values written back per `restore_graph.lua` call.
+const GRAPH_CHUNK: usize = 1000;
+
 /// How long the daemon's answer to a restore request stays readable.
 const REPLY_TTL_MS: u64 = 10_000;
 
@@ -21,6 +24,24 @@ const REPLY_TTL_MS: u64 = 10_000;
 /// each hash only if absent); true when it restored.
 pub(crate) async fn write_snapshot(store: &Store, sid: &str, snapshot: &Snapshot) -> Result<bool> {
     let keys = store.keys().session(sid);
+    // The graph log first: the meta, written last by restore_session, makes it live.
+    for (i, chunk) in snapshot.graph.chunks(GRAPH_CHUNK).enumerate() {
+        let (members, runs) = crate::graphs::restore_index(chunk);
+        let call = scripts::restore_graph(
+            store.keys(),
+            &keys,
+            sid,
+            i == 0,
+            snapshot.image.ttl,
+            chunk,
+            &members,
+            &runs,
+        );
+        let written: i64 = store.invoke(&call).await?;
+        if written == 0 {
+            return Ok(false);
+        }
+    }
     let call = scripts::restore_session(store.keys(), &keys, sid, &snapshot.image);
     let restored: i64 = store.invoke(&call).await?;
     for (user, rounds) in &snapshot.rounds {

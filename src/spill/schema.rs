@@ -105,6 +105,14 @@ const MIGRATIONS: &[&str] = &[
          value TEXT NOT NULL,
          PRIMARY KEY (user_id, key)
      ) WITHOUT ROWID;",
+    // 2: graph checkpoint logs (LangGraph threads): a mirror of each session's
+    // <prefix>:{p}:s:<sid>:graph hash (fields c|..., b|..., w|..., see lua/graph_put.lua).
+    "CREATE TABLE graph_log (
+         session_id TEXT NOT NULL,
+         field TEXT NOT NULL,
+         value TEXT NOT NULL,
+         PRIMARY KEY (session_id, field)
+     ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes (the number of migrations).

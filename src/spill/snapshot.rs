@@ -18,6 +18,8 @@ pub(crate) struct Snapshot {
     pub image: SessionImage,
     /// StateService rounds of this session id: (user, [(round id, state)]).
     pub rounds: Vec<(String, Vec<(i64, String)>)>,
+    /// The graph log (field, value), when the session is a graph thread.
+    pub graph: Vec<(String, String)>,
 }
 
 /// Groups `(key, item)` rows sorted by key into one `(key, items)` entry per key.
@@ -176,6 +178,11 @@ pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snaps
         ("version", "0".into()),
         ("ttl", ttl.to_string()),
     ];
+    let mut stmt = conn.prepare_cached(
+        "SELECT field, value FROM graph_log WHERE session_id = ?1 ORDER BY field",
+    )?;
+    let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    snapshot.graph = rows.collect::<rusqlite::Result<_>>()?;
     Ok(Some(snapshot))
 }
 

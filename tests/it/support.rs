@@ -384,7 +384,7 @@ impl TestEnv {
         let mut out = Vec::new();
         // Field order of a hash is not kept once Redis converts it from listpack to a
         // hashtable (values over 64 bytes), so hashes compare as sorted field/value pairs.
-        for key in [&k.meta, &k.ckpt, &k.idem, &k.usage] {
+        for key in [&k.meta, &k.ckpt, &k.idem, &k.usage, &k.graph] {
             let mut pairs: Vec<(String, String)> =
                 redis::cmd("HGETALL").arg(key).query(&mut c).unwrap();
             pairs.sort();
@@ -408,6 +408,13 @@ impl TestEnv {
             .unwrap();
         kids.sort();
         out.push((k.children.clone(), kids));
+        let index: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&k.glog)
+            .arg(0)
+            .arg(-1)
+            .query(&mut c)
+            .unwrap();
+        out.push((k.glog.clone(), index));
         out
     }
 

@@ -191,6 +191,24 @@ struct CloseRecord {
     cascade: bool,
 }
 
+/// `graph_put`: graph log values written (field → entry / write JSON, field → value).
+#[derive(Deserialize)]
+struct GraphPutRecord<'a> {
+    #[serde(borrow)]
+    checkpoints: HashMap<String, &'a RawValue>,
+    blobs: HashMap<String, String>,
+    #[serde(borrow)]
+    writes: HashMap<String, &'a RawValue>,
+}
+
+/// `graph_drop`: graph log fields removed.
+#[derive(Deserialize)]
+struct GraphDropRecord {
+    checkpoints: Vec<String>,
+    writes: Vec<String>,
+    blobs: Vec<String>,
+}
+
 /// Applies one wal entry; returns true when it deleted user data.
 fn apply_wal(
     tx: &Transaction<'_>,
@@ -268,6 +286,29 @@ fn apply_wal(
             ])?;
         }
         WalOp::SessionUpdate => apply_session_update(tx, subject, d, touched)?,
+        WalOp::GraphPut => {
+            let r: GraphPutRecord = serde_json::from_str(d)?;
+            let mut upsert = tx.prepare_cached(
+                "INSERT INTO graph_log (session_id, field, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id, field) DO UPDATE SET value = excluded.value",
+            )?;
+            for (field, value) in r.checkpoints.iter().chain(&r.writes) {
+                upsert.execute(params![subject, field, value.get()])?;
+            }
+            for (field, value) in &r.blobs {
+                upsert.execute(params![subject, field, value])?;
+            }
+            touch(touched, subject, stream_id_ms(record.entry_id) as i64);
+        }
+        WalOp::GraphDrop => {
+            let r: GraphDropRecord = serde_json::from_str(d)?;
+            let mut delete =
+                tx.prepare_cached("DELETE FROM graph_log WHERE session_id = ?1 AND field = ?2")?;
+            for field in r.checkpoints.iter().chain(&r.writes).chain(&r.blobs) {
+                delete.execute(params![subject, field])?;
+            }
+            touch(touched, subject, stream_id_ms(record.entry_id) as i64);
+        }
         WalOp::SessionClose => {
             let r: CloseRecord = serde_json::from_str(d)?;
             close_session(tx, subject, r.cascade, stream_id_ms(record.entry_id) as i64)?;
@@ -434,6 +475,7 @@ fn delete_sessions(tx: &Transaction<'_>, ids: &[String], decisions_before: i64) 
         "compactions WHERE session_id",
         "usage WHERE session_id",
         "checkpoints WHERE session_id",
+        "graph_log WHERE session_id",
     ] {
         let mut stmt = tx.prepare_cached(&format!("DELETE FROM {table} = ?1"))?;
         for id in ids {

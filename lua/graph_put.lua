@@ -1,0 +1,97 @@
+--[[
+  graph_put: write checkpoints, channel blobs and pending writes into a session's graph
+  log (a LangGraph thread), refresh the session, and log what was written to the wal.
+  The graph log is one hash of values and one sorted set (score 0, ordered by member):
+    hash field / index member      value
+    c|<ns>|<id>  (both)            checkpoint entry JSON {"created_at",...,"channels":[[ch,ver,blob field]..]}
+    b|<ns>|<ch>|<version> (hash)   a channel value (opaque string)
+    w|<ns>|<id>|<task>|<idx> (both) a pending write JSON {"task_id","task_path","channel","idx","value"}
+    n|<ns>  (index only)           the namespace exists
+  where every <part> is encoded by the caller (`%` -> %25, `|` -> %7C), so `|` separates.
+  KEYS[1..9] session keys (see _prelude)
+  KEYS[10]   graph log values   <prefix>:{p}:s:<sid>:graph
+  KEYS[11]   graph log index    <prefix>:{p}:s:<sid>:glog
+  KEYS[12..]  run indexes       <prefix>:{p}:g_run:<run_id> of the runs (metadata run_id) of
+             the checkpoints written: the session id is added to each
+  ARGV[1] session id
+  ARGV[2] '1' to stamp entries with created_at (a put), '0' to store them as given (a copy)
+  then three sections, each a count n and its items:
+    n checkpoints  (hash field, namespace member, entry JSON: an object; stamped entries
+                   without created_at)
+    n blobs        (hash field, value)
+    n writes       (hash field, '1' to overwrite or '0' to keep an existing one, write JSON)
+  Returns: the wal entry id, or '' when nothing was written (every write was a repeat)
+  Errors:  NO_SESSION, BAD_INPUT
+  Atomic: every argument is read and checked before the first write.
+]]
+local ttl = redis.call('HGET', KEYS[1], 'ttl')
+if not ttl then
+  return fail('NO_SESSION', ARGV[1])
+end
+local at = 3
+local function section(width)
+  local n = tonumber(ARGV[at])
+  if not n then
+    return nil
+  end
+  local items = {}
+  for i = 1, n do
+    local item = {}
+    for j = 1, width do
+      item[j] = ARGV[at + (i - 1) * width + j]
+    end
+    items[i] = item
+  end
+  at = at + 1 + n * width
+  return items
+end
+local cps, blobs, writes = section(3), nil, nil
+if cps then blobs = section(2) end
+if blobs then writes = section(3) end
+if not writes or at ~= #ARGV + 1 then
+  return fail('BAD_INPUT', 'graph_put arguments do not match their counts')
+end
+for _, c in ipairs(cps) do
+  if string.sub(c[3], 1, 1) ~= '{' or string.sub(c[3], -1) ~= '}' or #c[3] < 3 then
+    return fail('BAD_INPUT', 'checkpoint entry must be a non-empty JSON object')
+  end
+end
+local now = now_ms()
+local logged_cps, logged_blobs, logged_writes = {}, {}, {}
+for _, c in ipairs(cps) do
+  local entry = c[3]
+  if ARGV[2] == '1' then
+    entry = '{"created_at":' .. now .. ',' .. string.sub(entry, 2)
+  end
+  redis.call('HSET', KEYS[10], c[1], entry)
+  redis.call('ZADD', KEYS[11], 0, c[1], 0, c[2])
+  logged_cps[#logged_cps + 1] = cjson.encode(c[1]) .. ':' .. entry
+end
+for _, b in ipairs(blobs) do
+  redis.call('HSET', KEYS[10], b[1], b[2])
+  logged_blobs[#logged_blobs + 1] = cjson.encode(b[1]) .. ':' .. cjson.encode(b[2])
+end
+for _, w in ipairs(writes) do
+  local written = true
+  if w[2] == '1' then
+    redis.call('HSET', KEYS[10], w[1], w[3])
+  else
+    written = redis.call('HSETNX', KEYS[10], w[1], w[3]) == 1
+  end
+  if written then
+    redis.call('ZADD', KEYS[11], 0, w[1])
+    logged_writes[#logged_writes + 1] = cjson.encode(w[1]) .. ':' .. w[3]
+  end
+end
+if #logged_cps + #logged_blobs + #logged_writes == 0 then
+  return ''
+end
+for i = 12, #KEYS do
+  redis.call('SADD', KEYS[i], ARGV[1])
+  redis.call('EXPIRE', KEYS[i], ttl)
+end
+redis.call('HSET', KEYS[1], 'updated_at', now)
+touch_graph(tonumber(ttl))
+local d = '{"checkpoints":{' .. table.concat(logged_cps, ',') .. '},"blobs":{'
+  .. table.concat(logged_blobs, ',') .. '},"writes":{' .. table.concat(logged_writes, ',') .. '}}'
+return redis.call('XADD', KEYS[9], '*', 'op', 'graph_put', 'id', ARGV[1], 'd', d)
