@@ -239,7 +239,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         values = checkpoint["channel_values"]
         doc = self._dump_doc({k: v for k, v in checkpoint.items() if k != "channel_values"})
         md = get_serializable_checkpoint_metadata(config, metadata)
-        run_id = md.get("run_id")
+        if md.get("run_id") is not None and not isinstance(md["run_id"], str):
+            md["run_id"] = str(md["run_id"])  # the core indexes a str run_id (delete_for_runs)
         args = (
             self.agentstate_id(thread_id),
             ns,
@@ -252,7 +253,6 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 (ch, str(v), self._dumps(values[ch]) if ch in values else EMPTY)
                 for ch, v in new_versions.items()
             ],
-            None if run_id is None else str(run_id),
         )
         stored: RunnableConfig = {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}

@@ -153,6 +153,14 @@ class SpillDaemon:
             stdout=self.log, stderr=subprocess.STDOUT,
         )
 
+    def wait_started(self) -> "SpillDaemon":
+        """Waits for the start line (logged after the first pass, the SIGTERM handler
+        installed before it): a ``stop`` then finds it draining, not starting, and returns 0
+        however short the test."""
+        log = Path(self.log.name)
+        wait_until(lambda: "spill daemon started" in log.read_text(), what="the spill daemon to start")
+        return self
+
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=20)

@@ -93,7 +93,7 @@ def world(tmp_path):
     prefix = "g" + uuid.uuid4().hex[:8]
     db = tmp_path / "spill.db"
     prepare_namespace(server.url, prefix, db)
-    daemon = SpillDaemon(server.url, db, prefix)
+    daemon = SpillDaemon(server.url, db, prefix).wait_started()
     yield server, prefix, db
     assert daemon.stop() == 0
     server.close()
@@ -264,16 +264,19 @@ def test_time_travel_fork_keeps_both_branches(world, kind):
     graph.invoke({"log": ["third"]}, config)
     assert graph.get_state(config).values == {"n": 3, "log": ["inc->1", "again", "inc->2", "third", "inc->3"]}
     history = list(graph.get_state_history(config))
+    original = [(s.config, s.values) for s in history]
     after_first = next(s for s in history if s.values.get("n") == 1 and s.next == ())
-    newest = history[0]
 
+    # Two updates on the fork: the second counts up to the versions the original branch's
+    # second run wrote its channels at.
     fork = graph.update_state(after_first.config, {"n": 100, "log": ["forked"]})
-    assert graph.get_state(fork).values == {"n": 100, "log": ["inc->1", "forked"]}
+    fork = graph.update_state(fork, {"n": 200, "log": ["again on fork"]})
+    assert graph.get_state(fork).values == {"n": 200, "log": ["inc->1", "forked", "again on fork"]}
     resumed = graph.invoke({"log": ["on fork"]}, fork)
-    assert resumed == {"n": 101, "log": ["inc->1", "forked", "on fork", "inc->101"]}
-    # The original branch is intact.
-    assert graph.get_state(newest.config).values == {"n": 3, "log": ["inc->1", "again", "inc->2", "third", "inc->3"]}
-    assert graph.get_state(after_first.config).values == {"n": 1, "log": ["inc->1"]}
+    assert resumed == {"n": 201, "log": ["inc->1", "forked", "again on fork", "on fork", "inc->201"]}
+    # Every checkpoint of the original branch still holds what it held.
+    assert [(c, graph.get_state(c).values) for c, _ in original] == original
+    assert len(list(graph.get_state_history(config))) == len(original) + 5  # as InMemorySaver
 
 
 def test_get_next_version_follows_the_in_memory_scheme():
@@ -301,7 +304,7 @@ def test_graph_on_the_cluster(tmp_path):
     db = tmp_path / "spill.db"
     try:
         prepare_namespace(cluster.url, prefix, db)
-        daemon = SpillDaemon(cluster.url, db, prefix)
+        daemon = SpillDaemon(cluster.url, db, prefix).wait_started()
         try:
             saver = AgentStateSaver(store=Store(cluster.url, prefix=prefix))
             graph = _trip_graph(saver)

@@ -96,7 +96,7 @@ def main() -> int:
         failed = sum(f for _, f in counts.values())
         print(f"agentstate conformance: {total} passed, {failed} failed (expected {sum(EXPECTED.values())} passed)")
         (sessions,), = sqlite_rows(_swap._db[-1], "SELECT count(*) FROM sessions")
-        print(f"agentstate conformance: the spill daemon has flushed {sessions} thread sessions to SQLite")
+        print(f"agentstate conformance: the spill daemon has flushed {sessions} thread sessions to SQLite so far")
         ok = report.passed_all() and counts == {k: (n, 0) for k, n in EXPECTED.items()}
         return 0 if ok else 1
     finally:
