@@ -69,8 +69,10 @@ plain JSON: ``{TYPED: "<type>:<base64>"}``."""
 
 FIRST_PAGE = 100
 MAX_PAGE = 1000
-"""``list`` without a limit reads pages of 100 checkpoints, then up to 1000 (callers often
-stop after the first few)."""
+"""``list`` without a limit reads a first page of 100 checkpoints (callers often stop after
+the first few), then pages of 1000."""
+
+_decode_json = json.JSONDecoder().decode
 
 _version_seq = itertools.count()
 _version_nonce = f"{os.getpid()}.{time.time_ns()}"
@@ -170,9 +172,9 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         return f"{kind}:{base64.b64encode(data).decode('ascii')}"
 
     def _loads(self, stored: str) -> Any:
+        if stored.startswith("json:"):
+            return _decode_json(stored[5:])
         kind, _, payload = stored.partition(":")
-        if kind == "json":
-            return json.loads(payload)
         if kind == "serde-json":
             kind = "json"
         return self.serde.loads_typed((kind, base64.b64decode(payload)))
@@ -302,10 +304,9 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         if limit is not None:
             yield limit
             return
-        size = FIRST_PAGE
+        yield FIRST_PAGE
         while True:
-            yield size
-            size = min(size * 4, MAX_PAGE)
+            yield MAX_PAGE
 
     # -- sync API -------------------------------------------------------------------------
 

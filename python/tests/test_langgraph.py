@@ -331,3 +331,39 @@ def test_graph_on_the_cluster(tmp_path):
             assert daemon.stop() == 0
     finally:
         cluster.close()
+
+
+def test_stored_values_are_json_when_plain_else_typed(world):
+    """What ``redis-cli`` and SQLite show: plain JSON values as ``json:<text>``, others as the
+    serializer's type and base64 bytes, ``empty:`` for a versioned channel without a value;
+    a serializer of the user's own (e.g. encryption) sees every value."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from agentstate import Store
+    from agentstate.langgraph import AgentStateSaver
+
+    class OwnSerde(JsonPlusSerializer):
+        pass
+
+    server, prefix, _ = world
+    store = Store(server.url, prefix=prefix)
+    values = {"plain": {"x": [1, 2.5, None, True, "é"]}, "raw": b"\x00\xff", "tuple": (1, 2), "nan": float("nan")}
+    for serde, expected in [
+        (None, {"plain": 'json:{"x":[1,2.5,null,true,"é"]}', "raw": "bytes:AP8=", "tuple": "msgpack:", "nan": "msgpack:"}),
+        (OwnSerde(), {"plain": "msgpack:", "raw": "bytes:AP8=", "tuple": "msgpack:", "nan": "msgpack:"}),
+    ]:
+        saver = AgentStateSaver(store=store, serde=serde, id_prefix=f"{serde is None}-")
+        cp = empty_checkpoint()
+        cp["channel_values"] = dict(values)
+        versions = {ch: saver.get_next_version(None, None) for ch in [*values, "gone"]}
+        cp["channel_versions"] = versions
+        config = saver.put({"configurable": {"thread_id": "v", "checkpoint_ns": ""}}, cp, {"source": "input", "step": -1}, versions)
+        raw = store.graph_get(saver.agentstate_id("v"), "", None)["values"]
+        assert raw["gone"] == "empty:"
+        for ch, prefix_or_value in expected.items():
+            assert raw[ch] == prefix_or_value if prefix_or_value.endswith(("}", "=")) else raw[ch].startswith(prefix_or_value), (ch, raw[ch])
+        loaded = saver.get_tuple(config).checkpoint["channel_values"]
+        assert set(loaded) == set(values)  # "gone" has no value: absent, as in InMemorySaver
+        assert loaded["plain"] == values["plain"] and loaded["raw"] == values["raw"]
+        assert tuple(loaded["tuple"]) == (1, 2) and loaded["nan"] != loaded["nan"]
