@@ -158,7 +158,12 @@ class SpillDaemon:
         installed before it): a ``stop`` then finds it draining, not starting, and returns 0
         however short the test."""
         log = Path(self.log.name)
-        wait_until(lambda: "spill daemon started" in log.read_text(), what="the spill daemon to start")
+        try:
+            wait_until(lambda: "spill daemon started" in log.read_text(), what="the spill daemon to start")
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
         return self
 
     def stop(self) -> int:

@@ -90,13 +90,17 @@ def _history(graph: Any, config: Dict[str, Any]) -> List[Tuple[Any, ...]]:
 @pytest.fixture
 def world(tmp_path):
     server = RedisServer()
-    prefix = "g" + uuid.uuid4().hex[:8]
-    db = tmp_path / "spill.db"
-    prepare_namespace(server.url, prefix, db)
-    daemon = SpillDaemon(server.url, db, prefix).wait_started()
-    yield server, prefix, db
-    assert daemon.stop() == 0
-    server.close()
+    try:
+        prefix = "g" + uuid.uuid4().hex[:8]
+        db = tmp_path / "spill.db"
+        prepare_namespace(server.url, prefix, db)
+        daemon = SpillDaemon(server.url, db, prefix).wait_started()
+        try:
+            yield server, prefix, db
+        finally:
+            assert daemon.stop() == 0
+    finally:
+        server.close()
 
 
 def _flushed_fields(db, sid: str) -> int:
