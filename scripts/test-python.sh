@@ -8,7 +8,9 @@
 #      AgentStateSession,
 #   3. strands-agents' own session-manager and agent tests from its sdist, the mocked
 #      repository swapped for AgentStateSessionRepository,
-#   4. both suites again with a deliberately broken stand-in, which must fail (the swap is live).
+#   4. LangGraph's checkpointer conformance suite (langgraph-checkpoint-conformance: 81 cases)
+#      against AgentStateSaver, on a single node and on the 3-master cluster fixture,
+#   5. those suites again with a deliberately broken stand-in, which must fail (the swap is live).
 # Deselected framework tests are listed with reasons in python/tests/frameworks/*_deselected.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +67,10 @@ echo "== openai-agents $OPENAI_AGENTS: tests/memory with SQLiteSession -> AgentS
 echo "== strands-agents $STRANDS_AGENTS: session manager and agent tests with MockedSessionRepository -> AgentStateSessionRepository"
 (cd "$STRANDS_DIR" && $PYTEST -p agentstate_strands_swap "${STRANDS_TESTS[@]}")
 
+echo "== langgraph-checkpoint-conformance: AgentStateSaver on a single node, then on the 3-master cluster"
+python python/tests/frameworks/langgraph_conformance.py
+python python/tests/frameworks/langgraph_conformance.py --cluster
+
 echo "== the swap is live: the same suites with a deliberately broken stand-in must fail"
 broken() { # label dir plugin tests...
   local label=$1 dir=$2 plugin=$3; shift 3
@@ -78,3 +84,10 @@ broken() { # label dir plugin tests...
 }
 broken openai-agents "$OPENAI_DIR" agentstate_openai_swap tests/memory
 broken strands-agents "$STRANDS_DIR" agentstate_strands_swap "${STRANDS_TESTS[@]}"
+LG_LOG="$WORK/broken-langgraph.log"
+if AGENTSTATE_SWAP_BROKEN=1 python python/tests/frameworks/langgraph_conformance.py >"$LG_LOG" 2>&1; then
+  echo "error: the LangGraph conformance suite passed with a broken saver: the run is not live ($LG_LOG)" >&2
+  exit 1
+fi
+grep -q "constructed the BROKEN" "$LG_LOG" || { echo "error: langgraph: broken saver not loaded ($LG_LOG)" >&2; exit 1; }
+echo "ok: the LangGraph conformance suite rejects the broken saver ($(grep -Eo '[0-9]+ failed' "$LG_LOG" | tail -1) cases; log $LG_LOG)"

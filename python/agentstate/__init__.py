@@ -12,7 +12,8 @@ the event loop. One ``Store`` may be shared by any number of threads and event l
 1
 
 Adapters: :mod:`agentstate.openai_agents` (OpenAI Agents SDK ``Session``) and
-:mod:`agentstate.strands` (Strands Agents ``SessionRepository``).
+:mod:`agentstate.strands` (Strands Agents ``SessionRepository``); :mod:`agentstate.langgraph`
+(LangGraph checkpointer ``AgentStateSaver``).
 """
 
 from ._agentstate import (

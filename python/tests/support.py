@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,11 +44,12 @@ class RedisServer:
     """A ``redis-server`` child with no persistence in a temp dir; ``restart_empty`` plays
     "Redis lost everything" (same port, empty memory)."""
 
-    def __init__(self) -> None:
+    def __init__(self, args: Sequence[str] = ()) -> None:
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not on PATH (scripts/ensure-tools.sh installs it)")
         self.dir = Path(tempfile.mkdtemp(prefix="agentstate-py-redis-"))
         self.port = free_port()
+        self.args = list(args)
         self.proc: Optional[subprocess.Popen] = None
         self.start()
 
@@ -60,7 +61,7 @@ class RedisServer:
         log = open(self.dir / "redis.log", "ab")
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.dir)],
+             "--appendonly", "no", "--dir", str(self.dir), *self.args],
             stdout=log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 10
@@ -89,6 +90,44 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class RedisCluster:
+    """Three ``redis-server --cluster-enabled yes`` masters joined with ``redis-cli --cluster
+    create`` (all 16384 slots), as the Rust tests' cluster fixture; ``url`` names every node."""
+
+    def __init__(self) -> None:
+        self.nodes = [
+            RedisServer(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                         "--cluster-node-timeout", "5000"])
+            for _ in range(3)
+        ]
+        try:
+            subprocess.run(
+                ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+                 "--cluster-replicas", "0", "--cluster-yes"],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            )
+            wait_until(self._ok, timeout=20, what="cluster_state:ok on every node")
+        except BaseException:
+            self.close()
+            raise
+
+    def _ok(self) -> bool:
+        for n in self.nodes:
+            out = subprocess.run(["redis-cli", "-p", str(n.port), "CLUSTER", "INFO"],
+                                 capture_output=True, text=True).stdout
+            if "cluster_state:ok" not in out:
+                return False
+        return True
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.close()
+
+
 def agentstate_bin() -> Path:
     """The ``agentstate`` CLI built by cargo (``$AGENTSTATE_BIN``, else the debug build in
     ``$CARGO_TARGET_DIR`` or the repo's ``target/``)."""
@@ -113,6 +152,19 @@ class SpillDaemon:
              "--partitions", str(partitions), "spill", "--interval-ms", "20", "--lease-ms", "600"],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
+
+    def wait_started(self) -> "SpillDaemon":
+        """Waits for the start line (logged after the first pass, the SIGTERM handler
+        installed before it): a ``stop`` then finds it draining, not starting, and returns 0
+        however short the test."""
+        log = Path(self.log.name)
+        try:
+            wait_until(lambda: "spill daemon started" in log.read_text(), what="the spill daemon to start")
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        return self
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)

@@ -1,0 +1,496 @@
+"""``AgentStateSaver``: a LangGraph checkpointer (``BaseCheckpointSaver``) on agentstate.
+
+Runs on plain Redis (no RedisJSON or RediSearch) and on Redis Cluster; every checkpoint is
+flushed to SQLite by the spill daemon and a thread Redis lost is restored from it.
+
+    from langgraph.graph import StateGraph
+    from agentstate.langgraph import AgentStateSaver
+
+    saver = AgentStateSaver("redis://127.0.0.1:6379")
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke({"messages": []}, {"configurable": {"thread_id": "t-1"}})
+
+The storage is the core's per-thread checkpoint log (``Store.graph_*``): a LangGraph thread
+is one agentstate session (its id mapped by :func:`agentstate._ids.part`, after the
+``id_prefix``), holding every namespace's checkpoints (id, parent, metadata), the channel
+blobs they reference (one per channel version) and the pending writes, all in one hash slot.
+This module only converts between LangGraph's objects and the core's strings: each method is
+one binding call (one script: a put is one round trip, ``get_tuple`` one, a ``list`` page one).
+
+Values (channel blobs and pending writes) are stored as ``"<type>:<payload>"`` strings: plain
+JSON values (dict/list/str/int/finite float/bool/None, nothing else) as ``json:<json text>``
+so they read well in ``redis-cli`` and ``sqlite3``, anything else as the serializer's
+``(type, bytes)`` with the bytes in base64 (``msgpack:...``). The JSON shortcut is taken only
+with LangGraph's default ``JsonPlusSerializer``: with any other ``serde`` (e.g. an
+``EncryptedSerializer``) every value goes through it. A channel listed in ``new_versions``
+without a value is stored as ``empty:`` and skipped on load, as the Postgres saver does.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import itertools
+import json
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, Dict, List, Optional, Tuple
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from . import _ids
+from ._agentstate import Store
+from ._shared import ashared_store, shared_store
+
+__all__ = ["AgentStateSaver"]
+
+DEFAULT_URL = "redis://127.0.0.1:6379"
+
+EMPTY = "empty:"
+"""The stored value of a channel versioned without a value (skipped on load)."""
+
+TYPED = "$agentstate.typed"
+"""Key of the one-key object standing in for a checkpoint or metadata value that is not
+plain JSON: ``{TYPED: "<type>:<base64>"}``."""
+
+FIRST_PAGE = 100
+MAX_PAGE = 1000
+"""``list`` without a limit reads a first page of 100 checkpoints (callers often stop after
+the first few), then pages of 1000."""
+
+_decode_json = json.JSONDecoder().decode
+
+_version_seq = itertools.count()
+_version_nonce = f"{os.getpid()}.{time.time_ns()}"
+
+
+def _is_plain(value: Any) -> bool:
+    """Whether ``value`` is exactly JSON: it survives ``json.dumps``/``loads`` unchanged."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is float:
+        return math.isfinite(value)
+    if t is list:
+        return all(_is_plain(v) for v in value)
+    if t is dict:
+        return all(type(k) is str and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def _json(value: Any) -> Optional[str]:
+    """The JSON text of a plain value, or None when it is not plain (or not valid UTF-8:
+    a lone surrogate in a string)."""
+    if not _is_plain(value):
+        return None
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return text
+
+
+class AgentStateSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpoint saver storing threads in agentstate (sync and async methods).
+
+    Args:
+        url: Redis URL; default ``$AGENTSTATE_REDIS_URL`` or ``redis://127.0.0.1:6379``
+            (a cluster URL works too: a thread lives in one hash slot).
+        prefix: agentstate namespace prefix.
+        id_prefix: prepended to every LangGraph ``thread_id`` to form the agentstate session
+            id, so several applications (or test cases) share a namespace without sharing
+            threads. ``delete_for_runs`` acts on the whole namespace.
+        serde: LangGraph serializer (default ``JsonPlusSerializer``).
+        partitions: the namespace's partition count.
+        store: an already connected :class:`agentstate.Store` to use instead of ``url``.
+
+    The namespace must have a spill daemon (``agentstate spill``) that has checked it against
+    SQLite before threads can be created (see the README): that is what lets a thread Redis
+    lost be restored instead of silently started anew.
+    """
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        *,
+        prefix: str = "as",
+        id_prefix: str = "",
+        serde: Optional[SerializerProtocol] = None,
+        partitions: int = 16,
+        store: Optional[Store] = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._url = url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL
+        self._prefix = prefix
+        self._id_prefix = id_prefix
+        self._partitions = partitions
+        self._store = store
+
+    # -- connection and ids -------------------------------------------------------------
+
+    def _sync(self) -> Store:
+        if self._store is None:
+            self._store = shared_store(self._url, self._prefix, self._partitions)
+        return self._store
+
+    async def _async(self) -> Store:
+        if self._store is None:
+            self._store = await ashared_store(self._url, self._prefix, self._partitions)
+        return self._store
+
+    def agentstate_id(self, thread_id: Any) -> str:
+        """The agentstate session id holding a LangGraph thread."""
+        return _ids.part(self._id_prefix + str(thread_id))
+
+    # -- values ---------------------------------------------------------------------------
+
+    def _dumps(self, value: Any) -> str:
+        """The stored string of a channel value or a pending write."""
+        if type(self.serde) is JsonPlusSerializer:
+            text = _json(value)
+            if text is not None:
+                return "json:" + text
+        kind, data = self.serde.dumps_typed(value)
+        if kind == "json":  # ours is "json:<text>"; the serializer's own JSON is bytes
+            kind = "serde-json"
+        return f"{kind}:{base64.b64encode(data).decode('ascii')}"
+
+    def _loads(self, stored: str) -> Any:
+        if stored.startswith("json:"):
+            return _decode_json(stored[5:])
+        kind, _, payload = stored.partition(":")
+        if kind == "serde-json":
+            kind = "json"
+        return self.serde.loads_typed((kind, base64.b64decode(payload)))
+
+    def _dump_doc(self, value: Any) -> Any:
+        """A JSON value for the core: ``value`` itself when plain, else wrapped."""
+        if _is_plain(value):
+            return value
+        kind, data = self.serde.dumps_typed(value)
+        return {TYPED: f"{kind}:{base64.b64encode(data).decode('ascii')}"}
+
+    def _load_doc(self, value: Any) -> Any:
+        if type(value) is dict and len(value) == 1 and TYPED in value:
+            kind, _, payload = value[TYPED].partition(":")
+            return self.serde.loads_typed((kind, base64.b64decode(payload)))
+        return value
+
+    def _dump_metadata(self, metadata: Dict[str, Any]) -> Dict[str, Any]:
+        """Metadata key by key, so that ``list(filter=...)`` compares top-level values."""
+        return {k: self._dump_doc(v) for k, v in metadata.items()}
+
+    # -- converting the core's records ----------------------------------------------------
+
+    def _tuple(self, thread_id: Any, record: Dict[str, Any]) -> CheckpointTuple:
+        ns = record["ns"]
+        checkpoint = self._load_doc(record["checkpoint"])
+        checkpoint = {
+            **checkpoint,
+            "channel_values": {
+                ch: self._loads(v) for ch, v in record["values"].items() if v != EMPTY
+            },
+        }
+        parent = record["parent"]
+        return CheckpointTuple(
+            config={
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": record["id"],
+                }
+            },
+            checkpoint=checkpoint,  # type: ignore[arg-type]
+            metadata={k: self._load_doc(v) for k, v in record["metadata"].items()},  # type: ignore[misc]
+            parent_config=(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}}
+                if parent
+                else None
+            ),
+            pending_writes=[
+                (w["task_id"], w["channel"], self._loads(w["value"])) for w in record["writes"]
+            ],
+        )
+
+    def _put_args(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Tuple[tuple, RunnableConfig]:
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        ns = conf.get("checkpoint_ns", "")
+        values = checkpoint["channel_values"]
+        doc = self._dump_doc({k: v for k, v in checkpoint.items() if k != "channel_values"})
+        md = get_serializable_checkpoint_metadata(config, metadata)
+        if md.get("run_id") is not None and not isinstance(md["run_id"], str):
+            md["run_id"] = str(md["run_id"])  # the core indexes a str run_id (delete_for_runs)
+        args = (
+            self.agentstate_id(thread_id),
+            ns,
+            checkpoint["id"],
+            conf.get("checkpoint_id"),
+            doc,
+            self._dump_metadata(md),  # type: ignore[arg-type]
+            [(ch, str(v)) for ch, v in checkpoint["channel_versions"].items()],
+            [
+                (ch, str(v), self._dumps(values[ch]) if ch in values else EMPTY)
+                for ch, v in new_versions.items()
+            ],
+        )
+        stored: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
+        }
+        return args, stored
+
+    def _writes_args(
+        self, config: RunnableConfig, writes: Sequence[Tuple[str, Any]], task_id: str, task_path: str
+    ) -> tuple:
+        conf = config["configurable"]
+        return (
+            self.agentstate_id(conf["thread_id"]),
+            conf.get("checkpoint_ns", ""),
+            conf["checkpoint_id"],
+            task_id,
+            task_path,
+            [(WRITES_IDX_MAP.get(ch, idx), ch, self._dumps(v)) for idx, (ch, v) in enumerate(writes)],
+        )
+
+    def _list_query(
+        self, config: Optional[RunnableConfig], filter: Optional[Dict[str, Any]], before: Optional[RunnableConfig]
+    ) -> Tuple[Any, str, Optional[str], Optional[str], Optional[Dict[str, Any]], Optional[str]]:
+        if config is None:
+            raise ValueError("AgentStateSaver.list needs a config with a thread_id (listing every thread is not supported)")
+        conf = config["configurable"]
+        thread_id = conf["thread_id"]
+        return (
+            thread_id,
+            self.agentstate_id(thread_id),
+            conf.get("checkpoint_ns"),
+            get_checkpoint_id(config),
+            self._dump_metadata(filter) if filter else None,
+            get_checkpoint_id(before) if before else None,
+        )
+
+    @staticmethod
+    def _matches_one(record: Optional[Dict[str, Any]], flt: Optional[Dict[str, Any]], before: Optional[str]) -> bool:
+        """``list`` of a config naming one checkpoint: that checkpoint, if it passes the
+        filter and ``before`` (what the core's ``graph_list`` applies to a page)."""
+        if record is None or (before is not None and record["id"] >= before):
+            return False
+        md = record["metadata"]
+        return not flt or all(k in md and md[k] == v for k, v in flt.items())
+
+    @staticmethod
+    def _page_sizes(limit: Optional[int]) -> Iterator[int]:
+        if limit is not None:
+            yield limit
+            return
+        yield FIRST_PAGE
+        while True:
+            yield MAX_PAGE
+
+    # -- sync API -------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
+        """The checkpoint ``config`` names (its ``checkpoint_id``, else the newest of its
+        namespace) with its pending writes in ``writes_sort_key`` order; one round trip."""
+        conf = config["configurable"]
+        record = self._sync().graph_get(
+            self.agentstate_id(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+        )
+        return None if record is None else self._tuple(conf["thread_id"], record)
+
+    def list(
+        self,
+        config: Optional[RunnableConfig],
+        *,
+        filter: Optional[Dict[str, Any]] = None,
+        before: Optional[RunnableConfig] = None,
+        limit: Optional[int] = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The thread's checkpoints, newest first (one namespace when ``config`` has a
+        ``checkpoint_ns``, else all), read a page per round trip."""
+        thread_id, sid, ns, one, flt, before_id = self._list_query(config, filter, before)
+        if limit is not None and limit <= 0:
+            return
+        store = self._sync()
+        if one is not None:
+            record = store.graph_get(sid, ns or "", one)
+            if self._matches_one(record, flt, before_id):
+                yield self._tuple(thread_id, record)  # type: ignore[arg-type]
+            return
+        for size in self._page_sizes(limit):
+            page = store.graph_list(sid, ns, before_id, flt, size)
+            for record in page:
+                yield self._tuple(thread_id, record)
+            if len(page) < size or limit is not None:
+                return
+            before_id = page[-1]["id"]
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Stores a checkpoint, its metadata and its new channel blobs: one round trip."""
+        args, stored = self._put_args(config, checkpoint, metadata, new_versions)
+        self._sync().graph_put(*args)
+        return stored
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[Tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Stores a task's pending writes for the checkpoint ``config`` names: a repeated
+        ``(task_id, idx)`` is kept as first written, special writes (errors, interrupts)
+        overwrite."""
+        self._sync().graph_put_writes(*self._writes_args(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Deletes every checkpoint, blob and write of the thread (Redis and SQLite)."""
+        self._sync().graph_delete(self.agentstate_id(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Deletes the checkpoints (and their writes) whose metadata ``run_id`` is listed,
+        in every thread of the namespace."""
+        if run_ids:
+            self._sync().graph_delete_runs([str(r) for r in run_ids])
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copies every checkpoint, blob and write of a thread (all namespaces) to another."""
+        self._sync().graph_copy(self.agentstate_id(source_thread_id), self.agentstate_id(target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keeps each namespace's newest checkpoint (with its writes and the
+        blobs it references); ``delete``: drops every checkpoint. One call per thread."""
+        keep = _keep_latest(strategy)
+        store = self._sync()
+        for thread_id in thread_ids:
+            store.graph_prune(self.agentstate_id(thread_id), keep)
+
+    # -- async API ------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
+        """Async :meth:`get_tuple`."""
+        conf = config["configurable"]
+        store = await self._async()
+        record = await store.agraph_get(
+            self.agentstate_id(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+        )
+        return None if record is None else self._tuple(conf["thread_id"], record)
+
+    async def alist(
+        self,
+        config: Optional[RunnableConfig],
+        *,
+        filter: Optional[Dict[str, Any]] = None,
+        before: Optional[RunnableConfig] = None,
+        limit: Optional[int] = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+        thread_id, sid, ns, one, flt, before_id = self._list_query(config, filter, before)
+        if limit is not None and limit <= 0:
+            return
+        store = await self._async()
+        if one is not None:
+            record = await store.agraph_get(sid, ns or "", one)
+            if self._matches_one(record, flt, before_id):
+                yield self._tuple(thread_id, record)  # type: ignore[arg-type]
+            return
+        for size in self._page_sizes(limit):
+            page = await store.agraph_list(sid, ns, before_id, flt, size)
+            for record in page:
+                yield self._tuple(thread_id, record)
+            if len(page) < size or limit is not None:
+                return
+            before_id = page[-1]["id"]
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put`."""
+        args, stored = self._put_args(config, checkpoint, metadata, new_versions)
+        store = await self._async()
+        await store.agraph_put(*args)
+        return stored
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[Tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        """Async :meth:`put_writes`."""
+        store = await self._async()
+        await store.agraph_put_writes(*self._writes_args(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        store = await self._async()
+        await store.agraph_delete(self.agentstate_id(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async :meth:`delete_for_runs`."""
+        if run_ids:
+            store = await self._async()
+            await store.agraph_delete_runs([str(r) for r in run_ids])
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async :meth:`copy_thread`."""
+        store = await self._async()
+        await store.agraph_copy(self.agentstate_id(source_thread_id), self.agentstate_id(target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async :meth:`prune`."""
+        keep = _keep_latest(strategy)
+        store = await self._async()
+        for thread_id in thread_ids:
+            await store.agraph_prune(self.agentstate_id(thread_id), keep)
+
+    # -- versions -------------------------------------------------------------------------
+
+    def get_next_version(self, current: Optional[str], channel: None = None) -> str:
+        """The in-memory saver's version scheme, ``f"{n:032}.{h:016}"``: ``n`` counts up,
+        ``h`` tells apart versions ``n`` written on different branches of a thread (time
+        travel: a fork from an older checkpoint reuses its counter, and its blobs must not
+        collide with the newer branch's). ``h`` comes from a process nonce and a counter,
+        not from ``random`` or ``uuid4``, which tests patch."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(str(current).split(".")[0])
+        digest = hashlib.blake2b(f"{_version_nonce}.{next(_version_seq)}".encode(), digest_size=8).digest()
+        h = int.from_bytes(digest[:7], "big") / float(1 << 56)
+        return f"{current_v + 1:032}.{h:016}"
+
+    def __repr__(self) -> str:
+        return f"AgentStateSaver(prefix={self._prefix!r}, id_prefix={self._id_prefix!r})"
+
+
+def _keep_latest(strategy: str) -> bool:
+    if strategy not in ("keep_latest", "delete"):
+        raise ValueError(f"unknown prune strategy {strategy!r} (expected 'keep_latest' or 'delete')")
+    return strategy == "keep_latest"

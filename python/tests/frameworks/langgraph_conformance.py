@@ -1,0 +1,107 @@
+"""LangGraph's checkpointer conformance suite (``langgraph-checkpoint-conformance``, pinned in
+python/tests/requirements.txt) against :class:`agentstate.langgraph.AgentStateSaver`.
+
+    python python/tests/frameworks/langgraph_conformance.py [--cluster]
+
+starts a private redis-server and a real spill daemon (``agentstate spill``: everything the
+suite stores is also flushed to SQLite), registers the saver with the suite's
+``checkpointer_test`` decorator (a fresh ``id_prefix`` per capability suite: each one gets an
+empty store; ``--cluster``: the 3-master Redis Cluster fixture instead), runs ``validate`` with per-test output, prints the report and exits 0 only when
+every base and extended capability was detected and passed with exactly the expected number
+of cases (81).
+
+``AGENTSTATE_SWAP_BROKEN=1`` registers a deliberately broken saver instead (``list`` yields
+oldest first, ``put_writes`` keeps only a call's first write): the run must then fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator, Sequence, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _swap  # noqa: E402
+from _swap import start_backend, stop_backend  # noqa: E402
+from support import RedisCluster, SpillDaemon, prepare_namespace, sqlite_rows  # noqa: E402
+
+from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
+from langgraph.checkpoint.conformance.report import ProgressCallbacks  # noqa: E402
+
+from agentstate.langgraph import AgentStateSaver  # noqa: E402
+
+EXPECTED = {
+    "put": 17,
+    "put_writes": 10,
+    "get_tuple": 10,
+    "list": 16,
+    "delete_thread": 5,
+    "delete_for_runs": 7,
+    "copy_thread": 8,
+    "prune": 8,
+}
+"""Cases per capability in langgraph-checkpoint-conformance 0.0.2 (81 in all)."""
+
+BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
+
+
+class BrokenSaver(AgentStateSaver):
+    """Deliberately broken: lists oldest first and loses all but a task's first write."""
+
+    async def alist(self, config: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        found = [t async for t in super().alist(config, **kwargs)]
+        for t in reversed(found):
+            yield t
+
+    async def aput_writes(self, config: Any, writes: Sequence[Tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await super().aput_writes(config, list(writes)[:1], task_id, task_path)
+
+
+def _cluster_backend(prefix: str) -> Tuple[Any, SpillDaemon, Any]:
+    """Like ``start_backend``, on the 3-master cluster fixture."""
+    from agentstate import Store
+
+    cluster = RedisCluster()
+    db = Path(tempfile.mkdtemp(prefix="agentstate-lg-cluster-")) / f"{prefix}.db"
+    prepare_namespace(cluster.url, prefix, db)
+    daemon = SpillDaemon(cluster.url, db, prefix)
+    _swap._db.append(db)
+    return cluster, daemon, Store(cluster.url, prefix=prefix)
+
+
+def main() -> int:
+    cluster = "--cluster" in sys.argv[1:]
+    server, daemon, store = (_cluster_backend if cluster else start_backend)("langgraph")
+    try:
+        kind = BrokenSaver if BROKEN else AgentStateSaver
+        label = ("BROKEN " if BROKEN else "") + "AgentStateSaver"
+        print(f"agentstate conformance: constructed the {label} on {server.url} (prefix langgraph)")
+
+        @checkpointer_test(name=label)
+        async def saver() -> AsyncIterator[AgentStateSaver]:
+            yield kind(store=store, id_prefix="c" + uuid.uuid4().hex[:10] + "-")
+
+        report = asyncio.run(validate(saver, progress=ProgressCallbacks.verbose()))
+        report.print_report()
+        counts = {name: (r.tests_passed, r.tests_failed) for name, r in report.results.items()}
+        print(f"agentstate conformance: passed/failed per capability {counts}")
+        total = sum(p for p, _ in counts.values())
+        failed = sum(f for _, f in counts.values())
+        print(f"agentstate conformance: {total} passed, {failed} failed (expected {sum(EXPECTED.values())} passed)")
+        (sessions,), = sqlite_rows(_swap._db[-1], "SELECT count(*) FROM sessions")
+        print(f"agentstate conformance: the spill daemon has flushed {sessions} thread sessions to SQLite so far")
+        ok = report.passed_all() and counts == {k: (n, 0) for k, n in EXPECTED.items()}
+        return 0 if ok else 1
+    finally:
+        stop_backend(server, daemon)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
