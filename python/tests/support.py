@@ -20,24 +20,27 @@ REPO = Path(__file__).resolve().parents[2]
 _handed_out: set = set()
 
 
-def free_port() -> int:
+def free_port(cluster: bool = False) -> int:
     """A free loopback port below the ephemeral range (23000-31999: a client socket of a busy
     machine cannot take it between this check and redis-server's bind; the Rust tests use
-    20000-22767), never the same twice in one process."""
+    20000-22767), never the same twice in one process. A cluster node also binds its bus
+    port, port + 10000: it gets a port in 12000-19999, so both stay below the range."""
     import random
 
+    low, high = (12000, 20000) if cluster else (23000, 32000)
     for _ in range(1000):
-        port = random.randrange(23000, 32000)
+        port = random.randrange(low, high)
         if port in _handed_out:
             continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        try:
+            for p in [port, port + 10000] if cluster else [port]:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+        except OSError:
+            continue
         _handed_out.add(port)
         return port
-    raise RuntimeError("no free loopback port in 23000-31999")
+    raise RuntimeError(f"no free loopback port in {low}-{high - 1}")
 
 
 class RedisServer:
@@ -48,7 +51,7 @@ class RedisServer:
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not on PATH (scripts/ensure-tools.sh installs it)")
         self.dir = Path(tempfile.mkdtemp(prefix="agentstate-py-redis-"))
-        self.port = free_port()
+        self.port = free_port(cluster="--cluster-enabled" in args)
         self.args = list(args)
         self.proc: Optional[subprocess.Popen] = None
         self.start()
