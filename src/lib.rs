@@ -27,6 +27,7 @@
 //! - [`store`]: the shared handle (connection, namespace check, fan-out over partitions).
 //! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
 //!   [`users`]: one capability each, as `impl Store` blocks.
+//! - [`memory`]: what Redis' `maxmemory-policy` can evict of ours (checked at daemon start).
 //! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - [`durability`]: `Durable` writes wait for SQLite's commit.
@@ -47,6 +48,7 @@ pub mod decisions;
 pub mod durability;
 pub mod error;
 pub mod keys;
+pub mod memory;
 pub mod messages;
 pub mod pool;
 pub mod records;

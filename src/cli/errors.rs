@@ -84,6 +84,10 @@ pub fn line(err: &Error, at: &Situation) -> String {
         Error::NamespaceMismatch(_) => format!(
             "{err} — a namespace's partition count is fixed: pass its --partitions, or use another --prefix"
         ),
+        Error::OutOfMemory { .. } => format!(
+            "Redis at {} is out of memory (maxmemory, noeviction) and refused the write; nothing was written — free memory (is `agentstate spill` running and trimming the streams?) or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
+            at.url.as_deref().map(agentstate::address::address).unwrap_or_default()
+        ),
         Error::Sqlite { message, .. } => format!(
             "SQLite file {}: {message} — check --db (env AGENTSTATE_DB) names a writable file",
             at.db.display()

@@ -240,6 +240,7 @@ impl SpillDaemon {
                     owner = %self.owner,
                     "spill daemon started"
                 );
+                self.warn_eviction_risk().await;
             }
             let pause = match outcome {
                 Ok(report) => {
@@ -290,6 +291,16 @@ impl SpillDaemon {
             "spill daemon stopped; leases released"
         );
         Ok(())
+    }
+
+    /// Logs a warning when Redis' `maxmemory-policy` can evict the namespace's keys (see
+    /// [`crate::memory::EvictionRisk`]); a Redis that does not say is not a failure.
+    async fn warn_eviction_risk(&self) {
+        match self.store.eviction_risk().await {
+            Ok(Some(risk)) => tracing::warn!("{}", risk.explain()),
+            Ok(None) => {}
+            Err(err) => tracing::debug!(error = %err, "could not read maxmemory-policy"),
+        }
     }
 
     /// Drains: passes until nothing is left to flush or restore in the partitions it can

@@ -13,6 +13,7 @@ mod decisions;
 mod demo;
 mod deployments;
 mod faults;
+mod hardening;
 mod history;
 mod key_protocol;
 mod loss;
