@@ -132,6 +132,16 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The spill daemon's SQLite file can no longer be written safely: it was removed or
+    /// replaced while the daemon ran, or it is corrupt. The daemon stops (it commits and
+    /// trims nothing more); Redis keeps every entry SQLite has not committed.
+    #[error("sqlite file {path} {detail}")]
+    DatabaseUnusable {
+        /// The configured path.
+        path: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// Local I/O failed (starting redis-server, files).
     #[error("io: {message}")]
     Io {
@@ -302,6 +312,12 @@ impl Error {
     /// True when Redis refused a write for lack of memory ([`Error::OutOfMemory`]).
     pub fn is_out_of_memory(&self) -> bool {
         matches!(self, Error::OutOfMemory { .. })
+    }
+
+    /// True when the spill daemon's SQLite file can no longer be used
+    /// ([`Error::DatabaseUnusable`]): the daemon stops rather than retrying.
+    pub fn is_database_unusable(&self) -> bool {
+        matches!(self, Error::DatabaseUnusable { .. })
     }
 
     /// True when a transport failure or timeout talking to Redis caused it.

@@ -88,6 +88,9 @@ pub fn line(err: &Error, at: &Situation) -> String {
             "Redis at {} is out of memory (maxmemory, noeviction) and refused the write; nothing was written — free memory (is `agentstate spill` running and trimming the streams?) or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
             at.url.as_deref().map(agentstate::address::address).unwrap_or_default()
         ),
+        Error::DatabaseUnusable { .. } => format!(
+            "{err} — the daemon stopped and committed nothing more; Redis still holds every entry SQLite has not committed (the streams are trimmed only below the last commit). Put the original file back (or restore it from a backup) and start `agentstate spill` again"
+        ),
         Error::Sqlite { message, .. } => format!(
             "SQLite file {}: {message} — check --db (env AGENTSTATE_DB) names a writable file",
             at.db.display()

@@ -17,6 +17,7 @@
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
+mod database;
 mod events;
 mod flusher;
 pub mod inspect;
@@ -30,11 +31,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
+use database::{with_db, Database, Db};
 use events::PassEvents;
 pub use rehydrator::restore_from_sqlite;
 
@@ -147,8 +148,8 @@ pub struct SpillDaemon {
     config: SpillConfig,
     /// Unique per instance: `<pid>-<random>`; written into leases.
     owner: String,
-    /// The one writing connection; used on blocking threads only.
-    db: Arc<Mutex<Connection>>,
+    /// The one writing connection and the identity of its file; blocking threads only.
+    db: Db,
     /// Per-partition state, indexed by partition.
     parts: Vec<Partition>,
     /// Stops the batch loops between transactions.
@@ -166,28 +167,18 @@ impl std::fmt::Debug for SpillDaemon {
     }
 }
 
-/// Runs `f` with the SQLite connection on a blocking thread.
-async fn with_db<T: Send + 'static>(
-    db: &Arc<Mutex<Connection>>,
-    f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
-) -> Result<T> {
-    let db = db.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut conn = db.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn)
-    })
-    .await
-    .map_err(|e| Error::sqlite(format!("sqlite thread failed: {e}")))?
-}
-
 impl SpillDaemon {
     /// Opens (creating or migrating) the SQLite file and checks its namespace.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
         let path = config.db_path.clone();
         let ns = store.config().namespace.clone();
-        let conn = tokio::task::spawn_blocking(move || schema::open_writer(&path, &ns))
-            .await
-            .map_err(|e| Error::sqlite(e.to_string()))??;
+        let conn = tokio::task::spawn_blocking(move || {
+            schema::open_writer(&path, &ns)
+                .map_err(|e| database::classify(e, &path))
+                .and_then(|conn| Database::new(conn, &path))
+        })
+        .await
+        .map_err(|e| Error::sqlite(e.to_string()))??;
         store.preload_scripts().await?;
         let parts = (0..store.keys().partitions())
             .map(|_| Partition::default())
@@ -257,6 +248,13 @@ impl SpillDaemon {
                     } else {
                         Duration::ZERO
                     }
+                }
+                Err(err) if err.is_database_unusable() => {
+                    // Committing on would write where nobody reads (or into a damaged
+                    // file), and trimming would drop the only copy: stop.
+                    tracing::error!(error = %err, "spill daemon stopped: its SQLite file cannot be used; Redis keeps every entry SQLite has not committed");
+                    self.release_all().await;
+                    return Err(err);
                 }
                 Err(err) => {
                     let text = err.to_string();
@@ -335,6 +333,11 @@ impl SpillDaemon {
             }
             match self.pass_partition(p, &mut report).await {
                 Ok(()) => worked = true,
+                // Nor is a SQLite file that cannot be used (removed, replaced, corrupt).
+                Err(err) if err.is_database_unusable() => {
+                    self.events.emit(false);
+                    return Err(err);
+                }
                 // Redis out of reach is not about one partition: the pass fails as a whole.
                 Err(err) if err.is_unavailable() => {
                     unreachable.get_or_insert(err);

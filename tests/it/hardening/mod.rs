@@ -2,3 +2,4 @@
 //! generated inputs, least privilege.
 
 mod memory;
+mod sqlite_faults;
