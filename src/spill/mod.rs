@@ -15,6 +15,7 @@
 //!   re-seeds indexes and user data after a loss.
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
+//! - [`retention`]: retention policies and gc (what the durable history keeps).
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
 mod database;
@@ -23,6 +24,7 @@ mod flusher;
 pub mod inspect;
 mod ownership;
 mod rehydrator;
+pub mod retention;
 pub mod schema;
 mod snapshot;
 mod trimmer;
@@ -38,6 +40,7 @@ use crate::store::Store;
 use database::{with_db, Database, Db};
 use events::PassEvents;
 pub use rehydrator::restore_from_sqlite;
+pub use retention::Retention;
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
@@ -55,6 +58,10 @@ pub struct SpillConfig {
     /// Most decisions kept for consumer groups that have not been delivered them yet
     /// (default 100 000); older ones are trimmed with a warning once SQLite has them.
     pub decisions_cap: usize,
+    /// What the durable history keeps (default: everything), applied every `gc_interval`.
+    pub retention: Retention,
+    /// How often the retention policy runs (default 1 h; the first run is at start).
+    pub gc_interval: Duration,
 }
 
 impl SpillConfig {
@@ -66,6 +73,8 @@ impl SpillConfig {
             batch_size: 5000,
             lease_ttl: Duration::from_secs(3),
             decisions_cap: 100_000,
+            retention: Retention::default(),
+            gc_interval: Duration::from_secs(3600),
         }
     }
     /// Sets the idle pause between passes.
@@ -81,6 +90,16 @@ impl SpillConfig {
     /// Sets the lease time.
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
+        self
+    }
+    /// Sets the retention policy the daemon applies to SQLite.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+    /// Sets how often the retention policy runs.
+    pub fn gc_interval(mut self, every: Duration) -> Self {
+        self.gc_interval = every;
         self
     }
     /// Sets the cap on retained undelivered decisions.
@@ -213,7 +232,18 @@ impl SpillDaemon {
         // Since when passes fail (Redis unreachable, ...), and the error last logged.
         let mut failing: Option<(Instant, String)> = None;
         let mut first = true;
+        let mut last_gc: Option<Instant> = None;
         while !cancel.is_cancelled() {
+            if !self.config.retention.keeps_everything()
+                && last_gc.is_none_or(|t| t.elapsed() >= self.config.gc_interval)
+            {
+                last_gc = Some(Instant::now());
+                if let Err(err) = self.collect_garbage().await {
+                    tracing::error!(error = %err, "spill daemon stopped: its SQLite file cannot be used; Redis keeps every entry SQLite has not committed");
+                    self.release_all().await;
+                    return Err(err);
+                }
+            }
             // The leases the first pass takes are part of starting: the start line says
             // which, after it.
             self.events.quiet_takes(first);
@@ -289,6 +319,33 @@ impl SpillDaemon {
             "spill daemon stopped; leases released"
         );
         Ok(())
+    }
+
+    /// Applies the retention policy to SQLite and logs what it removed. A SQLite error is
+    /// logged and the next run retries; a file that cannot be used stops the daemon.
+    async fn collect_garbage(&self) -> Result<()> {
+        let policy = self.config.retention.clone();
+        match with_db(&self.db, move |c| retention::apply(c, &policy)).await {
+            Ok(removed) if removed.is_empty() => Ok(()),
+            Ok(removed) => {
+                let count = |kind: fn(&retention::Removal) -> bool| {
+                    removed.iter().filter(|r| kind(r)).count()
+                };
+                tracing::info!(
+                    sessions = count(|r| matches!(r, retention::Removal::Session { .. })),
+                    tombstones = count(|r| matches!(r, retention::Removal::Tombstone { .. })),
+                    checkpoints = count(|r| matches!(r, retention::Removal::Checkpoint { .. })),
+                    decisions = count(|r| matches!(r, retention::Removal::Decision { .. })),
+                    "retention: removed history the policy does not keep"
+                );
+                Ok(())
+            }
+            Err(err) if err.is_database_unusable() => Err(err),
+            Err(err) => {
+                tracing::warn!(error = %err, "retention gc failed; retrying at the next interval");
+                Ok(())
+            }
+        }
     }
 
     /// Logs a warning when Redis' `maxmemory-policy` can evict the namespace's keys (see

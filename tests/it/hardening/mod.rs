@@ -2,4 +2,5 @@
 //! generated inputs, least privilege.
 
 mod memory;
+mod retention;
 mod sqlite_faults;
