@@ -2,6 +2,7 @@
 //! generated inputs, least privilege.
 
 mod acl;
+mod generated;
 mod memory;
 mod retention;
 mod sqlite_faults;

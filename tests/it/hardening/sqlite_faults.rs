@@ -68,19 +68,31 @@ fn read_only_view(source: &Path) -> Option<Mount> {
     mount(&["-o", "remount,bind,ro", src], &m.point).then_some(m)
 }
 
+/// A daemon child process, killed when dropped (a failed assertion leaves none running).
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `agentstate spill` on the test's Redis and the SQLite file `db`, stderr into `log`.
-fn daemon(t: &TestEnv, db: &Path, log: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_agentstate"))
-        .env_remove("AGENTSTATE_LOG")
-        .arg("--redis")
-        .arg(t.server.url())
-        .arg("--db")
-        .arg(db)
-        .args(["spill", "--interval-ms", "5", "--lease-ms", "500"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
+fn daemon(t: &TestEnv, db: &Path, log: &Path) -> Daemon {
+    Daemon(
+        Command::new(env!("CARGO_BIN_EXE_agentstate"))
+            .env_remove("AGENTSTATE_LOG")
+            .arg("--redis")
+            .arg(t.server.url())
+            .arg("--db")
+            .arg(db)
+            .args(["spill", "--interval-ms", "5", "--lease-ms", "500"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// `agentstate spill --once` on `db`: exit code and stderr.
@@ -97,12 +109,12 @@ fn spill_once(t: &TestEnv, db: &Path) -> crate::support::CliOutput {
     crate::support::cli_output(out)
 }
 
-fn stop(mut daemon: Child) {
+fn stop(mut daemon: Daemon) {
     // SAFETY: signals our own child, not reaped yet.
     unsafe {
-        libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM);
+        libc::kill(daemon.0.id() as libc::pid_t, libc::SIGTERM);
     }
-    daemon.wait().unwrap();
+    daemon.0.wait().unwrap();
 }
 
 /// Waits until `f` holds (10 s at most).
@@ -241,7 +253,7 @@ async fn a_database_removed_under_the_daemon_stops_it_and_redis_keeps_the_backlo
     // The daemon stops by itself with exit 1 and one error line naming the file.
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
-        if let Some(s) = d.try_wait().unwrap() {
+        if let Some(s) = d.0.try_wait().unwrap() {
             break s;
         }
         assert!(Instant::now() < deadline, "the daemon kept running");
