@@ -4,7 +4,7 @@
 //! when the daemon starts.
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agentstate::*;
@@ -104,17 +104,7 @@ async fn the_daemon_warns_at_start_when_redis_may_evict_the_namespace() {
 /// Runs `agentstate spill` until its start line (and what follows it at start) is logged,
 /// stops it with SIGTERM and returns its stderr.
 fn daemon_start_log(t: &TestEnv) -> String {
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentstate"))
-        .env_remove("AGENTSTATE_LOG")
-        .arg("--redis")
-        .arg(t.server.url())
-        .arg("--db")
-        .arg(t.db())
-        .args(["--json", "spill", "--interval-ms", "5", "--lease-ms", "500"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut daemon = super::spill_daemon(t, &t.db(), &[], true, Stdio::piped());
     // The first JSON line on stdout comes before the first pass; wait for a pass to end.
     let deadline = Instant::now() + Duration::from_secs(10);
     while t
@@ -124,13 +114,10 @@ fn daemon_start_log(t: &TestEnv) -> String {
         assert!(Instant::now() < deadline, "the daemon did not start");
         std::thread::sleep(Duration::from_millis(10));
     }
-    // SAFETY: signals our own child, not reaped yet.
-    unsafe {
-        libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM);
-    }
-    assert!(daemon.wait().unwrap().success());
+    assert!(daemon.terminate().success());
     let mut log = String::new();
     daemon
+        .0
         .stderr
         .take()
         .unwrap()

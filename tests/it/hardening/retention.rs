@@ -3,7 +3,7 @@
 //! and the file shrinks; the daemon applies the same policy by itself.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use agentstate::*;
@@ -173,18 +173,8 @@ async fn gc_dry_run_lists_exactly_what_gc_removes_and_the_file_shrinks() {
 async fn the_daemon_applies_its_retention_policy() {
     let t = env().await;
     let db = t.db();
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentstate"))
-        .env_remove("AGENTSTATE_LOG")
-        .arg("--redis")
-        .arg(t.server.url())
-        .arg("--db")
-        .arg(&db)
-        .args(["spill", "--interval-ms", "5", "--lease-ms", "500"])
-        .args(["--keep-checkpoints", "1", "--gc-interval-ms", "50"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let extra = ["--keep-checkpoints", "1", "--gc-interval-ms", "50"];
+    let mut daemon = super::spill_daemon(&t, &db, &extra, false, Stdio::null());
     create(&t, "s", None, None).await;
     let mut last = String::new();
     for i in 0..4 {
@@ -202,11 +192,7 @@ async fn the_daemon_applies_its_retention_policy() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: signals our own child, not reaped yet.
-    unsafe {
-        libc::kill(daemon.id() as libc::pid_t, libc::SIGTERM);
-    }
-    assert!(daemon.wait().unwrap().success());
+    assert!(daemon.terminate().success());
 }
 
 #[tokio::test]

@@ -8,11 +8,12 @@
 //! print why and return.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentstate::*;
 
+use super::Daemon;
 use crate::support::{env, TestEnv};
 
 /// A mount point that is unmounted (lazily) when dropped.
@@ -68,31 +69,10 @@ fn read_only_view(source: &Path) -> Option<Mount> {
     mount(&["-o", "remount,bind,ro", src], &m.point).then_some(m)
 }
 
-/// A daemon child process, killed when dropped (a failed assertion leaves none running).
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `agentstate spill` on the test's Redis and the SQLite file `db`, stderr into `log`.
 fn daemon(t: &TestEnv, db: &Path, log: &Path) -> Daemon {
-    Daemon(
-        Command::new(env!("CARGO_BIN_EXE_agentstate"))
-            .env_remove("AGENTSTATE_LOG")
-            .arg("--redis")
-            .arg(t.server.url())
-            .arg("--db")
-            .arg(db)
-            .args(["spill", "--interval-ms", "5", "--lease-ms", "500"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap(),
-    )
+    let log = std::fs::File::create(log).unwrap();
+    super::spill_daemon(t, db, &[], false, Stdio::from(log))
 }
 
 /// `agentstate spill --once` on `db`: exit code and stderr.
@@ -110,11 +90,7 @@ fn spill_once(t: &TestEnv, db: &Path) -> crate::support::CliOutput {
 }
 
 fn stop(mut daemon: Daemon) {
-    // SAFETY: signals our own child, not reaped yet.
-    unsafe {
-        libc::kill(daemon.0.id() as libc::pid_t, libc::SIGTERM);
-    }
-    daemon.0.wait().unwrap();
+    daemon.terminate();
 }
 
 /// Waits until `f` holds (10 s at most).
