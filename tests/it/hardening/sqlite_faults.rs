@@ -5,7 +5,12 @@
 //!
 //! The read-only directory and the full filesystem are real mounts (a tmpfs with `size=`, a
 //! read-only bind mount): these tests need root and `mount`; where that is refused they
-//! print why and return.
+//! print why and return. A directory turning read-only under a running daemon is not tested:
+//! Linux refuses a read-only remount while the daemon holds the files open for writing, and
+//! a permission change does not affect descriptors already open (root ignores permissions
+//! anyway), so the case that happens is a read-only volume at start. A file corrupted under
+//! a running daemon is likewise tested at its restart (SQLite may serve cached pages until
+//! then).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
