@@ -10,13 +10,19 @@
           memory, and a new token must still beat every token SQLite recorded)
   Returns: the fencing token held by this owner after the call (integer), 0 when another
   owner holds the lease or after a release
+  Errors:  BAD_INPUT (lease time or floor not a whole number; checked before any write)
 ]]
+local ttl, floor = tonumber(ARGV[2]), tonumber(ARGV[3])
+if not ttl or ttl < 0 or ttl > 2147483647 or ttl ~= math.floor(ttl)
+  or not floor or math.abs(floor) > 9007199254740991 or floor ~= math.floor(floor) then
+  return fail('BAD_INPUT', 'lease time and token floor must be whole numbers')
+end
 local held = redis.call('GET', KEYS[1])
 local owner, token
 if held then
   owner, token = string.match(held, '^(%S+) (%d+)$')
 end
-if ARGV[2] == '0' then
+if ttl == 0 then
   if owner == ARGV[1] then redis.call('DEL', KEYS[1]) end
   return 0
 end
@@ -25,10 +31,10 @@ if held and owner ~= ARGV[1] then
 end
 if not held then
   token = redis.call('INCR', KEYS[2])
-  if token <= tonumber(ARGV[3]) then
-    token = tonumber(ARGV[3]) + 1
+  if token <= floor then
+    token = floor + 1
     redis.call('SET', KEYS[2], token)
   end
 end
-redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', tonumber(ARGV[2]))
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. token, 'PX', ttl)
 return tonumber(token)

@@ -13,7 +13,8 @@
            restorable from SQLite: creating it anew would replace its durable history);
            NOT_DECIDED <sid> when no spill daemon has checked this Redis against SQLite yet
            (KEYS[12] absent: Redis lost its state, or no daemon ever ran): the index cannot
-           vouch that SQLite lacks the id, so nothing is created
+           vouch that SQLite lacks the id, so nothing is created; BAD_INPUT when the idle TTL
+           is not a whole number of seconds
   Atomic: the existence checks run before the first write.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('SISMEMBER', KEYS[10], ARGV[1]) == 1 then
@@ -21,6 +22,10 @@ if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('SISMEMBER', KEYS[10], ARGV[
 end
 if redis.call('EXISTS', KEYS[12]) == 0 then
   return fail('NOT_DECIDED', ARGV[1])
+end
+local ttl = tonumber(ARGV[11])
+if not ttl or ttl < 1 or ttl > 1099511627776 or ttl ~= math.floor(ttl) then
+  return fail('BAD_INPUT', 'idle TTL must be a whole number of seconds')
 end
 local now = now_ms()
 redis.call('HSET', KEYS[1],

@@ -9,9 +9,15 @@
   ARGV[1] user id
   ARGV[2] tombstone TTL, seconds
   Returns: {names of the removed keys, wal entry id}
+  Errors:  BAD_INPUT (the TTL is not a whole number of seconds in 1..2^31)
+  Atomic: the TTL is checked before the first write.
 ]]
+local ttl = tonumber(ARGV[2])
+if not ttl or ttl < 1 or ttl > 2147483648 or ttl ~= math.floor(ttl) then
+  return fail('BAD_INPUT', 'tombstone TTL must be a whole number of seconds')
+end
 local names = redis.call('HKEYS', KEYS[1])
 redis.call('DEL', KEYS[1])
-redis.call('SET', KEYS[3], now_ms(), 'EX', ARGV[2])
+redis.call('SET', KEYS[3], now_ms(), 'EX', ttl)
 local id = redis.call('XADD', KEYS[2], '*', 'op', 'user_forget', 'id', ARGV[1], 'd', '{"keys":' .. #names .. '}')
 return {names, id}

@@ -18,10 +18,35 @@
     n children     then n child session ids
     n decisions    then n (id, decision, rationale, planned action or '', meta JSON, created_at)
   Returns: 1 when restored, 0 when the session was live already (nothing written)
+  Errors:  BAD_INPUT (a section count or compaction record that does not fit; nothing written)
   Atomic: one script; the meta hash (what makes a session live) is written last.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
+end
+-- Checks every section count and the compaction records before the first write (the
+-- arguments come from SQLite, but a bad count would otherwise walk past ARGV for ever).
+do
+  local pos = 4
+  local ttl = tonumber(ARGV[3])
+  if not ttl or ttl < 0 or ttl > 1099511627776 or ttl ~= math.floor(ttl) then
+    return fail('BAD_INPUT', 'ttl must be a whole number of seconds')
+  end
+  for section, width in ipairs({2, 1, 2, 1, 2, 2, 1, 6}) do
+    local n = tonumber(ARGV[pos])
+    if not n or n < 0 or n ~= math.floor(n) or pos + n * width > #ARGV then
+      return fail('BAD_INPUT', 'bad section count at ARGV[' .. pos .. ']')
+    end
+    if section == 4 then
+      for i = pos + 1, pos + n do
+        local ok, r = pcall(cjson.decode, ARGV[i])
+        if not ok or type(r) ~= 'table' or not tonumber(r.from_seq) or not tonumber(r.to_seq) then
+          return fail('BAD_INPUT', 'bad compaction record at ARGV[' .. i .. ']')
+        end
+      end
+    end
+    pos = pos + 1 + n * width
+  end
 end
 local at = 1
 local function take()

@@ -105,6 +105,18 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// Redis refused a write because it is at `maxmemory` with the `noeviction` policy (error
+    /// reply `OOM`). Nothing was written: Redis refuses a script only at its first write, so a
+    /// script either wrote nothing or ran to its end. Retry once memory is freed (sessions
+    /// expire, the spill daemon trims the streams) or `maxmemory` is raised.
+    #[error("redis is out of memory (maxmemory reached, noeviction): the write was refused and nothing was written")]
+    OutOfMemory {
+        /// Redis' reply.
+        message: String,
+        /// The underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The namespace recorded in Redis or SQLite differs from the configured one.
     #[error("namespace mismatch: {0}")]
     NamespaceMismatch(String),
@@ -119,6 +131,16 @@ pub enum Error {
         /// The underlying error, when there was one.
         #[source]
         source: Option<BoxError>,
+    },
+    /// The spill daemon's SQLite file can no longer be written safely: it was removed or
+    /// replaced while the daemon ran, or it is corrupt. The daemon stops (it commits and
+    /// trims nothing more); Redis keeps every entry SQLite has not committed.
+    #[error("sqlite file {path} {detail}")]
+    DatabaseUnusable {
+        /// The configured path.
+        path: String,
+        /// What is wrong with it.
+        detail: String,
     },
     /// Local I/O failed (starting redis-server, files).
     #[error("io: {message}")]
@@ -174,6 +196,16 @@ const LUA_CODES: [(&str, MakeError); 8] = [
     ("BAD_INPUT", |d| Error::InvalidInput(d.to_string())),
 ];
 
+/// True when Redis answered `OOM` (also as one command of a pipeline, or from inside a
+/// script, whose error keeps the code).
+fn is_oom(err: &redis::RedisError) -> bool {
+    err.code() == Some("OOM")
+        || err
+            .clone()
+            .into_server_errors()
+            .is_some_and(|errs| errs.iter().any(|(_, e)| e.code() == "OOM"))
+}
+
 /// The first two words of a Lua error's detail as numbers (0 when absent).
 fn numbers(detail: &str) -> [u64; 2] {
     let mut words = detail.split_whitespace().map(|w| w.parse().unwrap_or(0));
@@ -222,6 +254,12 @@ impl Error {
                 return make(err.detail().unwrap_or("").trim());
             }
         }
+        if is_oom(&err) {
+            return Error::OutOfMemory {
+                message: err.to_string(),
+                source: Some(Box::new(err)),
+            };
+        }
         // Refused before running anything: loading its data after a restart, or a cluster
         // that cannot serve the slot now. Safe to send again.
         let refused = matches!(
@@ -269,6 +307,17 @@ impl Error {
                 .into_server_errors()
                 .and_then(|errs| errs.first().map(|(_, e)| e.code().to_string()))
         })
+    }
+
+    /// True when Redis refused a write for lack of memory ([`Error::OutOfMemory`]).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::OutOfMemory { .. })
+    }
+
+    /// True when the spill daemon's SQLite file can no longer be used
+    /// ([`Error::DatabaseUnusable`]): the daemon stops rather than retrying.
+    pub fn is_database_unusable(&self) -> bool {
+        matches!(self, Error::DatabaseUnusable { .. })
     }
 
     /// True when a transport failure or timeout talking to Redis caused it.

@@ -29,6 +29,7 @@
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`graphs`]: graph checkpoint logs (LangGraph threads) kept in a session.
 //! - [`fork`]: a new session from another one's settings, history up to a seq and graph log.
+//! - [`memory`]: what Redis' `maxmemory-policy` can evict of ours (checked at daemon start).
 //! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - [`durability`]: `Durable` writes wait for SQLite's commit.
@@ -51,6 +52,7 @@ pub mod error;
 pub mod fork;
 pub mod graphs;
 pub mod keys;
+pub mod memory;
 pub mod messages;
 pub mod pool;
 pub mod records;

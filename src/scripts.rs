@@ -13,12 +13,16 @@ use redis::{aio::ConnectionLike, Cmd, FromRedisValue, RedisResult, Script, ToRed
 
 use crate::keys::{Keys, SessionKeys};
 
+/// Registers each script: `NAME => "file"`, or `NAME => "file" #!"flags"` for a script that
+/// declares Redis 7 script flags in a shebang line (put before the prelude: it must be the
+/// first line).
 macro_rules! lua_scripts {
-    ($($name:ident => $file:literal),* $(,)?) => {
+    ($($name:ident => $file:literal $(#! $flags:literal)?),* $(,)?) => {
         $(
             #[doc = concat!("`lua/", $file, ".lua`")]
             static $name: LazyLock<Script> = LazyLock::new(|| {
                 Script::new(concat!(
+                    $("#!lua flags=", $flags, "\n",)?
                     include_str!("../lua/_prelude.lua"),
                     include_str!(concat!("../lua/", $file, ".lua"))
                 ))
@@ -56,8 +60,10 @@ lua_scripts! {
     DELETE_USER_VALUE => "delete_user_value",
     FORGET_USER => "forget_user",
     RESEED_USER_VALUES => "reseed_user_values",
-    CLAIM_LEASE => "claim_lease",
-    PUBLISH_COMMITTED => "publish_committed",
+    // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep
+    // its lease, publish what SQLite committed and trim the streams, which frees memory.
+    CLAIM_LEASE => "claim_lease" #!"allow-oom",
+    PUBLISH_COMMITTED => "publish_committed" #!"allow-oom",
     TRIM_STREAM => "trim_stream",
     RESTORE_SESSION => "restore_session",
     RESTORE_ROUNDS => "restore_rounds",

@@ -84,6 +84,13 @@ pub fn line(err: &Error, at: &Situation) -> String {
         Error::NamespaceMismatch(_) => format!(
             "{err} — a namespace's partition count is fixed: pass its --partitions, or use another --prefix"
         ),
+        Error::OutOfMemory { .. } => format!(
+            "Redis at {} is out of memory (maxmemory, noeviction) and refused the write; nothing was written — free memory (is `agentstate spill` running and trimming the streams?) or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
+            at.url.as_deref().map(agentstate::address::address).unwrap_or_default()
+        ),
+        Error::DatabaseUnusable { .. } => format!(
+            "{err} — the daemon stopped and committed nothing more; Redis still holds every entry SQLite has not committed (the streams are trimmed only below the last commit). Put the original file back (or restore it from a backup) and start `agentstate spill` again"
+        ),
         Error::Sqlite { message, .. } => format!(
             "SQLite file {}: {message} — check --db (env AGENTSTATE_DB) names a writable file",
             at.db.display()
@@ -119,7 +126,7 @@ fn redis_error(message: &str, at: &Situation) -> String {
     } else if upper.contains("WRONGPASS") || upper.contains("AUTHENTICATION") {
         format!("Redis at {addr} refused the user or password: {message} — check user:password in --redis (redis://user:password@host:port)")
     } else if upper.contains("NOPERM") {
-        format!("Redis at {addr} refused a command to this user: {message} — grant the ACL user the namespace's keys and commands (e.g. `ACL SETUSER <user> ~<prefix>:* +@all`)")
+        format!("Redis at {addr} refused a command to this user: {message} — grant the ACL user the namespace's keys and the commands agentstate sends (README \"Least privilege\" gives the `ACL SETUSER` line: `~<prefix>:*` and the command list)")
     } else if message.contains("did not parse") || message.contains("InvalidClientConfig") {
         format!(
             "{} is not a usable Redis URL: {message} — {URL_FORMS}",

@@ -64,6 +64,12 @@ Examples:
   agentstate spill --once                 # drain into SQLite and exit; prints what it did
   AGENTSTATE_LOG=debug agentstate spill   # every pass";
 
+pub const GC: &str = "\
+Examples:
+  agentstate gc --dry-run --keep-checkpoints 20 --drop-closed-after 30 --max-decisions 100000
+  agentstate gc --keep-checkpoints 20          # removes what --dry-run listed; prints it
+  agentstate spill --keep-checkpoints 20 --drop-closed-after 30   # the daemon applies it hourly";
+
 pub const RESTORE: &str = "\
 Examples:
   agentstate restore planner

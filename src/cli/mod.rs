@@ -8,6 +8,7 @@ mod checkpoint;
 mod decisions;
 mod demo;
 mod errors;
+mod gc;
 mod help;
 mod input;
 mod msg;
@@ -188,6 +189,9 @@ enum Command {
         /// Session id.
         sid: String,
     },
+    /// Apply a retention policy to SQLite now (or list what it would remove).
+    #[command(after_help = help::GC)]
+    Gc(gc::GcArgs),
     /// Spill figures per partition: pending entries, committed ids, flush rate, lag.
     #[command(after_help = help::STATS)]
     Stats(spill::StatsArgs),
@@ -302,7 +306,11 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
     // The daemon and the read-only views need no check; restore stands a daemon by itself.
     if !matches!(
         command,
-        Command::Spill(_) | Command::Restore(_) | Command::Export { .. } | Command::Stats(_)
+        Command::Spill(_)
+            | Command::Restore(_)
+            | Command::Export { .. }
+            | Command::Stats(_)
+            | Command::Gc(_)
     ) {
         spill::check_against_sqlite(&ctx).await?;
     }
@@ -323,6 +331,7 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
         Command::Spill(args) => spill::spill(&ctx, args).await,
         Command::Restore(args) => spill::restore(&ctx, args).await,
         Command::Export { sid } => spill::export(&ctx, &sid).await,
+        Command::Gc(args) => gc::gc(&ctx, args).await,
         Command::Stats(args) => spill::stats(&ctx, args).await,
     }
 }

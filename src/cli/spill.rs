@@ -24,6 +24,11 @@ pub struct SpillArgs {
     /// died.
     #[arg(long, default_value_t = 3000)]
     lease_ms: u64,
+    /// How often the retention policy runs, milliseconds (first at start).
+    #[arg(long, default_value_t = 3_600_000, value_name = "MS")]
+    gc_interval_ms: u64,
+    #[command(flatten)]
+    retention: super::gc::RetentionArgs,
 }
 
 /// Runs the spill daemon until SIGINT/SIGTERM (drains the batch in flight, commits, exits
@@ -34,7 +39,9 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
     let lease = Duration::from_millis(args.lease_ms.max(1));
     let config = SpillConfig::new(ctx.global.db())
         .interval(Duration::from_millis(args.interval_ms))
-        .lease_ttl(lease);
+        .lease_ttl(lease)
+        .retention(args.retention.policy()?)
+        .gc_interval(Duration::from_millis(args.gc_interval_ms.max(1)));
     let daemon = SpillDaemon::open(ctx.store.clone(), config).await?;
     if args.once {
         let report = daemon.run_once().await?;

@@ -16,7 +16,7 @@ pub enum WorkCmd {
         /// Working-state key.
         key: String,
         /// The value: JSON, - (stdin) or @FILE.
-        #[arg(value_name = "JSON")]
+        #[arg(value_name = "JSON", allow_negative_numbers = true)]
         value: String,
         /// Only if the session's version is still N (else a conflict, exit 1).
         #[arg(long)]

@@ -15,13 +15,16 @@
 //!   re-seeds indexes and user data after a loss.
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
+//! - [`retention`]: retention policies and gc (what the durable history keeps).
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
+mod database;
 mod events;
 mod flusher;
 pub mod inspect;
 mod ownership;
 mod rehydrator;
+pub mod retention;
 pub mod schema;
 mod snapshot;
 mod trimmer;
@@ -30,13 +33,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::store::Store;
+use database::{with_db, Database, Db};
 use events::PassEvents;
 pub use rehydrator::restore_from_sqlite;
+pub use retention::Retention;
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
@@ -54,6 +58,10 @@ pub struct SpillConfig {
     /// Most decisions kept for consumer groups that have not been delivered them yet
     /// (default 100 000); older ones are trimmed with a warning once SQLite has them.
     pub decisions_cap: usize,
+    /// What the durable history keeps (default: everything), applied every `gc_interval`.
+    pub retention: Retention,
+    /// How often the retention policy runs (default 1 h; the first run is at start).
+    pub gc_interval: Duration,
 }
 
 impl SpillConfig {
@@ -65,6 +73,8 @@ impl SpillConfig {
             batch_size: 5000,
             lease_ttl: Duration::from_secs(3),
             decisions_cap: 100_000,
+            retention: Retention::default(),
+            gc_interval: Duration::from_secs(3600),
         }
     }
     /// Sets the idle pause between passes.
@@ -80,6 +90,16 @@ impl SpillConfig {
     /// Sets the lease time.
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = ttl;
+        self
+    }
+    /// Sets the retention policy the daemon applies to SQLite.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+    /// Sets how often the retention policy runs.
+    pub fn gc_interval(mut self, every: Duration) -> Self {
+        self.gc_interval = every;
         self
     }
     /// Sets the cap on retained undelivered decisions.
@@ -147,8 +167,8 @@ pub struct SpillDaemon {
     config: SpillConfig,
     /// Unique per instance: `<pid>-<random>`; written into leases.
     owner: String,
-    /// The one writing connection; used on blocking threads only.
-    db: Arc<Mutex<Connection>>,
+    /// The one writing connection and the identity of its file; blocking threads only.
+    db: Db,
     /// Per-partition state, indexed by partition.
     parts: Vec<Partition>,
     /// Stops the batch loops between transactions.
@@ -166,28 +186,18 @@ impl std::fmt::Debug for SpillDaemon {
     }
 }
 
-/// Runs `f` with the SQLite connection on a blocking thread.
-async fn with_db<T: Send + 'static>(
-    db: &Arc<Mutex<Connection>>,
-    f: impl FnOnce(&mut Connection) -> Result<T> + Send + 'static,
-) -> Result<T> {
-    let db = db.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut conn = db.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn)
-    })
-    .await
-    .map_err(|e| Error::sqlite(format!("sqlite thread failed: {e}")))?
-}
-
 impl SpillDaemon {
     /// Opens (creating or migrating) the SQLite file and checks its namespace.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
         let path = config.db_path.clone();
         let ns = store.config().namespace.clone();
-        let conn = tokio::task::spawn_blocking(move || schema::open_writer(&path, &ns))
-            .await
-            .map_err(|e| Error::sqlite(e.to_string()))??;
+        let conn = tokio::task::spawn_blocking(move || {
+            schema::open_writer(&path, &ns)
+                .map_err(|e| database::classify(e, &path))
+                .and_then(|conn| Database::new(conn, &path))
+        })
+        .await
+        .map_err(|e| Error::sqlite(e.to_string()))??;
         store.preload_scripts().await?;
         let parts = (0..store.keys().partitions())
             .map(|_| Partition::default())
@@ -222,7 +232,18 @@ impl SpillDaemon {
         // Since when passes fail (Redis unreachable, ...), and the error last logged.
         let mut failing: Option<(Instant, String)> = None;
         let mut first = true;
+        let mut last_gc: Option<Instant> = None;
         while !cancel.is_cancelled() {
+            if !self.config.retention.keeps_everything()
+                && last_gc.is_none_or(|t| t.elapsed() >= self.config.gc_interval)
+            {
+                last_gc = Some(Instant::now());
+                if let Err(err) = self.collect_garbage().await {
+                    tracing::error!(error = %err, "spill daemon stopped: its SQLite file cannot be used; Redis keeps every entry SQLite has not committed");
+                    self.release_all().await;
+                    return Err(err);
+                }
+            }
             // The leases the first pass takes are part of starting: the start line says
             // which, after it.
             self.events.quiet_takes(first);
@@ -240,6 +261,7 @@ impl SpillDaemon {
                     owner = %self.owner,
                     "spill daemon started"
                 );
+                self.warn_eviction_risk().await;
             }
             let pause = match outcome {
                 Ok(report) => {
@@ -256,6 +278,13 @@ impl SpillDaemon {
                     } else {
                         Duration::ZERO
                     }
+                }
+                Err(err) if err.is_database_unusable() => {
+                    // Committing on would write where nobody reads (or into a damaged
+                    // file), and trimming would drop the only copy: stop.
+                    tracing::error!(error = %err, "spill daemon stopped: its SQLite file cannot be used; Redis keeps every entry SQLite has not committed");
+                    self.release_all().await;
+                    return Err(err);
                 }
                 Err(err) => {
                     let text = err.to_string();
@@ -292,6 +321,43 @@ impl SpillDaemon {
         Ok(())
     }
 
+    /// Applies the retention policy to SQLite and logs what it removed. A SQLite error is
+    /// logged and the next run retries; a file that cannot be used stops the daemon.
+    async fn collect_garbage(&self) -> Result<()> {
+        let policy = self.config.retention.clone();
+        match with_db(&self.db, move |c| retention::apply(c, &policy)).await {
+            Ok(removed) if removed.is_empty() => Ok(()),
+            Ok(removed) => {
+                let count = |kind: fn(&retention::Removal) -> bool| {
+                    removed.iter().filter(|r| kind(r)).count()
+                };
+                tracing::info!(
+                    sessions = count(|r| matches!(r, retention::Removal::Session { .. })),
+                    tombstones = count(|r| matches!(r, retention::Removal::Tombstone { .. })),
+                    checkpoints = count(|r| matches!(r, retention::Removal::Checkpoint { .. })),
+                    decisions = count(|r| matches!(r, retention::Removal::Decision { .. })),
+                    "retention: removed history the policy does not keep"
+                );
+                Ok(())
+            }
+            Err(err) if err.is_database_unusable() => Err(err),
+            Err(err) => {
+                tracing::warn!(error = %err, "retention gc failed; retrying at the next interval");
+                Ok(())
+            }
+        }
+    }
+
+    /// Logs a warning when Redis' `maxmemory-policy` can evict the namespace's keys (see
+    /// [`crate::memory::EvictionRisk`]); a Redis that does not say is not a failure.
+    async fn warn_eviction_risk(&self) {
+        match self.store.eviction_risk().await {
+            Ok(Some(risk)) => tracing::warn!("{}", risk.explain()),
+            Ok(None) => {}
+            Err(err) => tracing::debug!(error = %err, "could not read maxmemory-policy"),
+        }
+    }
+
     /// Drains: passes until nothing is left to flush or restore in the partitions it can
     /// own, then releases its leases.
     pub async fn run_once(mut self) -> Result<PassReport> {
@@ -324,6 +390,11 @@ impl SpillDaemon {
             }
             match self.pass_partition(p, &mut report).await {
                 Ok(()) => worked = true,
+                // Nor is a SQLite file that cannot be used (removed, replaced, corrupt).
+                Err(err) if err.is_database_unusable() => {
+                    self.events.emit(false);
+                    return Err(err);
+                }
                 // Redis out of reach is not about one partition: the pass fails as a whole.
                 Err(err) if err.is_unavailable() => {
                     unreachable.get_or_insert(err);

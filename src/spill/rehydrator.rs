@@ -3,10 +3,7 @@
 //! `restore_session.lua` in one atomic, idempotent step, and after a Redis loss puts back the
 //! session indexes, open decisions, user values and rounds.
 
-use std::sync::{Arc, Mutex};
 use std::time::Instant;
-
-use rusqlite::Connection;
 
 use super::snapshot::{self, Snapshot};
 use super::{with_db, SpillDaemon};
@@ -74,7 +71,7 @@ async fn restore_rounds(
 /// the new owner.
 pub(super) async fn reseed_user_data(
     store: &Store,
-    db: &Arc<Mutex<Connection>>,
+    db: &super::Db,
     p: u32,
     wal_committed: &str,
     lease: &str,
@@ -103,7 +100,7 @@ pub(super) async fn reseed_user_data(
 /// Returns how many sessions and open decisions it re-added.
 pub(super) async fn reseed_indexes(
     store: &Store,
-    db: &Arc<Mutex<Connection>>,
+    db: &super::Db,
     p: u32,
 ) -> Result<(usize, usize)> {
     let rows = with_db(db, move |c| snapshot::partition_sessions(c, p)).await?;

@@ -105,7 +105,12 @@ const MIGRATIONS: &[&str] = &[
          value TEXT NOT NULL,
          PRIMARY KEY (user_id, key)
      ) WITHOUT ROWID;",
-    // 2: graph checkpoint logs (LangGraph threads): a mirror of each session's
+    // 2: retention (`agentstate gc`, the daemon's policy) finds the oldest decisions and
+    // tombstones by index. The file also moves to incremental auto-vacuum, which needs a
+    // VACUUM outside any transaction: `ensure_incremental_vacuum` does that after migrating.
+    "CREATE INDEX decisions_created ON decisions (created_at);
+     CREATE INDEX tombstones_closed ON tombstones (closed_at);",
+    // 3: graph checkpoint logs (LangGraph threads): a mirror of each session's
     // <prefix>:{p}:s:<sid>:graph hash (fields c|..., b|..., w|..., see lua/graph_put.lua).
     "CREATE TABLE graph_log (
          session_id TEXT NOT NULL,
@@ -128,11 +133,14 @@ pub fn schema_version() -> i64 {
 pub fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    // Takes effect when a new file gets its first table; an existing one is converted below.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "secure_delete", "ON")?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
     migrate(&mut conn)?;
+    ensure_incremental_vacuum(&conn)?;
     check_namespace(&conn, ns)?;
     Ok(conn)
 }
@@ -165,6 +173,22 @@ fn migrate(conn: &mut Connection) -> Result<()> {
         tx.commit()?;
         tracing::debug!(version = i + 1, "applied sqlite migration");
     }
+    Ok(())
+}
+
+/// Puts the file in incremental auto-vacuum mode, so a gc can give freed pages back to the
+/// filesystem (`PRAGMA incremental_vacuum`). The mode is stored in the file's header and an
+/// existing file only switches with a VACUUM (a rewrite of the file, once, outside any
+/// transaction); a new file is created in that mode.
+fn ensure_incremental_vacuum(conn: &Connection) -> Result<()> {
+    const INCREMENTAL: i64 = 2;
+    let mode: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    if mode == INCREMENTAL {
+        return Ok(());
+    }
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    tracing::info!("converting the SQLite file to incremental auto-vacuum (one VACUUM)");
+    conn.execute_batch("VACUUM")?;
     Ok(())
 }
 
@@ -216,6 +240,10 @@ mod tests {
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
+        let vacuum: i64 = conn
+            .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+            .unwrap();
+        assert_eq!(vacuum, 2, "incremental auto-vacuum");
         let other = Namespace {
             prefix: "as".into(),
             partitions: 4,
@@ -224,5 +252,40 @@ mod tests {
             open_writer(&path, &other),
             Err(Error::NamespaceMismatch(_))
         ));
+    }
+
+    /// A file made by the first schema (no auto-vacuum) is migrated and switched to
+    /// incremental auto-vacuum, its rows kept.
+    #[test]
+    fn an_existing_file_moves_to_incremental_auto_vacuum() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO tombstones (session_id, closed_at) VALUES ('s', 1)",
+                [],
+            )
+            .unwrap();
+            let vacuum: i64 = conn
+                .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+                .unwrap();
+            assert_eq!(vacuum, 0);
+        }
+        let conn = open_writer(&path, &Namespace::default()).unwrap();
+        let vacuum: i64 = conn
+            .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+            .unwrap();
+        assert_eq!(vacuum, 2);
+        let v: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, schema_version());
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM tombstones", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
     }
 }

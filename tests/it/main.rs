@@ -14,6 +14,7 @@ mod demo;
 mod deployments;
 mod faults;
 mod graphs;
+mod hardening;
 mod history;
 mod key_protocol;
 mod loss;

@@ -396,7 +396,7 @@ async fn payload_arguments_read_stdin_and_files_byte_for_byte() {
 }
 
 /// Every leaf command: `agentstate <verb> --help`.
-const VERBS: [&str; 33] = [
+const VERBS: [&str; 34] = [
     "demo",
     "server",
     "bench",
@@ -429,6 +429,7 @@ const VERBS: [&str; 33] = [
     "spill",
     "restore",
     "export",
+    "gc",
     "stats",
 ];
 

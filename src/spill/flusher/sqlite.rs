@@ -472,7 +472,11 @@ fn close_session(tx: &Transaction<'_>, sid: &str, cascade: bool, closed_at: i64)
 
 /// Deletes every row of the given sessions (meta, messages, compactions, usage,
 /// checkpoints) and their decisions recorded before `decisions_before` (ms).
-fn delete_sessions(tx: &Transaction<'_>, ids: &[String], decisions_before: i64) -> Result<()> {
+pub(crate) fn delete_sessions(
+    tx: &Transaction<'_>,
+    ids: &[String],
+    decisions_before: i64,
+) -> Result<()> {
     for table in [
         "sessions WHERE id",
         "messages WHERE session_id",

@@ -1,0 +1,273 @@
+//! Retention: bounds on the durable history. A [`Retention`] policy keeps the last N
+//! checkpoints per session and label, drops archived sessions' history and closed sessions'
+//! tombstones after an age, and caps the decisions kept; [`plan`] lists what a policy
+//! removes (`agentstate gc --dry-run`), [`apply`] removes exactly that in one transaction
+//! and gives the pages back to the filesystem (incremental auto-vacuum, then a WAL
+//! checkpoint). The daemon applies its policy periodically; `agentstate gc` on demand.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, TransactionBehavior};
+use serde::Serialize;
+
+use super::flusher::sqlite::delete_sessions;
+use super::schema;
+use crate::config::Namespace;
+use crate::error::Result;
+
+/// What the durable history keeps; `None` keeps everything of that kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Retention {
+    /// Checkpoints kept per session and label (the newest).
+    pub keep_checkpoints: Option<u32>,
+    /// Archived sessions whose last durable write is older than this lose their whole
+    /// history (messages, checkpoints, decisions, usage, rounds); tombstones of sessions
+    /// closed longer ago are dropped too (closing already deleted their rows).
+    pub drop_closed_after: Option<Duration>,
+    /// Most decisions kept; the oldest with an outcome go first, and a decision still
+    /// waiting for its outcome is never dropped (a Redis loss re-seeds those from SQLite).
+    pub max_decisions: Option<u64>,
+}
+
+impl Retention {
+    /// Keeps only the newest `n` checkpoints per session and label.
+    pub fn keep_checkpoints(mut self, n: u32) -> Self {
+        self.keep_checkpoints = Some(n);
+        self
+    }
+    /// Drops archived sessions' history (and closed sessions' tombstones) after `age`.
+    pub fn drop_closed_after(mut self, age: Duration) -> Self {
+        self.drop_closed_after = Some(age);
+        self
+    }
+    /// Keeps at most `n` decisions.
+    pub fn max_decisions(mut self, n: u64) -> Self {
+        self.max_decisions = Some(n);
+        self
+    }
+    /// True when the policy keeps everything.
+    pub fn keeps_everything(&self) -> bool {
+        *self == Retention::default()
+    }
+}
+
+/// One thing a policy removes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Removal {
+    /// An archived session and its whole history.
+    Session {
+        /// The session id.
+        id: String,
+    },
+    /// The tombstone of a session closed before the age.
+    Tombstone {
+        /// The session id.
+        id: String,
+    },
+    /// A checkpoint beyond the newest N of its session and label.
+    Checkpoint {
+        /// The checkpoint id.
+        id: String,
+        /// Its session.
+        session: String,
+        /// Its label.
+        label: String,
+    },
+    /// A decision beyond the cap.
+    Decision {
+        /// The decision id.
+        id: String,
+        /// Its session.
+        session: String,
+    },
+}
+
+impl std::fmt::Display for Removal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Removal::Session { id } => write!(f, "session {id}"),
+            Removal::Tombstone { id } => write!(f, "tombstone {id}"),
+            Removal::Checkpoint { id, session, label } => {
+                write!(f, "checkpoint {id} session={session} label={label}")
+            }
+            Removal::Decision { id, session } => write!(f, "decision {id} session={session}"),
+        }
+    }
+}
+
+/// What a gc did (or, dry, would do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    /// Everything removed, in the order listed.
+    pub removed: Vec<Removal>,
+    /// Size of the database file before, bytes.
+    pub bytes_before: u64,
+    /// Size after (equal to `bytes_before` for a dry run).
+    pub bytes_after: u64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Lists what `policy` removes from the database now (reads only).
+pub fn plan(conn: &Connection, policy: &Retention) -> Result<Vec<Removal>> {
+    plan_at(conn, policy, now_ms())
+}
+
+fn plan_at(conn: &Connection, policy: &Retention, now: i64) -> Result<Vec<Removal>> {
+    let mut out = Vec::new();
+    let mut dropped: BTreeSet<String> = BTreeSet::new();
+    if let Some(age) = policy.drop_closed_after {
+        let cutoff = now.saturating_sub(age.as_millis() as i64);
+        let mut stmt = conn.prepare(
+            "SELECT id FROM sessions WHERE status = 'archived' AND updated_at < ?1 ORDER BY id",
+        )?;
+        for id in stmt.query_map(params![cutoff], |r| r.get::<_, String>(0))? {
+            let id = id?;
+            dropped.insert(id.clone());
+            out.push(Removal::Session { id });
+        }
+        let mut stmt = conn.prepare(
+            "SELECT session_id FROM tombstones WHERE closed_at < ?1 ORDER BY session_id",
+        )?;
+        for id in stmt.query_map(params![cutoff], |r| r.get::<_, String>(0))? {
+            out.push(Removal::Tombstone { id: id? });
+        }
+    }
+    if let Some(keep) = policy.keep_checkpoints {
+        let mut stmt = conn.prepare(
+            "SELECT id, session_id, label FROM (
+                 SELECT id, session_id, label, seq, ROW_NUMBER() OVER (
+                     PARTITION BY session_id, label ORDER BY seq DESC) AS newer
+                 FROM checkpoints)
+             WHERE newer > ?1 ORDER BY session_id, label, seq",
+        )?;
+        let rows = stmt.query_map(params![keep], |r| {
+            Ok(Removal::Checkpoint {
+                id: r.get(0)?,
+                session: r.get(1)?,
+                label: r.get(2)?,
+            })
+        })?;
+        for row in rows {
+            let row = row?;
+            if let Removal::Checkpoint { session, .. } = &row {
+                if !dropped.contains(session) {
+                    out.push(row);
+                }
+            }
+        }
+    }
+    if let Some(max) = policy.max_decisions {
+        let in_dropped = |sid: &str| dropped.contains(sid);
+        let mut kept: u64 = 0;
+        let mut stmt = conn.prepare("SELECT session_id FROM decisions")?;
+        for sid in stmt.query_map([], |r| r.get::<_, String>(0))? {
+            if !in_dropped(&sid?) {
+                kept += 1;
+            }
+        }
+        let mut excess = kept.saturating_sub(max);
+        let mut stmt = conn.prepare(
+            "SELECT id, session_id FROM decisions WHERE outcome IS NOT NULL
+             ORDER BY created_at, id",
+        )?;
+        let mut rows = stmt.query([])?;
+        while excess > 0 {
+            let Some(row) = rows.next()? else { break };
+            let (id, session): (String, String) = (row.get(0)?, row.get(1)?);
+            if in_dropped(&session) {
+                continue;
+            }
+            out.push(Removal::Decision { id, session });
+            excess -= 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Removes what `policy` lists now, in one transaction, then returns the freed pages to the
+/// filesystem. Returns what it removed.
+pub fn apply(conn: &mut Connection, policy: &Retention) -> Result<Vec<Removal>> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let removed = plan(&tx, policy)?;
+    for r in &removed {
+        match r {
+            Removal::Session { id } => {
+                delete_sessions(&tx, std::slice::from_ref(id), i64::MAX)?;
+                tx.execute("DELETE FROM rounds WHERE session_id = ?1", params![id])?;
+                tx.execute(
+                    "UPDATE sessions SET parent = '' WHERE parent = ?1",
+                    params![id],
+                )?;
+            }
+            Removal::Tombstone { id } => {
+                tx.execute("DELETE FROM tombstones WHERE session_id = ?1", params![id])?;
+            }
+            Removal::Checkpoint { id, .. } => {
+                tx.execute("DELETE FROM checkpoints WHERE id = ?1", params![id])?;
+            }
+            Removal::Decision { id, .. } => {
+                tx.execute("DELETE FROM decisions WHERE id = ?1", params![id])?;
+            }
+        }
+    }
+    tx.commit()?;
+    if !removed.is_empty() {
+        reclaim(conn)?;
+    }
+    Ok(removed)
+}
+
+/// Gives free pages back to the filesystem: incremental vacuum, then a WAL checkpoint that
+/// truncates the `-wal` file (a reader may block it: the next gc finishes it).
+fn reclaim(conn: &Connection) -> Result<()> {
+    // Each step of the pragma frees one page: run it to the end.
+    let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
+    let mut rows = stmt.query([])?;
+    while rows.next()?.is_some() {}
+    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+    if busy != 0 {
+        tracing::debug!("gc: wal checkpoint blocked by a reader; the file shrinks at the next one");
+    }
+    Ok(())
+}
+
+/// Bytes the database takes on disk: the file and its `-wal`.
+fn file_size(path: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    size(path) + size(Path::new(&format!("{}-wal", path.display())))
+}
+
+/// `agentstate gc`: applies `policy` to the database at `path` (or, `dry`, only lists what it
+/// would remove, opening the file read-only).
+pub fn collect_garbage(
+    path: &Path,
+    ns: &Namespace,
+    policy: &Retention,
+    dry: bool,
+) -> Result<GcReport> {
+    let bytes_before = file_size(path);
+    if dry {
+        let conn = schema::open_read_only(path, ns)?;
+        return Ok(GcReport {
+            removed: plan(&conn, policy)?,
+            bytes_before,
+            bytes_after: bytes_before,
+        });
+    }
+    let mut conn = schema::open_writer(path, ns)?;
+    let removed = apply(&mut conn, policy)?;
+    Ok(GcReport {
+        removed,
+        bytes_before,
+        bytes_after: file_size(path),
+    })
+}
