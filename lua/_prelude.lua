@@ -24,10 +24,36 @@ local function fail(code, detail)
   return redis.error_reply(code .. ' ' .. (detail or ''))
 end
 
--- Refreshes the idle TTL of every key of the session (KEYS[1..8]); missing keys are skipped.
-local function touch_session(ttl)
-  for i = 1, 8 do
-    redis.call('EXPIRE', KEYS[i], ttl)
+-- The sliding idle TTL with slack: the one TTL rule of every session script (issue 15).
+-- A session's keys k[1..8] all expire at one moment. A write refreshes them (EXPIRE each,
+-- absent keys skipped) only once `ttl_at` (meta field, ms) has passed, and then sets
+-- ttl_at = now + slack, slack = a tenth of the TTL: a busy session pays the eight EXPIREs
+-- once per slack instead of on every write. Keys this call may have created have no TTL
+-- yet; unless the refresh is due they get the moment the others expire at
+-- (ttl_at - slack + ttl). So right after any session script every key of the session
+-- expires between ttl - slack and ttl from now.
+--   k        the session's keys (KEYS, or the slice of a batch)
+--   ttl      the idle TTL, seconds (meta `ttl`)
+--   now      the script's now_ms()
+--   due      meta `ttl_at` as read (nil/false: refresh now — create, restore, touch, an
+--            older session without the field)
+--   created  indexes into k of keys this call created or may have created (nil: none)
+local function refresh_ttl(k, ttl, now, due, created)
+  ttl = tonumber(ttl)
+  local slack = math.floor(ttl * 100)
+  due = tonumber(due)
+  if not due or now >= due then
+    for i = 1, 8 do
+      redis.call('EXPIRE', k[i], ttl)
+    end
+    redis.call('HSET', k[1], 'ttl_at', now + slack)
+    return
+  end
+  if created then
+    local left = due - slack + ttl * 1000 - now
+    for _, i in ipairs(created) do
+      redis.call('PEXPIRE', k[i], left)
+    end
   end
 end
 
@@ -57,14 +83,14 @@ end
 
 -- Stores checkpoint `id` of session `sid` under `label` with `payload` (a JSON object) as
 -- the latest of its label, refreshes the session, and logs it; returns the wal entry id.
--- Session keys in KEYS[1..9]; `ttl` is the session's idle TTL.
-local function store_checkpoint(sid, id, label, payload, ttl)
+-- Session keys in KEYS[1..9]; `meta` is {ttl, ttl_at} of the session's meta hash.
+local function store_checkpoint(sid, id, label, payload, meta)
   local now = now_ms()
   local record = '{"id":"' .. id .. '","session_id":"' .. sid .. '","label":"' .. label
     .. '","created_at":' .. now .. ',"payload":' .. payload .. '}'
-  redis.call('HSET', KEYS[4], label, record)
+  local new = redis.call('HSET', KEYS[4], label, record)
   redis.call('HSET', KEYS[1], 'updated_at', now)
-  touch_session(tonumber(ttl))
+  refresh_ttl(KEYS, meta[1], now, meta[2], new == 1 and {4} or nil)
   return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', sid, 'd', record)
 end
 
@@ -73,6 +99,49 @@ local function message_element(seq, state, now, body)
   return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. now .. ',' .. string.sub(body, 2)
 end
 
+
+-- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
+-- append_message.lua and of each item of append_batch.lua. Checks before its first write,
+-- so a failed item wrote nothing. `now` is the script's now_ms().
+-- Returns {seq, wal entry id ('' for a repeat), 1 if a repeat else 0}, or an error reply
+-- NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
+local function append_one(k, sid, body, idem, expected, limit, now)
+  local bad = bad_message_body(body, limit)
+  if bad then
+    return bad
+  end
+  local meta = redis.call('HMGET', k[1], 'next_seq', 'ttl', 'ttl_at')
+  if not meta[1] then
+    return fail('NO_SESSION', sid)
+  end
+  if idem ~= '' then
+    local prev = redis.call('HGET', k[5], idem)
+    if prev then
+      return {tonumber(prev), '', 1}
+    end
+  end
+  local seq = tonumber(meta[1])
+  if expected ~= '' and tonumber(expected) ~= seq then
+    return fail('CONFLICT', expected .. ' ' .. seq)
+  end
+  local element = message_element(seq, 'active', now, body)
+  local created = nil
+  if redis.call('RPUSH', k[3], element) == 1 then
+    created = {3}
+  end
+  redis.call('HSET', k[1], 'next_seq', seq + 1, 'updated_at', now)
+  local id
+  if idem ~= '' then
+    redis.call('HSET', k[5], idem, seq)
+    created = created or {}
+    table.insert(created, 5)
+    id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem)
+  else
+    id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element)
+  end
+  refresh_ttl(k, meta[2], now, meta[3], created)
+  return {seq, id, 0}
+end
 
 -- The open-decision JSON kept in <prefix>:{p}:open_decisions (record_decision, restore_session).
 local function decision_record(id, sid, decision, rationale, action, meta, created_at)

@@ -11,8 +11,8 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
-if not ttl then
+local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
+if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
 local now = now_ms()
@@ -23,5 +23,5 @@ local id = ARGV[2] .. ':' .. entry
 local record = decision_record(id, ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], now)
 redis.call('HSET', KEYS[11], id, record)
 redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_session(tonumber(ttl))
+refresh_ttl(KEYS, meta[1], now, meta[2])
 return id

@@ -17,7 +17,7 @@ if #ARGV > 2 then
   redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 end
 redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_session(tonumber(redis.call('HGET', KEYS[1], 'ttl')))
+refresh_ttl(KEYS, redis.call('HGET', KEYS[1], 'ttl'), now)
 if ARGV[2] == '' then
   return ''
 end

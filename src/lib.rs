@@ -29,6 +29,7 @@
 //!   [`users`]: one capability each, as `impl Store` blocks.
 //! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
+//! - `group_commit`: concurrent appends to one partition share one EVALSHA (lanes).
 //! - [`durability`]: `Durable` writes wait for SQLite's commit.
 //! - `spill` (cargo feature `spill`, on by default): the spill daemon (flusher,
 //!   rehydrator, trimmer, ownership) and the SQLite schema; the only code that opens SQLite.
@@ -46,6 +47,7 @@ pub mod consumer;
 pub mod decisions;
 pub mod durability;
 pub mod error;
+mod group_commit;
 pub mod keys;
 pub mod messages;
 pub mod pool;

@@ -37,6 +37,7 @@ lua_scripts! {
     UPDATE_SESSION => "update_session",
     CLOSE_SESSION => "close_session",
     APPEND_MESSAGE => "append_message",
+    APPEND_BATCH => "append_batch",
     APPEND_MESSAGES => "append_messages",
     POP_MESSAGE => "pop_message",
     REPLACE_MESSAGE => "replace_message",
@@ -266,6 +267,61 @@ pub fn append_message(
         .arg(opt(expect_seq))
         .arg(limit)
         .idempotent(idempotency_key.is_some())
+}
+
+/// One append as `append_message.lua` takes it, owned, so it can wait in a group-commit
+/// queue ([`append_batch`]).
+#[derive(Debug, Clone)]
+pub struct AppendArgs {
+    /// The session's keys.
+    pub keys: SessionKeys,
+    /// Session id.
+    pub sid: String,
+    /// Message body: a JSON object without seq/state/created_at.
+    pub body: String,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// The seq the caller believes comes next.
+    pub expect_seq: Option<u64>,
+    /// Size limit, bytes.
+    pub limit: usize,
+}
+
+impl AppendArgs {
+    /// `append_message.lua` for this append.
+    pub fn call(&self) -> ScriptCall {
+        append_message(
+            &self.keys,
+            &self.sid,
+            &self.body,
+            self.idempotency_key.as_deref(),
+            self.expect_seq,
+            self.limit,
+        )
+    }
+}
+
+/// `append_batch.lua`: `items` (sessions of one partition) appended in order in one EVALSHA,
+/// one reply per item. Safe to send twice only when every item has an idempotency key.
+pub fn append_batch(items: &[&AppendArgs]) -> ScriptCall {
+    let mut keys: Vec<&str> = Vec::with_capacity(1 + 8 * items.len());
+    if let Some(first) = items.first() {
+        keys.push(&first.keys.wal);
+    }
+    for item in items {
+        keys.extend(&item.keys.as_array()[..8]);
+    }
+    let mut call = ScriptCall::new(&APPEND_BATCH, &keys)
+        .idempotent(items.iter().all(|i| i.idempotency_key.is_some()));
+    for item in items {
+        call = call
+            .arg(&item.sid)
+            .arg(&item.body)
+            .arg(item.idempotency_key.as_deref().unwrap_or(""))
+            .arg(opt(item.expect_seq))
+            .arg(item.limit);
+    }
+    call
 }
 
 /// `append_messages.lua`: appends the message `bodies` (JSON objects) with consecutive seqs in
