@@ -13,6 +13,7 @@ mod decisions;
 mod demo;
 mod deployments;
 mod faults;
+mod group_commit;
 mod history;
 mod key_protocol;
 mod loss;
