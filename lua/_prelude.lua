@@ -101,7 +101,7 @@ end
 
 
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
--- append_message.lua and of each item of append_batch.lua. Checks before its first write,
+-- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
 -- so a failed item wrote nothing. `now` is the script's now_ms().
 -- Returns {seq, wal entry id ('' for a repeat), 1 if a repeat else 0}, or an error reply
 -- NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
@@ -148,6 +148,55 @@ local function decision_record(id, sid, decision, rationale, action, meta, creat
   return '{"id":"' .. id .. '","session_id":"' .. sid .. '","decision":' .. cjson.encode(decision)
     .. ',"rationale":' .. cjson.encode(rationale) .. ',"planned_action":' .. json_str_or_null(action)
     .. ',"meta":' .. meta .. ',"outcome":null,"created_at":' .. created_at .. '}'
+end
+
+-- Records a decision of the session whose keys are k[1..9] (decisions stream k[10], open
+-- decisions hash k[11]): the body of record_decision.lua and of a batch item. `now` is the
+-- script's now_ms(). Returns the decision id "<partition>:<stream entry id>", or NO_SESSION.
+local function decision_one(k, sid, partition, decision, rationale, action, meta_json, now)
+  local meta = redis.call('HMGET', k[1], 'ttl', 'ttl_at')
+  if not meta[1] then
+    return fail('NO_SESSION', sid)
+  end
+  local entry = redis.call('XADD', k[10], '*', 'type', 'decision', 'session_id', sid,
+    'decision', decision, 'rationale', rationale, 'planned_action', action, 'meta', meta_json,
+    'created_at', now)
+  local id = partition .. ':' .. entry
+  local record = decision_record(id, sid, decision, rationale, action, meta_json, now)
+  redis.call('HSET', k[11], id, record)
+  redis.call('HSET', k[1], 'updated_at', now)
+  refresh_ttl(k, meta[1], now, meta[2])
+  return id
+end
+
+-- Sets, deletes or clears working state of the session whose keys are k[1..8] and bumps its
+-- version: the body of write_working.lua and of a batch item. Checks before its first write.
+-- Returns the new version, or NO_SESSION / TOO_LARGE / CONFLICT <expected> <current>.
+local function working_one(k, sid, op, key, value, if_version, limit, now)
+  local meta = redis.call('HMGET', k[1], 'version', 'ttl', 'ttl_at')
+  if not meta[2] then
+    return fail('NO_SESSION', sid)
+  end
+  if op == 'set' and #value > tonumber(limit) then
+    return fail('TOO_LARGE', #value .. ' ' .. limit)
+  end
+  if if_version ~= '' and tonumber(if_version) ~= tonumber(meta[1]) then
+    return fail('CONFLICT', if_version .. ' ' .. meta[1])
+  end
+  local created = nil
+  if op == 'set' then
+    if redis.call('HSET', k[2], key, value) == 1 then
+      created = {2}
+    end
+  elseif op == 'del' then
+    redis.call('HDEL', k[2], key)
+  else
+    redis.call('DEL', k[2])
+  end
+  local version = redis.call('HINCRBY', k[1], 'version', 1)
+  redis.call('HSET', k[1], 'updated_at', now)
+  refresh_ttl(k, meta[2], now, meta[3], created)
+  return version
 end
 
 -- The meta `compacted` form of `compacted` ("a-b,c-d", ascending, merged) with [from, to]

@@ -1,13 +1,13 @@
-//! Group commit of appends (issue 15): concurrent [`Store::append`]s of one process to
-//! sessions of one partition share round trips. Per partition a lane holds at most one round
-//! trip in flight. A caller that finds the lane idle sends its append at once
-//! (`append_message.lua`: no timer, no added latency at low load); callers that arrive while
+//! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
+//! process to sessions of one partition share round trips. Per partition a lane holds at
+//! most one such round trip in flight. A caller that finds the lane idle sends its call at
+//! once (its own script: no timer, no added latency at low load); callers that arrive while
 //! a round trip is in flight queue, and when it returns everything queued goes as one
-//! `append_batch.lua` (one EVALSHA, one slot). Each caller gets its own reply or typed error.
+//! `session_batch.lua` (one EVALSHA, one slot). Each caller gets its own reply or typed error.
 //!
-//! Order: a lane sends its queue in arrival order and one round trip at a time, so appends
-//! of one session land in the order their callers reached the lane. A caller that gives up
-//! (its future dropped) before its batch is sent is left out of it.
+//! Order: a lane sends its queue in arrival order and one round trip at a time, so the
+//! writes of one session land in the order their callers reached the lane. A caller that
+//! gives up (its future dropped) before its batch is sent is left out of it.
 
 use std::sync::Mutex;
 
@@ -15,17 +15,8 @@ use redis::{FromRedisValue, Value};
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::scripts::{self, AppendArgs};
+use crate::scripts::{self, BatchItem};
 use crate::store::Store;
-
-/// What one append returned.
-#[derive(Debug)]
-pub(crate) struct Appended {
-    /// The message's seq (the original one for an idempotent repeat).
-    pub seq: u64,
-    /// The wal entry id; empty for a repeat (nothing was written).
-    pub wal_id: String,
-}
 
 /// The lanes of a store, one per partition.
 pub(crate) struct Lanes(Vec<Mutex<Lane>>);
@@ -54,10 +45,10 @@ struct Lane {
     queue: Vec<Waiting>,
 }
 
-/// An append waiting in a lane, with where its reply goes.
+/// A call waiting in a lane, with where its reply (its own script's reply) goes.
 struct Waiting {
-    args: AppendArgs,
-    reply: oneshot::Sender<Result<Appended>>,
+    item: BatchItem,
+    reply: oneshot::Sender<Result<Value>>,
 }
 
 /// The lane of partition `p` is this holder's: dropping it (the round trip returned, or the
@@ -92,7 +83,7 @@ impl Drop for Turn {
                 // Only reachable when a runtime shuts down under a waiting batch.
                 for w in batch {
                     let _ = w.reply.send(Err(Error::unavailable(
-                        "the runtime stopped before the append was sent",
+                        "the runtime stopped before the call was sent",
                     )));
                 }
             }
@@ -101,56 +92,67 @@ impl Drop for Turn {
 }
 
 impl Store {
-    /// Appends through partition `args.keys.partition`'s lane: at once when no round trip
-    /// of the partition is in flight, else with the next batch.
-    pub(crate) async fn append_grouped(&self, args: AppendArgs) -> Result<Appended> {
-        let p = args.keys.partition;
+    /// Runs `item` through its partition's lane (at once when no round trip of the
+    /// partition is in flight, else with the next batch) and decodes its own script's
+    /// reply. A `NO_SESSION` failure asks for a restore and runs it once more, as
+    /// [`Store::invoke_session`] does.
+    pub(crate) async fn invoke_grouped<T: FromRedisValue>(
+        &self,
+        sid: &str,
+        item: BatchItem,
+    ) -> Result<T> {
+        let reply = self
+            .restoring(sid, || self.through_lane(item.clone()))
+            .await?;
+        T::from_redis_value(reply).map_err(|e| Error::redis(format!("script reply: {e}")))
+    }
+
+    async fn through_lane(&self, item: BatchItem) -> Result<Value> {
+        let p = item.partition();
         let waiting = {
             let mut lane = self.lanes().lock(p);
             if lane.busy {
                 let (reply, rx) = oneshot::channel();
-                lane.queue.push(Waiting { args, reply });
+                lane.queue.push(Waiting { item, reply });
                 Err(rx)
             } else {
                 lane.busy = true;
-                Ok(args)
+                Ok(item)
             }
         };
         match waiting {
-            Ok(args) => {
+            Ok(item) => {
                 let turn = Turn {
                     store: self.clone(),
                     p,
                 };
-                let reply = self.invoke::<Value>(&args.call()).await;
+                let reply = self.invoke::<Value>(&item.call()).await;
                 drop(turn);
-                reply.and_then(decode_item)
+                reply
             }
-            Err(rx) => rx.await.unwrap_or_else(|_| {
-                Err(Error::redis("the batch carrying this append was dropped"))
-            }),
+            Err(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err(Error::redis("the batch carrying this call was dropped"))),
         }
     }
 
     /// Sends `batch` (one partition's queue) and hands each caller its reply: one item goes
-    /// as `append_message.lua`, more as one `append_batch.lua`. A batch is retried while
-    /// Redis is unreachable only when every item is idempotent.
+    /// as its own script, more as one `session_batch.lua`. A batch is retried while Redis is
+    /// unreachable only when every item is idempotent.
     async fn send_batch(&self, batch: Vec<Waiting>) {
         let batch: Vec<Waiting> = batch.into_iter().filter(|w| !w.reply.is_closed()).collect();
         if batch.len() == 1 {
             let w = batch.into_iter().next().expect("one item");
-            let reply = self.invoke::<Value>(&w.args.call()).await;
-            let _ = w.reply.send(reply.and_then(decode_item));
+            let reply = self.invoke::<Value>(&w.item.call()).await;
+            let _ = w.reply.send(reply);
             return;
         }
         if batch.is_empty() {
             return;
         }
-        let items: Vec<&AppendArgs> = batch.iter().map(|w| &w.args).collect();
-        match self
-            .invoke::<Vec<Value>>(&scripts::append_batch(&items))
-            .await
-        {
+        let items: Vec<&BatchItem> = batch.iter().map(|w| &w.item).collect();
+        let call = scripts::session_batch(self.keys(), &items);
+        match self.invoke::<Vec<Value>>(&call).await {
             Ok(replies) if replies.len() == batch.len() => {
                 for (w, reply) in batch.into_iter().zip(replies) {
                     let _ = w.reply.send(decode_item(reply));
@@ -158,7 +160,7 @@ impl Store {
             }
             Ok(replies) => {
                 let err = Error::redis(format!(
-                    "append_batch answered {} items for {}",
+                    "session_batch answered {} items for {}",
                     replies.len(),
                     batch.len()
                 ));
@@ -175,16 +177,21 @@ impl Store {
     }
 }
 
-/// One append's reply: `{seq, wal id, repeat}`, or the `CODE detail` text of its error
-/// (a batch item; a single call's error arrives as a Redis error instead).
-fn decode_item(reply: Value) -> Result<Appended> {
-    match reply {
-        Value::BulkString(text) => Err(Error::from_script_reply(&String::from_utf8_lossy(&text))),
-        Value::SimpleString(text) => Err(Error::from_script_reply(&text)),
-        other => {
-            let (seq, wal_id, _repeat) = <(u64, String, u8)>::from_redis_value(other)
-                .map_err(|e| Error::redis(format!("append reply: {e}")))?;
-            Ok(Appended { seq, wal_id })
+/// One batch item's reply: `{1, its own script's reply}` or `{0, "CODE detail"}`.
+fn decode_item(reply: Value) -> Result<Value> {
+    let malformed = |v: &Value| Error::redis(format!("session_batch item reply {v:?}"));
+    let Value::Array(mut parts) = reply else {
+        return Err(malformed(&reply));
+    };
+    if parts.len() != 2 {
+        return Err(malformed(&Value::Array(parts)));
+    }
+    let value = parts.pop().expect("two parts");
+    match (parts.pop().expect("two parts"), value) {
+        (Value::Int(1), value) => Ok(value),
+        (Value::Int(0), Value::BulkString(text)) => {
+            Err(Error::from_script_reply(&String::from_utf8_lossy(&text)))
         }
+        (ok, value) => Err(malformed(&Value::Array(vec![ok, value]))),
     }
 }

@@ -313,9 +313,8 @@ fn decode_messages(elements: Vec<String>) -> Result<Vec<Message>> {
 }
 
 impl Store {
-    /// Appends a message and returns its seq (one EVALSHA; concurrent appends of this
-    /// process to sessions of one partition share one:
-    /// group commit).
+    /// Appends a message and returns its seq (one EVALSHA; concurrent writes of this
+    /// process to sessions of one partition share one: group commit).
     pub async fn append(&self, sid: &str, message: &NewMessage) -> Result<u64> {
         self.append_with(sid, message, &AppendOptions::default())
             .await
@@ -333,22 +332,19 @@ impl Store {
             validate_id("idempotency key", k)?;
         }
         let body = self.message_body(message)?;
-        let args = scripts::AppendArgs {
-            keys,
-            sid: sid.to_string(),
-            body,
-            idempotency_key: options.idempotency_key.clone(),
-            expect_seq: options.expect_seq,
-            limit: self.config().limits.message,
-        };
-        let partition = args.keys.partition;
-        let appended = self
-            .restoring(sid, || self.append_grouped(args.clone()))
-            .await?;
-        if !appended.wal_id.is_empty() {
-            self.settle(partition, &appended.wal_id).await?;
+        let item = scripts::append_item(
+            &keys,
+            sid,
+            &body,
+            options.idempotency_key.as_deref(),
+            options.expect_seq,
+            self.config().limits.message,
+        );
+        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_grouped(sid, item).await?;
+        if !wal_id.is_empty() {
+            self.settle(keys.partition, &wal_id).await?;
         }
-        Ok(appended.seq)
+        Ok(seq)
     }
 
     /// A message's stored body (JSON object text): role checked, size within the limit.

@@ -1,13 +1,15 @@
-//! Group commit (issue 15): concurrent appends of one `Store` to sessions of one partition
-//! share one EVALSHA of `append_batch.lua`; every caller still gets its own seq or its own
-//! typed error, per-session order holds, and the wal the daemon flushes is unchanged.
+//! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
+//! `Store` to sessions of one partition share one EVALSHA of `session_batch.lua`; every
+//! caller still gets its own reply or its own typed error, per-session order holds, and the
+//! wal the daemon flushes is unchanged.
 
 use std::collections::BTreeMap;
 
-use agentstate::scripts::{self, AppendArgs};
-use agentstate::{AppendOptions, Error, MessageQuery, NewMessage, NewSession};
+use agentstate::scripts::{self, BatchItem, DecisionArgs};
+use agentstate::{AppendOptions, Error, MessageQuery, NewDecision, NewMessage, NewSession};
 use futures_util::future::join_all;
 use redis::Value;
+use serde_json::json;
 
 use crate::support::{env, sqlite_messages, TestEnv};
 
@@ -153,13 +155,21 @@ async fn one_batch_returns_each_caller_its_own_outcome() {
     // join_all polls in order: the first finds the lane idle and sends at once, the others
     // queue behind its round trip (the bad role is refused before it reaches the lane).
     let stale = AppendOptions::new().expect_seq(5);
+    type Call<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = agentstate::Result<u64>> + 'a>>;
     let outcomes = join_all([
-        Box::pin(s.append(x, &user("x2")))
-            as std::pin::Pin<Box<dyn std::future::Future<Output = _>>>,
+        Box::pin(s.append(x, &user("x2"))) as Call,
         Box::pin(s.append_with(y, &user("y-stale"), &stale)),
         Box::pin(s.append_with(x, &user("x-repeat"), &keyed)),
         Box::pin(s.append(x, &NewMessage::new("Not A Role"))),
         Box::pin(s.append(y, &user("y1"))),
+        Box::pin(s.set_working(y, "plan", &json!(1))),
+        Box::pin(s.set_working_if_version(x, "plan", &json!(2), 7)),
+        Box::pin(async {
+            s.record_decision(x, &NewDecision::new("go", "because"))
+                .await
+                .map(|id| id.len() as u64)
+        }),
         Box::pin(s.append(x, &user("x3"))),
     ])
     .await;
@@ -175,8 +185,22 @@ async fn one_batch_returns_each_caller_its_own_outcome() {
     assert_eq!(it.next().unwrap().unwrap(), 1);
     assert!(matches!(it.next().unwrap(), Err(Error::InvalidInput(_))));
     assert_eq!(it.next().unwrap().unwrap(), 1);
+    assert_eq!(it.next().unwrap().unwrap(), 1, "y's working-state version");
+    assert!(matches!(
+        it.next().unwrap(),
+        Err(Error::Conflict {
+            expected: 7,
+            current: 0
+        })
+    ));
+    assert!(it.next().unwrap().unwrap() > 2, "a decision id");
     assert_eq!(it.next().unwrap().unwrap(), 3);
     assert_eq!(evalsha_calls(&t), 2, "one lone call, then one batch");
+    assert_eq!(t.hash(&s.keys().session(y).work)["plan"], "1");
+    assert!(t.hash(&s.keys().session(x).work).is_empty());
+    assert_eq!(t.hash(&s.keys().session(x).meta)["version"], "0");
+    let open = t.hash(&s.keys().open_decisions(s.keys().session(x).partition));
+    assert_eq!(open.len(), 1);
 
     for (sid, want) in [(x, vec!["x1", "x2", "x3"]), (y, vec!["y1"])] {
         let got: Vec<String> = s
@@ -197,7 +221,7 @@ async fn one_batch_returns_each_caller_its_own_outcome() {
     assert_eq!(logged, [x.clone(), x.clone(), y.clone(), x.clone()]);
 }
 
-/// `append_batch.lua` itself: each item's error comes back as its `CODE detail` text in its
+/// `session_batch.lua` itself: each item's error comes back as its `CODE detail` text in its
 /// place, its session untouched, and the items around it are applied.
 #[tokio::test]
 async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items() {
@@ -212,13 +236,14 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
     s.append_with(x, &user("x1"), &keyed).await.unwrap();
     let before = t.wal_records().len();
 
-    let item = |sid: &str, body: &str, idem: Option<&str>, expect: Option<u64>| AppendArgs {
-        keys: s.keys().session(sid),
-        sid: sid.to_string(),
-        body: body.to_string(),
-        idempotency_key: idem.map(String::from),
-        expect_seq: expect,
-        limit: 64,
+    let item = |sid: &str, body: &str, idem: Option<&str>, expect: Option<u64>| {
+        scripts::append_item(&s.keys().session(sid), sid, body, idem, expect, 64)
+    };
+    let decision = DecisionArgs {
+        decision: "go",
+        rationale: "why",
+        planned_action: "",
+        meta: "{}",
     };
     let items = [
         item(x, r#"{"role":"user","content":"x2"}"#, None, None),
@@ -232,21 +257,31 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
         item(y, r#"{"role":"user","content":"stale"}"#, None, Some(4)),
         item(x, r#"{"role":"user","content":"again"}"#, Some("k1"), None),
         item(ghost, r#"{"role":"user","content":"nobody"}"#, None, None),
+        scripts::write_working(&s.keys().session(y), y, "set", "k", "1", Some(3), 64),
+        scripts::record_decision(s.keys(), &s.keys().session(ghost), ghost, &decision),
+        scripts::write_working(&s.keys().session(y), y, "set", "k", "1", Some(0), 64),
         item(y, r#"{"role":"user","content":"y1"}"#, None, Some(1)),
     ];
-    let refs: Vec<&AppendArgs> = items.iter().collect();
+    let refs: Vec<&BatchItem> = items.iter().collect();
     let mut conn = s.conn().await.unwrap();
-    let replies: Vec<Value> = scripts::append_batch(&refs).run(&mut conn).await.unwrap();
+    let replies: Vec<Value> = scripts::session_batch(s.keys(), &refs)
+        .run(&mut conn)
+        .await
+        .unwrap();
     let shown: Vec<String> = replies
         .into_iter()
-        .map(|v| match v {
-            Value::BulkString(text) => String::from_utf8(text).unwrap(),
-            Value::Array(parts) => {
-                let (seq, id, repeat): (u64, String, u8) =
-                    redis::from_redis_value(Value::Array(parts)).unwrap();
-                format!("seq {seq} logged {} repeat {repeat}", !id.is_empty())
+        .map(|v| {
+            let (ok, reply): (u8, Value) = redis::from_redis_value(v).unwrap();
+            match (ok, reply) {
+                (0, Value::BulkString(text)) => String::from_utf8(text).unwrap(),
+                (1, Value::Array(parts)) => {
+                    let (seq, id, repeat): (u64, String, u8) =
+                        redis::from_redis_value(Value::Array(parts)).unwrap();
+                    format!("seq {seq} logged {} repeat {repeat}", !id.is_empty())
+                }
+                (1, Value::Int(version)) => format!("version {version}"),
+                other => panic!("unexpected item reply {other:?}"),
             }
-            other => panic!("unexpected item reply {other:?}"),
         })
         .collect();
     assert_eq!(
@@ -258,9 +293,17 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
             "CONFLICT 4 1",
             "seq 1 logged false repeat 1",
             &format!("NO_SESSION {ghost}"),
+            "CONFLICT 3 0",
+            &format!("NO_SESSION {ghost}"),
+            "version 1",
             "seq 1 logged true repeat 0",
         ]
     );
+    assert_eq!(t.hash(&s.keys().session(y).work)["k"], "1");
+    let p = s.keys().session(x).partition;
+    assert!(t.hash(&s.keys().open_decisions(p)).is_empty());
+    let decisions: i64 = t.cmd(&["XLEN", &s.keys().decisions(p)]);
+    assert_eq!(decisions, 0);
     assert_eq!(t.wal_records().len(), before + 2);
     let n: i64 = t.cmd(&["EXISTS", &s.keys().session(ghost).meta]);
     assert_eq!(n, 0);
