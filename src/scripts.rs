@@ -251,19 +251,8 @@ pub fn close_session(
         .arg(if cascade { "1" } else { "0" })
 }
 
-/// `append_message.lua`: appends the message `body` (JSON object) with the next seq.
-pub fn append_message(
-    s: &SessionKeys,
-    sid: &str,
-    body: &str,
-    idempotency_key: Option<&str>,
-    expect_seq: Option<u64>,
-    limit: usize,
-) -> ScriptCall {
-    append_item(s, sid, body, idempotency_key, expect_seq, limit).call()
-}
-
-/// [`append_message`] as a [`BatchItem`].
+/// `append_message.lua`: appends the message `body` (JSON object) with the next seq. A
+/// [`BatchItem`]: `.call()` for the lone call.
 pub fn append_item(
     s: &SessionKeys,
     sid: &str,

@@ -148,7 +148,7 @@ impl RawCommands {
         let ns = store.keys();
         let body = serde_json::to_string(&NewMessage::new("user").content(random_content()))?;
         let limits = store.config().limits;
-        let append = scripts::append_message(
+        let append = scripts::append_item(
             &ns.session(raw_sid),
             raw_sid,
             &body,
@@ -156,6 +156,7 @@ impl RawCommands {
             None,
             limits.message,
         )
+        .call()
         .argv();
         let all = LoadMode::Active {
             after: 0,
