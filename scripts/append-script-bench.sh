@@ -14,6 +14,7 @@ cat lua/_prelude.lua lua/append_message.lua > "$TMP/new.lua"
 redis-server --port $PORT --save '' --appendonly no --daemonize yes --pidfile "$TMP/rs.pid" --logfile "$TMP/rs.log"
 sleep 0.5
 R="redis-cli -p $PORT"
+trap '$R SHUTDOWN NOSAVE >/dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
 BODY='{"role":"user","content":"'$(head -c 192 /dev/urandom | base64 -w0 | tr -dc a-z | head -c 256)'"}'
 cpu() { $R INFO cpu | awk -F: '/used_cpu_(user|sys):/{s+=$2} END{printf "%.6f", s}'; }
 calls() { $R INFO commandstats | awk -F'[=,:]' '/^cmdstat_/{s+=$3} END{print s}'; }
@@ -40,4 +41,3 @@ for c in 1 8 64; do
   done
   run SET $c SET "as:{0}:bench:set" "$BODY"
 done
-$R SHUTDOWN NOSAVE >/dev/null 2>&1 || true
