@@ -24,19 +24,49 @@ local function fail(code, detail)
   return redis.error_reply(code .. ' ' .. (detail or ''))
 end
 
--- Refreshes the idle TTL of every key of the session (KEYS[1..8]); missing keys are skipped.
-local function touch_session(ttl)
-  for i = 1, 8 do
-    redis.call('EXPIRE', KEYS[i], ttl)
+-- The sliding idle TTL with slack: the one TTL rule of every session script (issue 15).
+-- A session's keys k[1..8] all expire at one moment. A write refreshes them (EXPIRE each,
+-- absent keys skipped) only once `ttl_at` (meta field, ms) has passed, and then sets
+-- ttl_at = now + slack, slack = a tenth of the TTL: a busy session pays the eight EXPIREs
+-- once per slack instead of on every write. Keys this call may have created have no TTL
+-- yet; unless the refresh is due they get the moment the others expire at
+-- (ttl_at - slack + ttl). So right after any session script every key of the session
+-- expires between ttl - slack and ttl from now.
+--   k        the session's keys (KEYS, or the slice of a batch)
+--   ttl      the idle TTL, seconds (meta `ttl`)
+--   now      the script's now_ms()
+--   due      meta `ttl_at` as read (nil/false: refresh now — create, restore, touch, an
+--            older session without the field)
+--   created  indexes into k of keys this call created or may have created (nil: none)
+--   extra    indexes into k of the session's further keys this call was given (the graph
+--            log's two, KEYS[10] and KEYS[11]): refreshed with the eight (nil: none)
+local function refresh_ttl(k, ttl, now, due, created, extra)
+  ttl = tonumber(ttl)
+  local slack = math.floor(ttl * 100)
+  due = tonumber(due)
+  if not due or now >= due then
+    for i = 1, 8 do
+      redis.call('EXPIRE', k[i], ttl)
+    end
+    for _, i in ipairs(extra or {}) do
+      redis.call('EXPIRE', k[i], ttl)
+    end
+    redis.call('HSET', k[1], 'ttl_at', now + slack)
+    return
+  end
+  if created then
+    local left = due - slack + ttl * 1000 - now
+    for _, i in ipairs(created) do
+      redis.call('PEXPIRE', k[i], left)
+    end
   end
 end
 
--- Refreshes the idle TTL of a graph script's keys: the session's (KEYS[1..8]) and its graph
--- log, values in KEYS[10] and index in KEYS[11], so a thread's keys expire together.
-local function touch_graph(ttl)
-  touch_session(ttl)
-  redis.call('EXPIRE', KEYS[10], ttl)
-  redis.call('EXPIRE', KEYS[11], ttl)
+-- The TTL rule (refresh_ttl) for a script given a session's graph log in KEYS[10] (values)
+-- and KEYS[11] (index): they expire with the session's eight keys. They may be new in this
+-- call, so between refreshes they get the others' expiry (two PEXPIREs).
+local function touch_graph(ttl, now, due)
+  refresh_ttl(KEYS, ttl, now, due, {10, 11}, {10, 11})
 end
 
 -- A JSON string literal for s, or null when s is empty.
@@ -65,14 +95,14 @@ end
 
 -- Stores checkpoint `id` of session `sid` under `label` with `payload` (a JSON object) as
 -- the latest of its label, refreshes the session, and logs it; returns the wal entry id.
--- Session keys in KEYS[1..9]; `ttl` is the session's idle TTL.
-local function store_checkpoint(sid, id, label, payload, ttl)
+-- Session keys in KEYS[1..9]; `meta` is {ttl, ttl_at} of the session's meta hash.
+local function store_checkpoint(sid, id, label, payload, meta)
   local now = now_ms()
   local record = '{"id":"' .. id .. '","session_id":"' .. sid .. '","label":"' .. label
     .. '","created_at":' .. now .. ',"payload":' .. payload .. '}'
-  redis.call('HSET', KEYS[4], label, record)
+  local new = redis.call('HSET', KEYS[4], label, record)
   redis.call('HSET', KEYS[1], 'updated_at', now)
-  touch_session(tonumber(ttl))
+  refresh_ttl(KEYS, meta[1], now, meta[2], new == 1 and {4} or nil)
   return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', sid, 'd', record)
 end
 
@@ -82,11 +112,103 @@ local function message_element(seq, state, now, body)
 end
 
 
+-- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
+-- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
+-- so a failed item wrote nothing. `now` is the script's now_ms().
+-- Returns {seq, wal entry id ('' for a repeat), 1 if a repeat else 0}, or an error reply
+-- NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
+local function append_one(k, sid, body, idem, expected, limit, now)
+  local bad = bad_message_body(body, limit)
+  if bad then
+    return bad
+  end
+  local meta = redis.call('HMGET', k[1], 'next_seq', 'ttl', 'ttl_at')
+  if not meta[1] then
+    return fail('NO_SESSION', sid)
+  end
+  if idem ~= '' then
+    local prev = redis.call('HGET', k[5], idem)
+    if prev then
+      return {tonumber(prev), '', 1}
+    end
+  end
+  local seq = tonumber(meta[1])
+  if expected ~= '' and tonumber(expected) ~= seq then
+    return fail('CONFLICT', expected .. ' ' .. seq)
+  end
+  local element = message_element(seq, 'active', now, body)
+  local created = nil
+  if redis.call('RPUSH', k[3], element) == 1 then
+    created = {3}
+  end
+  redis.call('HSET', k[1], 'next_seq', seq + 1, 'updated_at', now)
+  local id
+  if idem ~= '' then
+    redis.call('HSET', k[5], idem, seq)
+    created = created or {}
+    table.insert(created, 5)
+    id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem)
+  else
+    id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element)
+  end
+  refresh_ttl(k, meta[2], now, meta[3], created)
+  return {seq, id, 0}
+end
+
 -- The open-decision JSON kept in <prefix>:{p}:open_decisions (record_decision, restore_session).
 local function decision_record(id, sid, decision, rationale, action, meta, created_at)
   return '{"id":"' .. id .. '","session_id":"' .. sid .. '","decision":' .. cjson.encode(decision)
     .. ',"rationale":' .. cjson.encode(rationale) .. ',"planned_action":' .. json_str_or_null(action)
     .. ',"meta":' .. meta .. ',"outcome":null,"created_at":' .. created_at .. '}'
+end
+
+-- Records a decision of the session whose keys are k[1..9] (decisions stream k[10], open
+-- decisions hash k[11]): the body of record_decision.lua and of a batch item. `now` is the
+-- script's now_ms(). Returns the decision id "<partition>:<stream entry id>", or NO_SESSION.
+local function decision_one(k, sid, partition, decision, rationale, action, meta_json, now)
+  local meta = redis.call('HMGET', k[1], 'ttl', 'ttl_at')
+  if not meta[1] then
+    return fail('NO_SESSION', sid)
+  end
+  local entry = redis.call('XADD', k[10], '*', 'type', 'decision', 'session_id', sid,
+    'decision', decision, 'rationale', rationale, 'planned_action', action, 'meta', meta_json,
+    'created_at', now)
+  local id = partition .. ':' .. entry
+  local record = decision_record(id, sid, decision, rationale, action, meta_json, now)
+  redis.call('HSET', k[11], id, record)
+  redis.call('HSET', k[1], 'updated_at', now)
+  refresh_ttl(k, meta[1], now, meta[2])
+  return id
+end
+
+-- Sets, deletes or clears working state of the session whose keys are k[1..8] and bumps its
+-- version: the body of write_working.lua and of a batch item. Checks before its first write.
+-- Returns the new version, or NO_SESSION / TOO_LARGE / CONFLICT <expected> <current>.
+local function working_one(k, sid, op, key, value, if_version, limit, now)
+  local meta = redis.call('HMGET', k[1], 'version', 'ttl', 'ttl_at')
+  if not meta[2] then
+    return fail('NO_SESSION', sid)
+  end
+  if op == 'set' and #value > tonumber(limit) then
+    return fail('TOO_LARGE', #value .. ' ' .. limit)
+  end
+  if if_version ~= '' and tonumber(if_version) ~= tonumber(meta[1]) then
+    return fail('CONFLICT', if_version .. ' ' .. meta[1])
+  end
+  local created = nil
+  if op == 'set' then
+    if redis.call('HSET', k[2], key, value) == 1 then
+      created = {2}
+    end
+  elseif op == 'del' then
+    redis.call('HDEL', k[2], key)
+  else
+    redis.call('DEL', k[2])
+  end
+  local version = redis.call('HINCRBY', k[1], 'version', 1)
+  redis.call('HSET', k[1], 'updated_at', now)
+  refresh_ttl(k, meta[2], now, meta[3], created)
+  return version
 end
 
 -- The meta `compacted` form of `compacted` ("a-b,c-d", ascending, merged) with [from, to]

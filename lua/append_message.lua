@@ -9,38 +9,7 @@
   Returns: {seq, wal entry id ('' for a repeat), 1 if this was a repeat else 0}
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
-  Atomic: every check runs before the first write.
+  Atomic: every check runs before the first write (the body is append_one in _prelude,
+  shared with append_batch.lua).
 ]]
-local body = ARGV[2]
-local bad = bad_message_body(body, ARGV[5])
-if bad then
-  return bad
-end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
-end
-local idem = ARGV[3]
-if idem ~= '' then
-  local prev = redis.call('HGET', KEYS[5], idem)
-  if prev then
-    return {tonumber(prev), '', 1}
-  end
-end
-local seq = tonumber(meta[1])
-if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= seq then
-  return fail('CONFLICT', ARGV[4] .. ' ' .. seq)
-end
-local now = now_ms()
-local element = message_element(seq, 'active', now, body)
-redis.call('RPUSH', KEYS[3], element)
-redis.call('HSET', KEYS[1], 'next_seq', seq + 1, 'updated_at', now)
-local id
-if idem ~= '' then
-  redis.call('HSET', KEYS[5], idem, seq)
-  id = redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', element, 'k', idem)
-else
-  id = redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', element)
-end
-touch_session(tonumber(meta[2]))
-return {seq, id, 0}
+return append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now_ms())

@@ -20,7 +20,7 @@ for i = 4, #ARGV do
     return bad
   end
 end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
@@ -29,13 +29,15 @@ if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= first then
   return fail('CONFLICT', ARGV[2] .. ' ' .. first)
 end
 local now = now_ms()
-local seq, id = first, ''
+local seq, id, created = first, '', nil
 for i = 4, #ARGV do
   local element = message_element(seq, 'active', now, ARGV[i])
-  redis.call('RPUSH', KEYS[3], element)
+  if redis.call('RPUSH', KEYS[3], element) == 1 then
+    created = {3}
+  end
   id = redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', element)
   seq = seq + 1
 end
 redis.call('HSET', KEYS[1], 'next_seq', seq, 'updated_at', now)
-touch_session(tonumber(meta[2]))
+refresh_ttl(KEYS, meta[2], now, meta[3], created)
 return {first, id}

@@ -12,7 +12,8 @@
   agrees with the state of every element; load_messages relies on it.
   Atomic: every check runs before the first write.
 ]]
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'last_compact_seq', 'compacted')
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'last_compact_seq', 'compacted',
+  'ttl_at')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
@@ -42,8 +43,8 @@ local record = '{"compact_seq":' .. compact_seq .. ',"note_seq":' .. note_seq
   .. ',"from_seq":' .. from .. ',"to_seq":' .. to
   .. ',"before_tokens":' .. json_num_or_null(ARGV[5]) .. ',"after_tokens":' .. json_num_or_null(ARGV[6])
   .. ',"round_index":' .. json_num_or_null(ARGV[7]) .. ',"created_at":' .. now .. '}'
-redis.call('RPUSH', KEYS[6], record)
-touch_session(tonumber(meta[2]))
+local first_audit = redis.call('RPUSH', KEYS[6], record) == 1
+refresh_ttl(KEYS, meta[2], now, meta[5], first_audit and {6} or nil)
 redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', note)
 local id = redis.call('XADD', KEYS[9], '*', 'op', 'compact', 'id', ARGV[1], 'd', record)
 return {compact_seq, note_seq, id}

@@ -9,8 +9,8 @@
   Errors:  NO_SESSION, TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
-if not ttl then
+local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
+if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
 local parts = {}
@@ -32,4 +32,4 @@ local payload = '{' .. table.concat(parts, ',') .. '}'
 if #payload > tonumber(ARGV[4]) then
   return fail('TOO_LARGE', #payload .. ' ' .. ARGV[4])
 end
-return store_checkpoint(ARGV[1], ARGV[2], ARGV[3], payload, ttl)
+return store_checkpoint(ARGV[1], ARGV[2], ARGV[3], payload, meta)

@@ -34,7 +34,7 @@ redis.call('HSET', KEYS[1],
   'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now, 'updated_at', now,
   'next_seq', 1, 'round_index', 0, 'last_compact_seq', 0, 'pending', '', 'version', 0,
   'ttl', ARGV[11], 'compacted', '')
-touch_session(tonumber(ARGV[11]))
+refresh_ttl(KEYS, ARGV[11], now)
 redis.call('SADD', KEYS[10], ARGV[1])
 if ARGV[2] ~= '' then
   redis.call('SADD', KEYS[11], ARGV[1])

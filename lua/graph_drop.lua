@@ -13,7 +13,8 @@
   Returns: the number of checkpoints removed (nothing is logged when 0)
   Errors:  NO_SESSION
 ]]
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
+local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
+local ttl = meta[1]
 if not ttl then
   return fail('NO_SESSION', ARGV[1])
 end
@@ -84,7 +85,7 @@ for _, n in ipairs(redis.call('ZRANGEBYLEX', KEYS[11], '[n|', '[n|' .. TOP)) do
 end
 local now = now_ms()
 redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_graph(tonumber(ttl))
+touch_graph(ttl, now, meta[2])
 local d = '{"at":' .. now .. ',"checkpoints":[' .. table.concat(gone_cps, ',') .. '],"writes":['
   .. table.concat(gone_writes, ',') .. '],"blobs":[' .. table.concat(gone_blobs, ',') .. ']}'
 redis.call('XADD', KEYS[9], '*', 'op', 'graph_drop', 'id', ARGV[1], 'd', d)

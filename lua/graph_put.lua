@@ -26,14 +26,15 @@
   Errors:  NO_SESSION, BAD_INPUT
   Atomic: every argument is read and checked before the first write.
 ]]
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
+local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
+local ttl = meta[1]
 if not ttl then
   return fail('NO_SESSION', ARGV[1])
 end
 local at = 3
 local function section(width)
   local n = tonumber(ARGV[at])
-  if not n then
+  if not n or n < 0 or n ~= math.floor(n) or at + n * width > #ARGV then
     return nil
   end
   local items = {}
@@ -93,7 +94,7 @@ for i = 12, #KEYS do
   redis.call('EXPIRE', KEYS[i], ttl)
 end
 redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_graph(tonumber(ttl))
+touch_graph(ttl, now, meta[2])
 local d = '{"at":' .. now .. ',"checkpoints":{' .. table.concat(logged_cps, ',') .. '},"blobs":{'
   .. table.concat(logged_blobs, ',') .. '},"writes":{' .. table.concat(logged_writes, ',') .. '}}'
 return redis.call('XADD', KEYS[9], '*', 'op', 'graph_put', 'id', ARGV[1], 'd', d)

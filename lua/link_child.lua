@@ -7,15 +7,18 @@
   Errors:  NO_SESSION when adding to a parent that is not live
   Atomic: the parent's existence is checked before the first write.
 ]]
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
-if not ttl then
+local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
+if not meta[1] then
   if ARGV[1] == 'add' then return fail('NO_SESSION', 'parent') end
   return 0
 end
+local created = nil
 if ARGV[1] == 'add' then
-  redis.call('SADD', KEYS[8], ARGV[2])
+  if redis.call('SADD', KEYS[8], ARGV[2]) == 1 then
+    created = {8}
+  end
 else
   redis.call('SREM', KEYS[8], ARGV[2])
 end
-touch_session(tonumber(ttl))
+refresh_ttl(KEYS, meta[1], now_ms(), meta[2], created)
 return 1

@@ -12,7 +12,7 @@
   Cost: O(1), plus O(idempotency keys of the session) when it has any.
   Atomic: every check runs before the first write.
 ]]
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
@@ -35,7 +35,7 @@ if redis.call('HLEN', KEYS[5]) > 0 then
     end
   end
 end
-touch_session(tonumber(meta[2]))
+refresh_ttl(KEYS, meta[2], now, meta[3])
 local id = redis.call('XADD', KEYS[9], '*', 'op', 'msg_pop', 'id', ARGV[1],
   'd', '{"seq":' .. seq .. ',"updated_at":' .. now .. '}')
 return {element, id}

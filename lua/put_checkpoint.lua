@@ -16,8 +16,8 @@ end
 if string.sub(payload, 1, 1) ~= '{' or string.sub(payload, -1) ~= '}' then
   return fail('BAD_INPUT', 'checkpoint payload must be a JSON object')
 end
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
-if not ttl then
+local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
+if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
-return store_checkpoint(ARGV[1], ARGV[2], ARGV[3], payload, ttl)
+return store_checkpoint(ARGV[1], ARGV[2], ARGV[3], payload, meta)

@@ -9,19 +9,7 @@
   ARGV[6] meta JSON object (validated by the caller)
   Returns: the decision id "<partition>:<stream entry id>"
   Errors:  NO_SESSION
-  Atomic: the existence check runs before the first write.
+  Atomic: the existence check runs before the first write (the body is decision_one in
+  _prelude, shared with session_batch.lua).
 ]]
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
-if not ttl then
-  return fail('NO_SESSION', ARGV[1])
-end
-local now = now_ms()
-local entry = redis.call('XADD', KEYS[10], '*', 'type', 'decision', 'session_id', ARGV[1],
-  'decision', ARGV[3], 'rationale', ARGV[4], 'planned_action', ARGV[5], 'meta', ARGV[6],
-  'created_at', now)
-local id = ARGV[2] .. ':' .. entry
-local record = decision_record(id, ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], now)
-redis.call('HSET', KEYS[11], id, record)
-redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_session(tonumber(ttl))
-return id
+return decision_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], now_ms())

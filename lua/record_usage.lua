@@ -8,13 +8,13 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
-local ttl = redis.call('HGET', KEYS[1], 'ttl')
-if not ttl then
+local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
+if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
 local now = now_ms()
 local record = '{"created_at":' .. now .. ',' .. string.sub(ARGV[3], 2)
-redis.call('HSET', KEYS[7], ARGV[2], record)
+local new = redis.call('HSET', KEYS[7], ARGV[2], record)
 redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_session(tonumber(ttl))
+refresh_ttl(KEYS, meta[1], now, meta[2], new == 1 and {7} or nil)
 return redis.call('XADD', KEYS[9], '*', 'op', 'usage', 'id', ARGV[1], 'd', record)

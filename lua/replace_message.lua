@@ -16,7 +16,7 @@ local bad = bad_message_body(body, ARGV[4])
 if bad then
   return bad
 end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl')
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
@@ -33,5 +33,5 @@ local now = now_ms()
 local element = message_element(seq, 'active', created_at, body)
 redis.call('LSET', KEYS[3], seq - 1, element)
 redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_session(tonumber(meta[2]))
+refresh_ttl(KEYS, meta[2], now, meta[3])
 return redis.call('XADD', KEYS[9], '*', 'op', 'msg_replace', 'id', ARGV[1], 'd', element)

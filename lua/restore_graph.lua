@@ -14,14 +14,22 @@
   ARGV[4] n, then n (field, value) pairs of the graph log values
   then m, then m index members
   Returns: 1 when written, 0 when the session was live (nothing written)
+  Errors:  BAD_INPUT (counts that do not match the arguments, a TTL that is not a positive
+           integer), checked before the first write
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
+local n = tonumber(ARGV[4])
+local m = n and n >= 0 and n == math.floor(n) and tonumber(ARGV[5 + 2 * n])
+local ttl = tonumber(ARGV[2])
+if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 5 + 2 * n + m
+  or not ttl or ttl < 1 or ttl > 2147483647 or ttl ~= math.floor(ttl) then
+  return fail('BAD_INPUT', 'restore_graph arguments do not match their counts')
+end
 if ARGV[1] == '1' then
   redis.call('DEL', KEYS[2], KEYS[3])
 end
-local n = tonumber(ARGV[4])
 local at = 5
 for i = 0, n - 1, 400 do
   local chunk = {}
@@ -32,7 +40,6 @@ for i = 0, n - 1, 400 do
   redis.call('HSET', KEYS[2], unpack(chunk))
 end
 at = at + 2 * n
-local m = tonumber(ARGV[at])
 for i = 1, m, 400 do
   local chunk = {}
   for j = i, math.min(i + 399, m) do
@@ -44,7 +51,6 @@ end
 for i = 4, #KEYS do
   redis.call('SADD', KEYS[i], ARGV[3])
 end
-local ttl = tonumber(ARGV[2])
 for i = 2, #KEYS do
   redis.call('EXPIRE', KEYS[i], ttl)
 end

@@ -97,5 +97,5 @@ if user ~= '' then
   redis.call('SADD', KEYS[11], sid)
 end
 redis.call('HSET', KEYS[1], unpack(meta))
-touch_session(ttl)
+refresh_ttl(KEYS, ttl, now_ms())
 return 1

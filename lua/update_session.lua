@@ -2,6 +2,8 @@
   update_session: set meta fields (status, parent, pending, round_index, ttl), refresh
   updated_at and the idle TTL; with no fields it is a heartbeat (touch).
   KEYS[1..9] session keys (see _prelude)
+  KEYS[10]   graph log values <prefix>:{p}:s:<sid>:graph (refreshed with the others)
+  KEYS[11]   graph log index  <prefix>:{p}:s:<sid>:glog
   ARGV[1] session id
   ARGV[2] JSON object of the changed fields as they go to the wal ('' for a touch)
   ARGV[3..] field, value pairs for the meta hash
@@ -17,7 +19,7 @@ if #ARGV > 2 then
   redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 end
 redis.call('HSET', KEYS[1], 'updated_at', now)
-touch_session(tonumber(redis.call('HGET', KEYS[1], 'ttl')))
+refresh_ttl(KEYS, redis.call('HGET', KEYS[1], 'ttl'), now, nil, nil, {10, 11})
 if ARGV[2] == '' then
   return ''
 end

@@ -10,26 +10,7 @@
   ARGV[6] size limit of the value, bytes
   Returns: the new version (integer)
   Errors:  NO_SESSION, TOO_LARGE, CONFLICT <expected> <current>
-  Atomic: every check runs before the first write.
+  Atomic: every check runs before the first write (the body is working_one in _prelude,
+  shared with session_batch.lua).
 ]]
-local meta = redis.call('HMGET', KEYS[1], 'version', 'ttl')
-if not meta[2] then
-  return fail('NO_SESSION', ARGV[1])
-end
-if ARGV[2] == 'set' and #ARGV[4] > tonumber(ARGV[6]) then
-  return fail('TOO_LARGE', #ARGV[4] .. ' ' .. ARGV[6])
-end
-if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= tonumber(meta[1]) then
-  return fail('CONFLICT', ARGV[5] .. ' ' .. meta[1])
-end
-if ARGV[2] == 'set' then
-  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
-elseif ARGV[2] == 'del' then
-  redis.call('HDEL', KEYS[2], ARGV[3])
-else
-  redis.call('DEL', KEYS[2])
-end
-local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
-redis.call('HSET', KEYS[1], 'updated_at', now_ms())
-touch_session(tonumber(meta[2]))
-return version
+return working_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], now_ms())

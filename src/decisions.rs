@@ -130,8 +130,8 @@ impl Store {
             planned_action: d.planned_action.as_deref().unwrap_or(""),
             meta: &meta,
         };
-        let call = scripts::record_decision(self.keys(), &keys, sid, &args);
-        let id: String = self.invoke_session(sid, &call).await?;
+        let item = scripts::record_decision(self.keys(), &keys, sid, &args);
+        let id: String = self.invoke_grouped(sid, item).await?;
         let entry = id.split_once(':').map(|(_, e)| e).unwrap_or_default();
         self.settle_stream(p, Stream::Decisions, entry).await?;
         Ok(id)

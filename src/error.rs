@@ -206,6 +206,14 @@ fn is_oom(err: &redis::RedisError) -> bool {
             .is_some_and(|errs| errs.iter().any(|(_, e)| e.code() == "OOM"))
 }
 
+/// The typed error for a Lua error `code` with its `detail`; `None` for a code no script raises.
+fn lua_code(code: &str, detail: &str) -> Option<Error> {
+    LUA_CODES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, make)| make(detail.trim()))
+}
+
 /// The first two words of a Lua error's detail as numbers (0 when absent).
 fn numbers(detail: &str) -> [u64; 2] {
     let mut words = detail.split_whitespace().map(|w| w.parse().unwrap_or(0));
@@ -250,8 +258,8 @@ impl Error {
     /// (`CODE detail...`).
     pub fn from_redis(err: redis::RedisError) -> Self {
         if let Some(code) = err.code() {
-            if let Some((_, make)) = LUA_CODES.iter().find(|(c, _)| *c == code) {
-                return make(err.detail().unwrap_or("").trim());
+            if let Some(typed) = lua_code(code, err.detail().unwrap_or("")) {
+                return typed;
             }
         }
         if is_oom(&err) {
@@ -318,6 +326,31 @@ impl Error {
     /// ([`Error::DatabaseUnusable`]): the daemon stops rather than retrying.
     pub fn is_database_unusable(&self) -> bool {
         matches!(self, Error::DatabaseUnusable { .. })
+    }
+
+    /// Maps the text `CODE detail` a batch script returns for one failed item (the same
+    /// codes the scripts raise) to a typed error.
+    pub(crate) fn from_script_reply(text: &str) -> Error {
+        let (code, detail) = text.split_once(' ').unwrap_or((text, ""));
+        lua_code(code, detail).unwrap_or_else(|| Error::redis(text))
+    }
+
+    /// This error as handed to each caller of a batch that failed as a whole: the same
+    /// kind for `RedisUnavailable` (with its retry safety), otherwise a [`Error::Redis`]
+    /// with the same message; the source stays with none of them.
+    pub(crate) fn for_each_caller(&self) -> Error {
+        match self {
+            Error::RedisUnavailable {
+                message,
+                retry_safe,
+                ..
+            } => Error::RedisUnavailable {
+                message: message.clone(),
+                retry_safe: *retry_safe,
+                source: None,
+            },
+            other => Error::redis(other.to_string()),
+        }
     }
 
     /// True when a transport failure or timeout talking to Redis caused it.

@@ -216,6 +216,12 @@ impl Keys {
         format!("{}:{{{p}}}:decisions:dead", self.prefix)
     }
 
+    /// `<prefix>:{0}:bench:set` — the string `agentstate bench` SETs for its redis-benchmark
+    /// SET baseline (deleted when the benchmark ends).
+    pub fn bench_set(&self) -> String {
+        format!("{}:{{0}}:bench:set", self.prefix)
+    }
+
     /// `<prefix>:{0}:bench:decisions` — scratch stream of the consumer benchmark's raw
     /// XADD/XREADGROUP baseline (deleted when the benchmark ends).
     pub fn bench_stream(&self) -> String {

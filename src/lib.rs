@@ -32,6 +32,7 @@
 //! - [`memory`]: what Redis' `maxmemory-policy` can evict of ours (checked at daemon start).
 //! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
 //! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
+//! - `group_commit`: concurrent appends to one partition share one EVALSHA (lanes).
 //! - [`durability`]: `Durable` writes wait for SQLite's commit.
 //! - `spill` (cargo feature `spill`, on by default): the spill daemon (flusher,
 //!   rehydrator, trimmer, ownership) and the SQLite schema; the only code that opens SQLite.
@@ -51,6 +52,7 @@ pub mod durability;
 pub mod error;
 pub mod fork;
 pub mod graphs;
+mod group_commit;
 pub mod keys;
 pub mod memory;
 pub mod messages;

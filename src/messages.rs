@@ -313,7 +313,8 @@ fn decode_messages(elements: Vec<String>) -> Result<Vec<Message>> {
 }
 
 impl Store {
-    /// Appends a message and returns its seq (one EVALSHA).
+    /// Appends a message and returns its seq (one EVALSHA; concurrent writes of this
+    /// process to sessions of one partition share one: group commit).
     pub async fn append(&self, sid: &str, message: &NewMessage) -> Result<u64> {
         self.append_with(sid, message, &AppendOptions::default())
             .await
@@ -331,16 +332,15 @@ impl Store {
             validate_id("idempotency key", k)?;
         }
         let body = self.message_body(message)?;
-        let limit = self.config().limits.message;
-        let call = scripts::append_message(
+        let item = scripts::append_item(
             &keys,
             sid,
             &body,
             options.idempotency_key.as_deref(),
             options.expect_seq,
-            limit,
+            self.config().limits.message,
         );
-        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_session(sid, &call).await?;
+        let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_grouped(sid, item).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;
         }

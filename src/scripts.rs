@@ -41,6 +41,7 @@ lua_scripts! {
     UPDATE_SESSION => "update_session",
     CLOSE_SESSION => "close_session",
     APPEND_MESSAGE => "append_message",
+    SESSION_BATCH => "session_batch",
     APPEND_MESSAGES => "append_messages",
     POP_MESSAGE => "pop_message",
     REPLACE_MESSAGE => "replace_message",
@@ -229,9 +230,9 @@ pub fn update_session(
     record: &str,
     fields: &[(&str, String)],
 ) -> ScriptCall {
-    let mut call = ScriptCall::new(&UPDATE_SESSION, &s.as_array())
-        .arg(sid)
-        .arg(record);
+    let mut keys = s.as_array().to_vec();
+    keys.extend([s.graph.as_str(), s.glog.as_str()]);
+    let mut call = ScriptCall::new(&UPDATE_SESSION, &keys).arg(sid).arg(record);
     for (field, value) in fields {
         call = call.arg(*field).arg(value);
     }
@@ -266,22 +267,88 @@ pub fn close_session(
         .arg(if cascade { "1" } else { "0" })
 }
 
-/// `append_message.lua`: appends the message `body` (JSON object) with the next seq.
-pub fn append_message(
+/// `append_message.lua`: appends the message `body` (JSON object) with the next seq. A
+/// [`BatchItem`]: `.call()` for the lone call.
+pub fn append_item(
     s: &SessionKeys,
     sid: &str,
     body: &str,
     idempotency_key: Option<&str>,
     expect_seq: Option<u64>,
     limit: usize,
-) -> ScriptCall {
-    ScriptCall::new(&APPEND_MESSAGE, &s.as_array())
-        .arg(sid)
-        .arg(body)
-        .arg(idempotency_key.unwrap_or(""))
-        .arg(opt(expect_seq))
-        .arg(limit)
-        .idempotent(idempotency_key.is_some())
+) -> BatchItem {
+    BatchItem {
+        op: "append",
+        script: &APPEND_MESSAGE,
+        session: s.clone(),
+        extra_keys: Vec::new(),
+        args: vec![
+            sid.to_string(),
+            body.to_string(),
+            idempotency_key.unwrap_or("").to_string(),
+            opt(expect_seq),
+            limit.to_string(),
+        ],
+        idempotent: idempotency_key.is_some(),
+    }
+}
+
+/// One call of a session script that can also go as an item of `session_batch.lua` (group
+/// commit): `append_message`, `record_decision`, `write_working`. Owned, so it can wait in a
+/// queue.
+#[derive(Debug, Clone)]
+pub struct BatchItem {
+    /// The item's op in `session_batch.lua`.
+    op: &'static str,
+    /// The script a lone call runs.
+    script: &'static Script,
+    /// The session's keys (KEYS[1..9] of the lone call).
+    session: SessionKeys,
+    /// KEYS after the session's of the lone call (partition keys; the batch has them once).
+    extra_keys: Vec<String>,
+    /// ARGV of the lone call, which is also the item's arguments in the batch.
+    args: Vec<String>,
+    /// Whether sending it twice has the effect of sending it once.
+    idempotent: bool,
+}
+
+impl BatchItem {
+    /// The lone call (one EVALSHA of the item's own script).
+    pub fn call(&self) -> ScriptCall {
+        let mut keys: Vec<&str> = self.session.as_array().to_vec();
+        keys.extend(self.extra_keys.iter().map(String::as_str));
+        let mut call = ScriptCall::new(self.script, &keys).idempotent(self.idempotent);
+        for a in &self.args {
+            call = call.arg(a);
+        }
+        call
+    }
+
+    /// The partition of its session.
+    pub fn partition(&self) -> u32 {
+        self.session.partition
+    }
+}
+
+/// `session_batch.lua`: `items` (all of partition `items[0].partition()`, one slot) run in
+/// order in one EVALSHA, one reply per item (`{1, the lone call's reply}` or `{0, "CODE
+/// detail"}`). Safe to send twice only when every item is.
+pub fn session_batch(ns: &Keys, items: &[&BatchItem]) -> ScriptCall {
+    let p = items.first().map_or(0, |i| i.partition());
+    let shared = [ns.wal(p), ns.decisions(p), ns.open_decisions(p)];
+    let mut keys: Vec<&str> = shared.iter().map(String::as_str).collect();
+    for item in items {
+        keys.extend(&item.session.as_array()[..8]);
+    }
+    let mut call =
+        ScriptCall::new(&SESSION_BATCH, &keys).idempotent(items.iter().all(|i| i.idempotent));
+    for item in items {
+        call = call.arg(item.op);
+        for a in &item.args {
+            call = call.arg(a);
+        }
+    }
+    call
 }
 
 /// `append_messages.lua`: appends the message `bodies` (JSON objects) with consecutive seqs in
@@ -381,7 +448,7 @@ pub fn compact(
 }
 
 /// `write_working.lua`: `op` is `set` (with `value`), `del` or `clear`; `if_version` makes it
-/// a compare-and-set.
+/// a compare-and-set. A [`BatchItem`]: `.call()` for the lone call.
 pub fn write_working(
     s: &SessionKeys,
     sid: &str,
@@ -390,14 +457,22 @@ pub fn write_working(
     value: &str,
     if_version: Option<u64>,
     limit: usize,
-) -> ScriptCall {
-    ScriptCall::new(&WRITE_WORKING, &s.as_array())
-        .arg(sid)
-        .arg(op)
-        .arg(key)
-        .arg(value)
-        .arg(opt(if_version))
-        .arg(limit)
+) -> BatchItem {
+    BatchItem {
+        op: "working",
+        script: &WRITE_WORKING,
+        session: s.clone(),
+        extra_keys: Vec::new(),
+        args: vec![
+            sid.to_string(),
+            op.to_string(),
+            key.to_string(),
+            value.to_string(),
+            opt(if_version),
+            limit.to_string(),
+        ],
+        idempotent: false,
+    }
 }
 
 /// `read_working.lua`: one working-state value (`Some(key)`) or all, with the version.
@@ -491,19 +566,24 @@ pub struct DecisionArgs<'a> {
 }
 
 /// `record_decision.lua`: appends a decision to the partition's decisions stream and keeps
-/// it open until its outcome.
-pub fn record_decision(ns: &Keys, s: &SessionKeys, sid: &str, d: &DecisionArgs) -> ScriptCall {
+/// it open until its outcome. A [`BatchItem`]: `.call()` for the lone call.
+pub fn record_decision(ns: &Keys, s: &SessionKeys, sid: &str, d: &DecisionArgs) -> BatchItem {
     let p = s.partition;
-    let (stream, open) = (ns.decisions(p), ns.open_decisions(p));
-    let mut keys = s.as_array().to_vec();
-    keys.extend([stream.as_str(), open.as_str()]);
-    ScriptCall::new(&RECORD_DECISION, &keys)
-        .arg(sid)
-        .arg(p)
-        .arg(d.decision)
-        .arg(d.rationale)
-        .arg(d.planned_action)
-        .arg(d.meta)
+    BatchItem {
+        op: "decision",
+        script: &RECORD_DECISION,
+        session: s.clone(),
+        extra_keys: vec![ns.decisions(p), ns.open_decisions(p)],
+        args: vec![
+            sid.to_string(),
+            p.to_string(),
+            d.decision.to_string(),
+            d.rationale.to_string(),
+            d.planned_action.to_string(),
+            d.meta.to_string(),
+        ],
+        idempotent: false,
+    }
 }
 
 /// `record_outcome.lua`: closes decision `decision_id` (entry `entry` of partition `p`).

@@ -10,6 +10,7 @@ use crate::config::{Config, Durability};
 use crate::connection::{Backend, Connection};
 use crate::durability::Backoff;
 use crate::error::{Error, Result};
+use crate::group_commit::Lanes;
 use crate::keys::Keys;
 use crate::scripts::ScriptCall;
 
@@ -30,6 +31,8 @@ struct Inner {
     config: Config,
     /// Key names of the namespace.
     keys: Keys,
+    /// Group commit of appends: one lane per partition.
+    lanes: Lanes,
 }
 
 impl std::fmt::Debug for Store {
@@ -65,11 +68,13 @@ impl Store {
         install_tls_provider();
         let backend = Backend::connect(&config).await?;
         let keys = Keys::new(&config.namespace.prefix, config.namespace.partitions);
+        let lanes = Lanes::new(config.namespace.partitions);
         let store = Store {
             inner: Arc::new(Inner {
                 backend,
                 config,
                 keys,
+                lanes,
             }),
             durability: Durability::Live,
         };
@@ -97,6 +102,11 @@ impl Store {
     /// The namespace's key formatter.
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
+    }
+
+    /// The group-commit lanes of appends (one per partition).
+    pub(crate) fn lanes(&self) -> &Lanes {
+        &self.inner.lanes
     }
 
     /// The durability level of this handle's writes.
@@ -285,10 +295,20 @@ impl Store {
         sid: &str,
         call: &ScriptCall,
     ) -> Result<T> {
-        match self.invoke(call).await {
+        self.restoring(sid, || self.invoke(call)).await
+    }
+
+    /// Runs `attempt` on session `sid`; when it fails because the session is not live, asks
+    /// the spill daemon to restore it and runs `attempt` once more (see
+    /// [`Store::invoke_session`]).
+    pub(crate) async fn restoring<T, Fut>(&self, sid: &str, attempt: impl Fn() -> Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match attempt().await {
             Err(err) if err.is_unknown_session() => {
                 self.request_restore(sid).await?;
-                self.invoke(call).await
+                attempt().await
             }
             other => other,
         }

@@ -80,8 +80,8 @@ impl Store {
             }
             WriteOp::Clear => ("clear", "", String::new()),
         };
-        let call = scripts::write_working(&keys, sid, name, key, &value, if_version, limit);
-        self.invoke_session(sid, &call).await
+        let item = scripts::write_working(&keys, sid, name, key, &value, if_version, limit);
+        self.invoke_grouped(sid, item).await
     }
 
     /// The value of `key`, or `None` (one EVALSHA; unknown session is an error).

@@ -345,12 +345,20 @@ async fn session_create_options_and_close_without_cascade() {
     assert!(line.starts_with("error: invalid input"), "{line}");
 }
 
-/// `bench --quick --json` runs every workload (W1–W6 and memory) on the test's Redis and
-/// prints one document with every figure; the figures themselves are not checked.
+/// `bench --quick --json` runs every workload (W1–W6, memory, W1 scaling) on the test's
+/// Redis and prints one document with every figure; the figures themselves are not checked.
 #[tokio::test]
 async fn bench_quick_prints_one_json_document_with_every_workload() {
     let t = env().await;
-    let out = t.cli_ok(&["--json", "bench", "--quick"]);
+    let out = t.cli_ok(&[
+        "--json",
+        "bench",
+        "--quick",
+        "--workers",
+        "4",
+        "--sessions",
+        "8",
+    ]);
     let report: Value = serde_json::from_str(&out).unwrap();
     let rows: Vec<&str> = report["rows"]
         .as_array()
@@ -363,10 +371,29 @@ async fn bench_quick_prints_one_json_document_with_every_workload() {
         report["rows"][0]["raw_command"],
         "EVALSHA append_message (9 keys)"
     );
-    assert!(report["w5"]["entries"].as_u64().unwrap() >= 16 * 100);
+    assert!(report["w5"]["entries"].as_u64().unwrap() >= 8 * 100);
     assert_eq!(report["w6"]["messages"], 1_000);
     assert_eq!(report["w6"]["loss"], "session keys deleted");
     for when in ["before_trim", "after_trim"] {
         assert!(report["memory"][when]["per_message_bytes"].is_number());
+    }
+    assert_eq!(report["workers"], 4);
+    assert_eq!(report["rows"][0]["ops"], 8 * 100);
+    let scaling = report["w1_scaling"].as_array().unwrap();
+    let workers: Vec<u64> = scaling
+        .iter()
+        .map(|p| p["workers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(workers, [1, 8, 64]);
+    for p in scaling {
+        assert!(p["appends"].as_u64().unwrap() >= 3_000, "{p}");
+        for figure in [
+            "per_sec",
+            "cpu_us_per_append",
+            "set_per_sec",
+            "script_per_sec",
+        ] {
+            assert!(p[figure].is_number(), "{figure} in {p}");
+        }
     }
 }

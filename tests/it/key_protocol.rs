@@ -127,6 +127,7 @@ async fn session_keys_have_the_documented_names_types_and_fields() {
         "last_compact_seq",
         "pending",
         "version",
+        "ttl_at",
     ];
     for field in SESSION_DESCRIPTION.iter().chain(&live) {
         assert!(meta.contains_key(*field), "meta lacks {field}: {meta:?}");
@@ -145,6 +146,9 @@ async fn session_keys_have_the_documented_names_types_and_fields() {
     let created: i64 = meta["created_at"].parse().unwrap();
     let updated: i64 = meta["updated_at"].parse().unwrap();
     assert!(created > 1_600_000_000_000 && updated >= created);
+    // Refreshed at the create (TTL 3600 s), next refresh due a tenth of it later: every
+    // write since came within that tenth.
+    assert_eq!(meta["ttl_at"].parse::<i64>().unwrap(), created + 360_000);
 
     let kid = t.hash(&session_key("alpha-kid", ""));
     assert_eq!(
@@ -265,6 +269,52 @@ async fn every_session_key_gets_the_default_ttl() {
     assert_eq!(t.ttl("as:config"), -1);
 }
 
+/// The moment (ms, Redis clock) each key of session `sid` expires (missing keys left out),
+/// meta first, and the meta's `updated_at`: read in one MULTI, so at one instant.
+fn expiries(t: &TestEnv, sid: &str) -> (Vec<(String, i64)>, i64) {
+    let keys: Vec<String> = SESSION_SUFFIXES
+        .iter()
+        .map(|suffix| session_key(sid, suffix))
+        .collect();
+    let mut pipe = redis::pipe();
+    pipe.atomic().cmd("TIME").hget(&keys[0], "updated_at");
+    for k in &keys {
+        pipe.cmd("PTTL").arg(k);
+    }
+    let mut c = t.redis();
+    let (time, updated_at, pttls): ((i64, i64), i64, Vec<i64>) = {
+        let reply: Vec<redis::Value> = pipe.query(&mut c).unwrap();
+        let mut it = reply.into_iter();
+        let time = redis::from_redis_value(it.next().unwrap()).unwrap();
+        let updated = redis::from_redis_value(it.next().unwrap()).unwrap();
+        let pttls = it.map(|v| redis::from_redis_value(v).unwrap()).collect();
+        (time, updated, pttls)
+    };
+    let now = time.0 * 1000 + time.1 / 1000;
+    let at = keys
+        .into_iter()
+        .zip(pttls)
+        .filter(|(_, pttl)| *pttl != -2)
+        .map(|(k, pttl)| {
+            assert!(pttl > 0, "{k} has no TTL ({pttl})");
+            (k, now + pttl)
+        })
+        .collect();
+    (at, updated_at)
+}
+
+/// Every key of `sid` expires within 5 ms of its meta hash (they expire together).
+fn assert_expire_together(t: &TestEnv, sid: &str, context: &str) {
+    let (all, _) = expiries(t, sid);
+    let meta = all[0].1;
+    for (k, at) in &all {
+        assert!(
+            (at - meta).abs() <= 5,
+            "{context}: {k} expires at {at}, meta at {meta}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_session_ttl_applies_to_every_key_and_writes_refresh_it() {
     let t = env().await;
@@ -272,10 +322,13 @@ async fn a_session_ttl_applies_to_every_key_and_writes_refresh_it() {
     s.create_session(&NewSession::new().id("delta").ttl(Duration::from_secs(120)))
         .await
         .unwrap();
+    // Every key but the meta hash is created after the create's refresh: each gets the
+    // expiry the others have.
     touch_every_key(&t, "delta").await;
     for suffix in SESSION_SUFFIXES {
         assert_ttl_near(&t, &session_key("delta", suffix), 120);
     }
+    assert_expire_together(&t, "delta", "keys created after the refresh");
     assert_eq!(t.hash(&session_key("delta", ""))["ttl"], "120");
 
     for name in [
@@ -285,9 +338,11 @@ async fn a_session_ttl_applies_to_every_key_and_writes_refresh_it() {
         "touch",
         "record_decision",
     ] {
+        // A refresh is due (its time passed): the write gives every key the full TTL.
         for suffix in SESSION_SUFFIXES {
             let _: i64 = t.cmd(&["EXPIRE", &session_key("delta", suffix), "5"]);
         }
+        let _: i64 = t.cmd(&["HSET", &session_key("delta", ""), "ttl_at", "0"]);
         match name {
             "append" => {
                 s.append("delta", &NewMessage::new("user")).await.unwrap();
@@ -310,7 +365,80 @@ async fn a_session_ttl_applies_to_every_key_and_writes_refresh_it() {
             let got = t.ttl(&k);
             assert!(got > 110 && got <= 120, "after {name}: {k} has TTL {got}");
         }
+        let due: i64 = t.hash(&session_key("delta", ""))["ttl_at"].parse().unwrap();
+        assert!(due > 1_600_000_000_000, "after {name}: ttl_at {due}");
     }
+
+    // Not due yet: a write leaves the TTLs alone (no EXPIRE on the hot path) ...
+    for suffix in SESSION_SUFFIXES {
+        let _: i64 = t.cmd(&["EXPIRE", &session_key("delta", suffix), "100"]);
+    }
+    s.append("delta", &NewMessage::new("user")).await.unwrap();
+    for suffix in SESSION_SUFFIXES {
+        let k = session_key("delta", suffix);
+        assert!(t.ttl(&k) <= 100, "{k} was refreshed before its time");
+    }
+    // ... but an explicit touch always refreshes.
+    s.touch("delta").await.unwrap();
+    for suffix in SESSION_SUFFIXES {
+        assert_ttl_near(&t, &session_key("delta", suffix), 120);
+    }
+}
+
+/// Under a steady stream of writes over several slack periods, the TTL every key shows right
+/// after a write stays in the documented window [ttl - ttl/10, ttl], the keys expire together,
+/// and the eight EXPIREs are paid about once per slack, not per write.
+#[tokio::test]
+async fn busy_session_ttls_stay_in_the_window_and_refresh_once_per_slack() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(&NewSession::new().id("busy").ttl(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let _: String = t.cmd(&["CONFIG", "RESETSTAT"]);
+    let started = std::time::Instant::now();
+    let mut writes = 0u64;
+    while started.elapsed() < Duration::from_millis(1_500) {
+        match writes % 3 {
+            0 => {
+                s.append("busy", &NewMessage::new("user")).await.unwrap();
+            }
+            1 => {
+                let keyed = AppendOptions::new().idempotency_key(format!("k{writes}"));
+                s.append_with("busy", &NewMessage::new("user"), &keyed)
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                s.set_working("busy", &format!("w{}", writes % 7), &json!(writes))
+                    .await
+                    .unwrap();
+            }
+        }
+        writes += 1;
+        let (at, written) = expiries(&t, "busy");
+        for (k, at) in at {
+            // The 2000 ms TTL minus at most its 200 ms slack, counted from the write.
+            assert!(
+                (written + 1_799..=written + 2_002).contains(&at),
+                "after write {writes} at {written}: {k} expires at {at}"
+            );
+        }
+        assert_expire_together(&t, "busy", &format!("after write {writes}"));
+    }
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    let info: String = t.cmd(&["INFO", "commandstats"]);
+    let expires = info
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_expire:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse::<u64>().unwrap());
+    // One refresh (8 EXPIREs) per 200 ms slack at most, plus the one in progress.
+    assert!(
+        expires <= 8 * (elapsed_ms / 200 + 1),
+        "{expires} EXPIREs for {writes} writes in {elapsed_ms} ms"
+    );
+    assert!(writes > expires / 8, "{writes} writes, {expires} EXPIREs");
 }
 
 #[tokio::test]

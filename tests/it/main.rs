@@ -14,6 +14,7 @@ mod demo;
 mod deployments;
 mod faults;
 mod graphs;
+mod group_commit;
 mod hardening;
 mod history;
 mod key_protocol;

@@ -18,9 +18,10 @@ use agentstate::{Error, Result, SpillConfig, SpillDaemon, Store};
 
 use super::decisions::{self, W4Report, W4Sizes};
 use super::live::{self, RawCommands};
+use super::scaling::{self, ScalingPoint};
 use super::spill::{self, FlushFigures, Loss, RehydrateFigures};
 
-/// Concurrent workers in W1–W3 (also redis-benchmark's `-c`).
+/// Concurrent workers in W1–W3 (also redis-benchmark's `-c`) unless `--workers` says.
 pub const WORKERS: usize = 8;
 
 /// Characters of content in every W1 message.
@@ -89,6 +90,8 @@ impl Latencies {
 /// Sizes of the workloads (`quick` shrinks them for a fast smoke run).
 #[derive(Debug, Clone, Copy)]
 pub struct Sizes {
+    /// Concurrent workers of W1–W3 (and redis-benchmark's `-c` next to them).
+    pub workers: usize,
     /// W1 sessions.
     pub sessions: usize,
     /// W1 messages per session.
@@ -112,6 +115,7 @@ impl Sizes {
     pub fn new(quick: bool) -> Sizes {
         if quick {
             Sizes {
+                workers: WORKERS,
                 sessions: 16,
                 messages: 100,
                 loads: 2,
@@ -123,6 +127,7 @@ impl Sizes {
             }
         } else {
             Sizes {
+                workers: WORKERS,
                 sessions: 64,
                 messages: 500,
                 loads: 5,
@@ -136,13 +141,30 @@ impl Sizes {
     }
 }
 
-/// [`redis_benchmark`] on the node that serves the command's first key (an EVALSHA's
-/// `command[3]`): the one Redis, or on a cluster the master holding that slot.
-async fn benchmark_raw(store: &Store, requests: usize, command: &[String]) -> Result<f64> {
+/// [`redis_benchmark`] with `clients` connections on the node that serves the command's
+/// first key (an EVALSHA's `command[3]`): the one Redis, or on a cluster the master holding
+/// that slot.
+pub async fn benchmark_raw(
+    store: &Store,
+    clients: usize,
+    requests: usize,
+    command: &[String],
+) -> Result<f64> {
     let key = command.get(3).map_or("", String::as_str);
+    benchmark_on(store, key, clients, requests, command).await
+}
+
+/// [`redis_benchmark`] with `clients` connections on the node that serves `key`.
+pub async fn benchmark_on(
+    store: &Store,
+    key: &str,
+    clients: usize,
+    requests: usize,
+    command: &[String],
+) -> Result<f64> {
     let url = store.node_url_for(key).await?;
     let (host, port) = tcp_address(&url)?;
-    redis_benchmark(&host, port, requests, command)
+    redis_benchmark(&host, port, clients, requests, command)
 }
 
 /// Host and port of a plain `redis://` URL (redis-benchmark runs beside it).
@@ -158,12 +180,18 @@ pub fn tcp_address(url: &str) -> Result<(String, u16)> {
     }
 }
 
-/// Runs `redis-benchmark -q -c WORKERS -P 1 -n requests` with one command against the Redis
+/// Runs `redis-benchmark -q -c clients -P 1 -n requests` with one command against the Redis
 /// at `host`:`port` and returns its requests per second.
-pub fn redis_benchmark(host: &str, port: u16, requests: usize, command: &[String]) -> Result<f64> {
+pub fn redis_benchmark(
+    host: &str,
+    port: u16,
+    clients: usize,
+    requests: usize,
+    command: &[String],
+) -> Result<f64> {
     let out = Command::new("redis-benchmark")
         .args(["-h", host, "-p", &port.to_string()])
-        .args(["-c", &WORKERS.to_string(), "-P", "1", "-q"])
+        .args(["-c", &clients.to_string(), "-P", "1", "-q"])
         .args(["-n", &requests.to_string()])
         .args(command)
         .output()
@@ -195,6 +223,20 @@ async fn info_field(store: &Store, section: &str, field: &str) -> Result<Vec<Str
         out.push(value);
     }
     Ok(out)
+}
+
+/// CPU seconds Redis used so far (`used_cpu_user` + `used_cpu_sys` of `INFO cpu`), summed
+/// over every master.
+pub async fn redis_cpu_secs(store: &Store) -> Result<f64> {
+    let mut total = 0.0;
+    for field in ["used_cpu_user", "used_cpu_sys"] {
+        for v in info_field(store, "cpu", field).await? {
+            total += v
+                .parse::<f64>()
+                .map_err(|e| Error::redis(format!("{field}: {e}")))?;
+        }
+    }
+    Ok(total)
 }
 
 /// `used_memory`, bytes, summed over every master.
@@ -310,6 +352,8 @@ pub struct Machine {
 pub struct Report {
     /// Whether the sizes were the `--quick` ones.
     pub quick: bool,
+    /// Concurrent workers of W1–W3 (and redis-benchmark's `-c` next to them).
+    pub workers: usize,
     /// Where it ran.
     pub machine: Machine,
     /// W1–W4, each next to its raw-command baseline.
@@ -324,6 +368,8 @@ pub struct Report {
     pub memory: Memory,
     /// Commands Redis ran per W1 append (from `INFO commandstats` of every master).
     pub w1_calls: W1Calls,
+    /// W1 at 1, 8 and 64 workers next to SET and the single-append script.
+    pub w1_scaling: Vec<ScalingPoint>,
 }
 
 /// What one append cost Redis in commands during W1 (other clients of the same Redis add
@@ -338,7 +384,7 @@ pub struct W1Calls {
 
 /// Calls of EVALSHA and of all commands so far, summed over every master
 /// (`INFO commandstats`).
-async fn command_calls(store: &Store) -> Result<(u64, u64)> {
+pub async fn command_calls(store: &Store) -> Result<(u64, u64)> {
     let (mut evalsha, mut total) = (0, 0);
     for mut conn in store.masters().await? {
         let info: String = redis::cmd("INFO")
@@ -368,6 +414,10 @@ async fn command_calls(store: &Store) -> Result<(u64, u64)> {
 pub struct Options<'a> {
     /// The published sizes, or the quick ones.
     pub quick: bool,
+    /// `--workers`: W1–W3's concurrency instead of [`WORKERS`].
+    pub workers: Option<usize>,
+    /// `--sessions`: W1's session count instead of the size's.
+    pub sessions: Option<usize>,
     /// A fresh SQLite file for the spill workloads.
     pub db_path: PathBuf,
     /// The private server behind `store`, if any: W6 restarts it empty (a real loss of
@@ -407,6 +457,8 @@ fn load_average() -> Option<f64> {
 pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let Options {
         quick,
+        workers,
+        sessions,
         db_path,
         server,
         progress,
@@ -416,7 +468,9 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         .await?
         .run_once()
         .await?;
-    let sizes = Sizes::new(quick);
+    let mut sizes = Sizes::new(quick);
+    sizes.workers = workers.unwrap_or(sizes.workers);
+    sizes.sessions = sessions.unwrap_or(sizes.sessions);
     let machine_at_start = Machine {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         redis_version: info_field(store, "server", "redis_version")
@@ -431,13 +485,13 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let bar = stage(
         progress,
         format!(
-            "W1 append: {} sessions x {} messages, {WORKERS} workers",
-            sizes.sessions, sizes.messages
+            "W1 append: {} sessions x {} messages, {} workers",
+            sizes.sessions, sizes.messages, sizes.workers
         ),
     );
     let mem_before = used_memory(store).await?;
     let calls_before = command_calls(store).await?;
-    let (mut w1, sessions) = live::w1_append(store, sizes).await?;
+    let (mut w1, sessions) = live::w1_append(store, "bench_w1", sizes).await?;
     let written = Instant::now();
     let calls_w1 = command_calls(store).await?;
     let appends = (sizes.sessions * sizes.messages) as f64;
@@ -462,7 +516,8 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
 
     let bar = stage(progress, "W1 raw: redis-benchmark".into());
     let raw = RawCommands::prepare(store, &sessions[0]).await?;
-    w1.raw_per_sec = Some(benchmark_raw(store, sizes.raw_requests, &raw.append).await?);
+    w1.raw_per_sec =
+        Some(benchmark_raw(store, sizes.workers, sizes.raw_requests, &raw.append).await?);
     w1.raw_command = Some(describe(&raw.append));
     bar.finish_and_clear();
 
@@ -471,7 +526,7 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         format!("W2 load: {} loads of each session", sizes.loads),
     );
     let mut w2 = live::w2_load(store, &sessions, sizes).await?;
-    let loads = benchmark_raw(store, sizes.raw_requests / 10, &raw.load).await?;
+    let loads = benchmark_raw(store, sizes.workers, sizes.raw_requests / 10, &raw.load).await?;
     w2.raw_per_sec = Some(loads * sizes.messages as f64);
     w2.raw_command = Some(describe(&raw.load));
     bar.finish_and_clear();
@@ -484,8 +539,8 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         ),
     );
     let mut w3 = live::w3_state(store, sizes).await?;
-    let save = benchmark_raw(store, sizes.raw_requests / 5, &raw.save).await?;
-    let read = benchmark_raw(store, sizes.raw_requests / 5, &raw.read).await?;
+    let save = benchmark_raw(store, sizes.workers, sizes.raw_requests / 5, &raw.save).await?;
+    let read = benchmark_raw(store, sizes.workers, sizes.raw_requests / 5, &raw.read).await?;
     w3.raw_per_sec = Some(1.0 / (1.0 / save + 1.0 / read));
     w3.raw_command = Some(format!("{} + {}", describe(&raw.save), describe(&raw.read)));
     bar.finish_and_clear();
@@ -499,6 +554,17 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     );
     let w4 = decisions::w4_consumers(store, sizes.w4).await?;
     let w4_row = decisions::row(&w4);
+    bar.finish_and_clear();
+
+    let appends = if quick { 3_000 } else { 40_000 };
+    let bar = stage(
+        progress,
+        format!(
+            "W1 scaling: {appends} appends at {:?} workers, SET and append_message next to each",
+            scaling::WORKER_COUNTS
+        ),
+    );
+    let w1_scaling = scaling::w1_scaling(store, sizes, appends, &raw.append).await?;
     bar.finish_and_clear();
 
     let bar = stage(
@@ -517,6 +583,7 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
 
     Ok(Report {
         quick,
+        workers: sizes.workers,
         machine: Machine {
             load_end: load_average(),
             ..machine_at_start
@@ -527,5 +594,6 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         w6,
         memory,
         w1_calls,
+        w1_scaling,
     })
 }

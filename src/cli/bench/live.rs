@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::harness::{Latencies, Row, Sizes, CONTENT_CHARS, WORKERS};
+use super::harness::{Latencies, Row, Sizes, CONTENT_CHARS};
 use agentstate::scripts::{self, LoadMode};
 use agentstate::NewSession;
 use agentstate::Store;
@@ -15,7 +15,7 @@ use agentstate::{Error, Result};
 use agentstate::{MessageQuery, NewMessage};
 
 /// `CONTENT_CHARS` random printable ASCII characters.
-fn random_content() -> String {
+pub fn random_content() -> String {
     (0..CONTENT_CHARS)
         .map(|_| char::from(b'a' + rand::random::<u8>() % 26))
         .collect()
@@ -29,13 +29,13 @@ fn state_doc(round: usize) -> serde_json::Value {
     })
 }
 
-/// W1: `sizes.sessions` sessions × `sizes.messages` messages, role alternating, 256 random
-/// chars each; `WORKERS` workers each owning an equal share of the sessions, one append at a
-/// time. Returns the row and the session ids.
-pub async fn w1_append(store: &Store, sizes: Sizes) -> Result<(Row, Vec<String>)> {
+/// W1: `sizes.sessions` sessions (ids `<name>_<i>`) × `sizes.messages` messages, role
+/// alternating, 256 random chars each; `sizes.workers` workers each owning an equal share of
+/// the sessions, one append at a time. Returns the row and the session ids.
+pub async fn w1_append(store: &Store, name: &str, sizes: Sizes) -> Result<(Row, Vec<String>)> {
     let mut sessions = Vec::new();
     for i in 0..sizes.sessions {
-        let sid = format!("bench_w1_{i}");
+        let sid = format!("{name}_{i}");
         store
             .create_session(&NewSession::new().id(&sid).user("bench"))
             .await?;
@@ -43,19 +43,24 @@ pub async fn w1_append(store: &Store, sizes: Sizes) -> Result<(Row, Vec<String>)
     }
     let started = Instant::now();
     let per = sizes.messages;
-    let (lat, msgs) = on_workers(store, &sessions, move |store, mine| async move {
-        let mut lat = Latencies::default();
-        for sid in &mine {
-            for m in 0..per {
-                let role = if m % 2 == 0 { "user" } else { "assistant" };
-                let msg = NewMessage::new(role).content(random_content());
-                let t = Instant::now();
-                store.append(sid, &msg).await?;
-                lat.record(t);
+    let (lat, msgs) = on_workers(
+        store,
+        &sessions,
+        sizes.workers,
+        move |store, mine| async move {
+            let mut lat = Latencies::default();
+            for sid in &mine {
+                for m in 0..per {
+                    let role = if m % 2 == 0 { "user" } else { "assistant" };
+                    let msg = NewMessage::new(role).content(random_content());
+                    let t = Instant::now();
+                    store.append(sid, &msg).await?;
+                    lat.record(t);
+                }
             }
-        }
-        Ok((lat, (mine.len() * per) as u64))
-    })
+            Ok((lat, (mine.len() * per) as u64))
+        },
+    )
     .await?;
     Ok((
         row("W1 append", "msgs", msgs, started.elapsed(), lat),
@@ -67,18 +72,23 @@ pub async fn w1_append(store: &Store, sizes: Sizes) -> Result<(Row, Vec<String>)
 pub async fn w2_load(store: &Store, sessions: &[String], sizes: Sizes) -> Result<Row> {
     let started = Instant::now();
     let loads = sizes.loads;
-    let (lat, msgs) = on_workers(store, sessions, move |store, mine| async move {
-        let mut lat = Latencies::default();
-        let mut count = 0u64;
-        for _ in 0..loads {
-            for sid in &mine {
-                let t = Instant::now();
-                count += store.messages(sid, MessageQuery::active()).await?.len() as u64;
-                lat.record(t);
+    let (lat, msgs) = on_workers(
+        store,
+        sessions,
+        sizes.workers,
+        move |store, mine| async move {
+            let mut lat = Latencies::default();
+            let mut count = 0u64;
+            for _ in 0..loads {
+                for sid in &mine {
+                    let t = Instant::now();
+                    count += store.messages(sid, MessageQuery::active()).await?.len() as u64;
+                    lat.record(t);
+                }
             }
-        }
-        Ok((lat, count))
-    })
+            Ok((lat, count))
+        },
+    )
     .await?;
     Ok(row("W2 load", "msgs", msgs, started.elapsed(), lat))
 }
@@ -92,7 +102,7 @@ pub async fn w3_state(store: &Store, sizes: Sizes) -> Result<Row> {
         .collect();
     let started = Instant::now();
     let rounds = sizes.rounds;
-    let (lat, saves) = on_workers(store, &sessions, move |store, mine| {
+    let (lat, saves) = on_workers(store, &sessions, sizes.workers, move |store, mine| {
         let docs = docs.clone();
         async move {
             let mut lat = Latencies::default();
@@ -138,7 +148,7 @@ impl RawCommands {
         let ns = store.keys();
         let body = serde_json::to_string(&NewMessage::new("user").content(random_content()))?;
         let limits = store.config().limits;
-        let append = scripts::append_message(
+        let append = scripts::append_item(
             &ns.session(raw_sid),
             raw_sid,
             &body,
@@ -146,6 +156,7 @@ impl RawCommands {
             None,
             limits.message,
         )
+        .call()
         .argv();
         let all = LoadMode::Active {
             after: 0,
@@ -165,16 +176,21 @@ impl RawCommands {
     }
 }
 
-/// Runs `work` on `WORKERS` tasks at once, worker `w` owning every `WORKERS`-th item from
+/// Runs `work` on `workers` tasks at once, worker `w` owning every `workers`-th item from
 /// `w`; merges the latencies and sums the counts the workers return.
-async fn on_workers<F, Fut>(store: &Store, items: &[String], work: F) -> Result<(Latencies, u64)>
+async fn on_workers<F, Fut>(
+    store: &Store,
+    items: &[String],
+    workers: usize,
+    work: F,
+) -> Result<(Latencies, u64)>
 where
     F: Fn(Store, Vec<String>) -> Fut,
     Fut: Future<Output = Result<(Latencies, u64)>> + Send + 'static,
 {
-    let tasks: Vec<_> = (0..WORKERS)
+    let tasks: Vec<_> = (0..workers)
         .map(|w| {
-            let mine = items.iter().skip(w).step_by(WORKERS).cloned().collect();
+            let mine = items.iter().skip(w).step_by(workers).cloned().collect();
             tokio::spawn(work(store.clone(), mine))
         })
         .collect();

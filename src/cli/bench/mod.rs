@@ -9,10 +9,13 @@
 //! - `live`: W1 append, W2 load, W3 state, and the raw commands they are compared with.
 //! - `decisions`: W4, decisions recorded, consumed and acked by two consumers.
 //! - `spill`: W5 flusher throughput and lag, W6 rehydration after Redis lost a session.
+//! - `scaling`: W1 at 1, 8 and 64 workers next to SET and the single-append script, with the
+//!   Redis CPU per append.
 
 mod decisions;
 mod harness;
 mod live;
+mod scaling;
 mod spill;
 
 use agentstate::redis_server::RedisServer;
@@ -27,6 +30,12 @@ pub struct BenchArgs {
     /// Smaller workloads for a quick smoke run.
     #[arg(long)]
     quick: bool,
+    /// Concurrent workers of W1–W3 (and redis-benchmark's -c next to them) [default: 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    workers: Option<u16>,
+    /// Sessions W1 appends to (and the least the scaling runs use) [default: 64, 16 with --quick].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    sessions: Option<u16>,
 }
 
 /// Runs on `--redis` when given (prefix `asbench` unless --prefix is set), else on a private
@@ -57,6 +66,8 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
         &store,
         Options {
             quick: args.quick,
+            workers: args.workers.map(usize::from),
+            sessions: args.sessions.map(usize::from),
             db_path: db_dir.path().join("bench.db"),
             server: private.as_mut(),
             progress: true,
@@ -82,7 +93,7 @@ fn print_report(report: &Report) {
         load(m.load_end),
         if report.quick { ", --quick sizes" } else { "" }
     );
-    print_table(&report.rows);
+    print_table(&report.rows, report.workers);
     println!(
         "W1 cost in Redis: {:.2} EVALSHA and {:.1} commands (inner ones included) per append, {} master(s)",
         report.w1_calls.evalsha_per_append,
@@ -102,6 +113,7 @@ fn print_report(report: &Report) {
         "W6 rehydrate: {} messages after Redis loss ({}): {:.1} ms through the daemon (request -> live), {:.1} ms straight from SQLite",
         w6.messages, w6.loss, w6.request_ms, w6.direct_ms
     );
+    print_scaling(&report.w1_scaling);
     let mem = &report.memory;
     for (when, f) in [
         ("before the trim (wal holds W1)", &mem.before_trim),
@@ -114,17 +126,10 @@ fn print_report(report: &Report) {
     }
 }
 
-fn print_table(rows: &[Row]) {
+fn print_table(rows: &[Row], workers: usize) {
     println!(
         "{:<12} {:>9} {:>12} {:>8} {:>8} {:>12} {:>6}  raw command (redis-benchmark -c {} -P 1)",
-        "workload",
-        "ops",
-        "ours/s",
-        "p50 us",
-        "p99 us",
-        "raw/s",
-        "ratio",
-        harness::WORKERS
+        "workload", "ops", "ours/s", "p50 us", "p99 us", "raw/s", "ratio", workers
     );
     for r in rows {
         let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
@@ -138,6 +143,49 @@ fn print_table(rows: &[Row]) {
             r.raw_per_sec.map_or("-".into(), |v| format!("{v:.0}")),
             r.ratio().map_or("-".into(), |v| format!("{:.2}", v)),
             r.raw_command.as_deref().unwrap_or("-"),
+        );
+    }
+}
+
+fn print_scaling(points: &[scaling::ScalingPoint]) {
+    println!(
+        "W1 scaling (redis-benchmark -P 1 at the same -c; CPU = Redis used_cpu_user+sys per call):"
+    );
+    println!(
+        "{:>7} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7} {:>8} {:>11} {:>7} {:>8}",
+        "workers",
+        "sessions",
+        "appends/s",
+        "p50 us",
+        "p99 us",
+        "cpu us",
+        "evalsha",
+        "cmds",
+        "SET/s",
+        "SET cpu",
+        "of SET",
+        "append_msg/s",
+        "cpu",
+        "of it"
+    );
+    for p in points {
+        let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        println!(
+            "{:>7} {:>8} {:>9.0} {:>7} {:>7} {:>8.1} {:>8.2} {:>8.1} {:>9.0} {:>7.1} {:>8.2} {:>11.0} {:>7.1} {:>8.2}",
+            p.workers,
+            p.sessions,
+            p.per_sec,
+            opt(p.p50_us),
+            opt(p.p99_us),
+            p.cpu_us_per_append,
+            p.evalsha_per_append,
+            p.commands_per_append,
+            p.set_per_sec,
+            p.set_cpu_us,
+            p.of_set(),
+            p.script_per_sec,
+            p.script_cpu_us,
+            p.of_script()
         );
     }
 }

@@ -76,7 +76,8 @@ async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
         let chunk = left.min(1000);
         let mut pipe = redis::pipe();
         let call =
-            scripts::append_message(&keys, sid, &body, None, None, store.config().limits.message);
+            scripts::append_item(&keys, sid, &body, None, None, store.config().limits.message)
+                .call();
         for _ in 0..chunk {
             pipe.add_command(call.cmd().clone()).ignore();
         }

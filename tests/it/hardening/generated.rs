@@ -10,7 +10,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use serde_json::{json, Value};
 
-use agentstate::scripts::{self, DecisionArgs, LoadMode, NewSessionArgs, ScriptCall};
+use agentstate::scripts::{
+    self, DecisionArgs, GraphDrop, GraphItems, GraphRead, LoadMode, NewSessionArgs, ScriptCall,
+};
 use agentstate::*;
 
 use crate::support::{env, TestEnv};
@@ -273,6 +275,12 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
         ..Default::default()
     };
     let body = r#"{"role":"user","content":"hi"}"#;
+    let graph_entry = r#"{"fields":"b||c|1","ns":"","id":"1","parent":null,"checkpoint":{},"metadata":{"run_id":"r1"},"channels":[["c","1","b||c|1"]]}"#;
+    let graph_items = GraphItems {
+        checkpoints: vec![("c||1".into(), "n|".into(), graph_entry.into())],
+        blobs: vec![("b||c|1".into(), "json:1".into())],
+        writes: vec![("w||1|t|0".into(), false, r#"{"idx":0}"#.into())],
+    };
     vec![
         scripts::create_session(ns, &n, "n", &session_args),
         scripts::link_child(&s, "n", true),
@@ -283,7 +291,7 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &[("status", "archived".into())],
         ),
         scripts::close_session(ns, &n, "n", Some("u"), false),
-        scripts::append_message(&s, "s", body, Some("idem"), None, 1 << 20),
+        scripts::append_item(&s, "s", body, Some("idem"), None, 1 << 20).call(),
         scripts::append_messages(
             &s,
             "s",
@@ -302,14 +310,14 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             },
         ),
         scripts::compact(&s, "s", (1, 2), body, (Some(1), Some(2)), Some(1)),
-        scripts::write_working(&s, "s", "set", "k", "1", None, 1 << 19),
+        scripts::write_working(&s, "s", "set", "k", "1", None, 1 << 19).call(),
         scripts::read_working(&s, "s", Some("k")),
         scripts::record_usage(&s, "s", 1, r#"{"prompt_tokens":1,"completion_tokens":2}"#),
         scripts::create_checkpoint(&s, "s", "ck1", "l", 1 << 24, &["k"]),
         scripts::put_checkpoint(&s, "s", "ck2", "l", "{}", 1 << 24),
         scripts::save_round(ns, "u", "s", Some(1), "{}", 1 << 24),
         scripts::read_round(ns, "u", "s", None),
-        scripts::record_decision(ns, &s, "s", &decision_args),
+        scripts::record_decision(ns, &s, "s", &decision_args).call(),
         scripts::record_outcome(ns, dp, decision, entry, "ok"),
         scripts::dead_letter(ns, dp, "g", "why", &[entry]),
         scripts::set_user_value(ns, "u", "k", "1", 1 << 19),
@@ -321,6 +329,26 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
         scripts::trim_stream(ns, up, &ns.wal(up), &lease, "0-1"),
         scripts::restore_session(ns, &n, "n", &image),
         scripts::restore_rounds(ns, "u", "s", &[(1, "{}".into())]),
+        scripts::graph_put(ns, &s, "s", &["r1"], true, &graph_items),
+        scripts::graph_read(&s, "s", GraphRead::One { ns: "", id: None }),
+        scripts::graph_drop(ns, &s, "s", GraphDrop::Runs(&["r1"])),
+        scripts::restore_graph(
+            ns,
+            &n,
+            "n",
+            true,
+            3600,
+            &[("c||1".into(), graph_entry.into())],
+            &["c||1".into(), "n|".into()],
+            &["r1".into()],
+        ),
+        scripts::session_batch(
+            ns,
+            &[
+                &scripts::append_item(&s, "s", body, None, None, 1 << 20),
+                &scripts::append_item(&s, "s", body, Some("k2"), None, 1 << 20),
+            ],
+        ),
     ]
 }
 
@@ -351,7 +379,7 @@ fn every_lua_script_that_rejects_its_arguments_writes_nothing() {
         .block_on(t.store.record_decision("s", &NewDecision::new("d", "r")))
         .unwrap();
     let calls = base_calls(&t, &decision);
-    assert_eq!(calls.len(), 29, "one base call per script in lua/");
+    assert_eq!(calls.len(), 34, "one base call per script in lua/");
     let conn = std::cell::RefCell::new(t.redis());
     let strategy = (
         0..calls.len(),

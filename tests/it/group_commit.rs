@@ -1,0 +1,313 @@
+//! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
+//! `Store` to sessions of one partition share one EVALSHA of `session_batch.lua`; every
+//! caller still gets its own reply or its own typed error, per-session order holds, and the
+//! wal the daemon flushes is unchanged.
+
+use std::collections::BTreeMap;
+
+use agentstate::scripts::{self, BatchItem, DecisionArgs};
+use agentstate::{AppendOptions, Error, MessageQuery, NewDecision, NewMessage, NewSession};
+use futures_util::future::join_all;
+use redis::Value;
+use serde_json::json;
+
+use crate::support::{env, sqlite_messages, TestEnv};
+
+/// `n` session ids that all live in the partition of the first.
+fn ids_in_one_partition(t: &TestEnv, n: usize) -> Vec<String> {
+    let p = t.store.keys().session("g0").partition;
+    (0..)
+        .map(|i| format!("g{i}"))
+        .filter(|id| t.store.keys().session(id).partition == p)
+        .take(n)
+        .collect()
+}
+
+/// EVALSHA calls Redis counted since the last `CONFIG RESETSTAT`.
+fn evalsha_calls(t: &TestEnv) -> u64 {
+    let info: String = t.cmd(&["INFO", "commandstats"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+fn user(content: &str) -> NewMessage {
+    NewMessage::new("user").content(content)
+}
+
+const SESSIONS: usize = 3;
+const TASKS_PER_SESSION: usize = 6;
+const APPENDS_EACH: usize = 20;
+
+/// Many tasks append to several sessions of one partition through one `Store`: seqs are
+/// gapless per session, each task's messages sit at the seqs it was given in the order it
+/// sent them, idempotent repeats get their original seq, fewer EVALSHAs than appends went
+/// out (batches did form), and SQLite holds exactly what Redis holds after a flush.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_to_one_partition_are_batched_and_stay_exact() {
+    let t = env().await;
+    let sids = ids_in_one_partition(&t, SESSIONS);
+    for sid in &sids {
+        t.store
+            .create_session(&NewSession::new().id(sid))
+            .await
+            .unwrap();
+    }
+    let _: String = t.cmd(&["CONFIG", "RESETSTAT"]);
+
+    let tasks: Vec<_> = sids
+        .iter()
+        .flat_map(|sid| (0..TASKS_PER_SESSION).map(move |w| (sid.clone(), w)))
+        .map(|(sid, w)| {
+            let store = t.store.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..APPENDS_EACH {
+                    let content = format!("{sid}-t{w}-{i}");
+                    let seq = if i % 5 == 0 {
+                        let keyed = AppendOptions::new().idempotency_key(format!("t{w}-{i}"));
+                        let seq = store.append_with(&sid, &user(&content), &keyed).await;
+                        let again = store.append_with(&sid, &user("repeat"), &keyed).await;
+                        assert_eq!(again.unwrap(), *seq.as_ref().unwrap(), "{content}");
+                        seq
+                    } else {
+                        store.append(&sid, &user(&content)).await
+                    };
+                    got.push((seq.unwrap(), content));
+                }
+                (sid, got)
+            })
+        })
+        .collect();
+    let mut sent: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    for task in tasks {
+        let (sid, got) = task.await.unwrap();
+        let seqs: Vec<u64> = got.iter().map(|(s, _)| *s).collect();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "{sid}: a task's seqs are not in its order: {seqs:?}"
+        );
+        sent.entry(sid).or_default().extend(got);
+    }
+
+    let appends = (SESSIONS * TASKS_PER_SESSION * APPENDS_EACH) as u64;
+    let repeats = appends / 5;
+    let calls = evalsha_calls(&t);
+    assert!(
+        calls < appends + repeats,
+        "{calls} EVALSHAs for {} appends: nothing was batched",
+        appends + repeats
+    );
+
+    for sid in &sids {
+        let stored = t.store.messages(sid, MessageQuery::all()).await.unwrap();
+        let n = TASKS_PER_SESSION * APPENDS_EACH;
+        assert_eq!(
+            stored.iter().map(|m| m.seq).collect::<Vec<_>>(),
+            (1..=n as u64).collect::<Vec<_>>(),
+            "{sid}"
+        );
+        let mut expected = sent[sid].clone();
+        expected.sort();
+        let got: Vec<(u64, String)> = stored
+            .iter()
+            .map(|m| (m.seq, m.content.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            got, expected,
+            "{sid}: a message is not at the seq its caller got"
+        );
+    }
+
+    t.flush().await;
+    for sid in &sids {
+        let k = t.store.keys().session(sid);
+        let live: Vec<String> = t.cmd(&["LRANGE", &k.msgs, "0", "-1"]);
+        let rows = sqlite_messages(&t.db(), sid);
+        assert_eq!(
+            rows,
+            live.into_iter()
+                .enumerate()
+                .map(|(i, e)| (i as i64 + 1, e))
+                .collect::<Vec<_>>(),
+            "{sid}: SQLite differs from Redis"
+        );
+    }
+}
+
+/// Callers queued behind one round trip go out as one batch, and each gets its own
+/// outcome: a conflict and a bad message fail alone (writing nothing), an idempotent
+/// repeat returns the original seq, the others append.
+#[tokio::test]
+async fn one_batch_returns_each_caller_its_own_outcome() {
+    let t = env().await;
+    let s = &t.store;
+    let ids = ids_in_one_partition(&t, 2);
+    let (x, y) = (&ids[0], &ids[1]);
+    for sid in [x, y] {
+        s.create_session(&NewSession::new().id(sid)).await.unwrap();
+    }
+    let keyed = AppendOptions::new().idempotency_key("k1");
+    assert_eq!(s.append_with(x, &user("x1"), &keyed).await.unwrap(), 1);
+    let _: String = t.cmd(&["CONFIG", "RESETSTAT"]);
+
+    // join_all polls in order: the first finds the lane idle and sends at once, the others
+    // queue behind its round trip (the bad role is refused before it reaches the lane).
+    let stale = AppendOptions::new().expect_seq(5);
+    type Call<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = agentstate::Result<u64>> + 'a>>;
+    let outcomes = join_all([
+        Box::pin(s.append(x, &user("x2"))) as Call,
+        Box::pin(s.append_with(y, &user("y-stale"), &stale)),
+        Box::pin(s.append_with(x, &user("x-repeat"), &keyed)),
+        Box::pin(s.append(x, &NewMessage::new("Not A Role"))),
+        Box::pin(s.append(y, &user("y1"))),
+        Box::pin(s.set_working(y, "plan", &json!(1))),
+        Box::pin(s.set_working_if_version(x, "plan", &json!(2), 7)),
+        Box::pin(async {
+            s.record_decision(x, &NewDecision::new("go", "because"))
+                .await
+                .map(|id| id.len() as u64)
+        }),
+        Box::pin(s.append(x, &user("x3"))),
+    ])
+    .await;
+    let mut it = outcomes.into_iter();
+    assert_eq!(it.next().unwrap().unwrap(), 2);
+    assert!(matches!(
+        it.next().unwrap(),
+        Err(Error::Conflict {
+            expected: 5,
+            current: 1
+        })
+    ));
+    assert_eq!(it.next().unwrap().unwrap(), 1);
+    assert!(matches!(it.next().unwrap(), Err(Error::InvalidInput(_))));
+    assert_eq!(it.next().unwrap().unwrap(), 1);
+    assert_eq!(it.next().unwrap().unwrap(), 1, "y's working-state version");
+    assert!(matches!(
+        it.next().unwrap(),
+        Err(Error::Conflict {
+            expected: 7,
+            current: 0
+        })
+    ));
+    assert!(it.next().unwrap().unwrap() > 2, "a decision id");
+    assert_eq!(it.next().unwrap().unwrap(), 3);
+    assert_eq!(evalsha_calls(&t), 2, "one lone call, then one batch");
+    assert_eq!(t.hash(&s.keys().session(y).work)["plan"], "1");
+    assert!(t.hash(&s.keys().session(x).work).is_empty());
+    assert_eq!(t.hash(&s.keys().session(x).meta)["version"], "0");
+    let open = t.hash(&s.keys().open_decisions(s.keys().session(x).partition));
+    assert_eq!(open.len(), 1);
+
+    for (sid, want) in [(x, vec!["x1", "x2", "x3"]), (y, vec!["y1"])] {
+        let got: Vec<String> = s
+            .messages(sid, MessageQuery::all())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.content.unwrap())
+            .collect();
+        assert_eq!(got, want, "{sid}");
+    }
+    let logged: Vec<String> = t
+        .wal_records()
+        .into_iter()
+        .filter(|(op, _, _)| op == "msg")
+        .map(|(_, id, _)| id)
+        .collect();
+    assert_eq!(logged, [x.clone(), x.clone(), y.clone(), x.clone()]);
+}
+
+/// `session_batch.lua` itself: each item's error comes back as its `CODE detail` text in its
+/// place, its session untouched, and the items around it are applied.
+#[tokio::test]
+async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items() {
+    let t = env().await;
+    let s = &t.store;
+    let ids = ids_in_one_partition(&t, 3);
+    let (x, y, ghost) = (&ids[0], &ids[1], &ids[2]);
+    for sid in [x, y] {
+        s.create_session(&NewSession::new().id(sid)).await.unwrap();
+    }
+    let keyed = AppendOptions::new().idempotency_key("k1");
+    s.append_with(x, &user("x1"), &keyed).await.unwrap();
+    let before = t.wal_records().len();
+
+    let item = |sid: &str, body: &str, idem: Option<&str>, expect: Option<u64>| {
+        scripts::append_item(&s.keys().session(sid), sid, body, idem, expect, 64)
+    };
+    let decision = DecisionArgs {
+        decision: "go",
+        rationale: "why",
+        planned_action: "",
+        meta: "{}",
+    };
+    let items = [
+        item(x, r#"{"role":"user","content":"x2"}"#, None, None),
+        item(y, "not json", None, None),
+        item(
+            y,
+            r#"{"role":"user","content":"far too long for the limit of this call"}"#,
+            None,
+            None,
+        ),
+        item(y, r#"{"role":"user","content":"stale"}"#, None, Some(4)),
+        item(x, r#"{"role":"user","content":"again"}"#, Some("k1"), None),
+        item(ghost, r#"{"role":"user","content":"nobody"}"#, None, None),
+        scripts::write_working(&s.keys().session(y), y, "set", "k", "1", Some(3), 64),
+        scripts::record_decision(s.keys(), &s.keys().session(ghost), ghost, &decision),
+        scripts::write_working(&s.keys().session(y), y, "set", "k", "1", Some(0), 64),
+        item(y, r#"{"role":"user","content":"y1"}"#, None, Some(1)),
+    ];
+    let refs: Vec<&BatchItem> = items.iter().collect();
+    let mut conn = s.conn().await.unwrap();
+    let replies: Vec<Value> = scripts::session_batch(s.keys(), &refs)
+        .run(&mut conn)
+        .await
+        .unwrap();
+    let shown: Vec<String> = replies
+        .into_iter()
+        .map(|v| {
+            let (ok, reply): (u8, Value) = redis::from_redis_value(v).unwrap();
+            match (ok, reply) {
+                (0, Value::BulkString(text)) => String::from_utf8(text).unwrap(),
+                (1, Value::Array(parts)) => {
+                    let (seq, id, repeat): (u64, String, u8) =
+                        redis::from_redis_value(Value::Array(parts)).unwrap();
+                    format!("seq {seq} logged {} repeat {repeat}", !id.is_empty())
+                }
+                (1, Value::Int(version)) => format!("version {version}"),
+                other => panic!("unexpected item reply {other:?}"),
+            }
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "seq 2 logged true repeat 0",
+            "BAD_INPUT message body must be a non-empty JSON object",
+            "TOO_LARGE 67 64",
+            "CONFLICT 4 1",
+            "seq 1 logged false repeat 1",
+            &format!("NO_SESSION {ghost}"),
+            "CONFLICT 3 0",
+            &format!("NO_SESSION {ghost}"),
+            "version 1",
+            "seq 1 logged true repeat 0",
+        ]
+    );
+    assert_eq!(t.hash(&s.keys().session(y).work)["k"], "1");
+    let p = s.keys().session(x).partition;
+    assert!(t.hash(&s.keys().open_decisions(p)).is_empty());
+    let decisions: i64 = t.cmd(&["XLEN", &s.keys().decisions(p)]);
+    assert_eq!(decisions, 0);
+    assert_eq!(t.wal_records().len(), before + 2);
+    let n: i64 = t.cmd(&["EXISTS", &s.keys().session(ghost).meta]);
+    assert_eq!(n, 0);
+    let y_msgs: Vec<String> = t.cmd(&["LRANGE", &s.keys().session(y).msgs, "0", "-1"]);
+    assert_eq!(y_msgs.len(), 1);
+    assert!(y_msgs[0].contains(r#""content":"y1""#));
+}
