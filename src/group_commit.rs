@@ -75,8 +75,15 @@ impl Drop for Turn {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    turn.store.send_batch(batch).await;
+                    let retry = turn.store.send_batch(batch).await;
+                    let store = turn.store.clone();
+                    // Retries run outside the lane: a call waiting out a Redis outage must
+                    // not hold up the partition's calls that fail fast.
                     drop(turn);
+                    for w in retry {
+                        let reply = store.invoke::<Value>(&w.item.call()).await;
+                        let _ = w.reply.send(reply);
+                    }
                 });
             }
             Err(_) => {
@@ -126,9 +133,16 @@ impl Store {
                     store: self.clone(),
                     p,
                 };
-                let reply = self.invoke::<Value>(&item.call()).await;
+                let call = item.call();
+                let first = self.invoke_once::<Value>(&call).await;
+                // Retries run outside the lane (see `send_batch`).
                 drop(turn);
-                reply
+                match first {
+                    Err(e) if e.is_unavailable() && call.is_idempotent() => {
+                        self.invoke::<Value>(&call).await
+                    }
+                    other => other,
+                }
             }
             Err(rx) => rx
                 .await
@@ -136,27 +150,44 @@ impl Store {
         }
     }
 
-    /// Sends `batch` (one partition's queue) and hands each caller its reply: one item goes
-    /// as its own script, more as one `session_batch.lua`. A batch is retried while Redis is
-    /// unreachable only when every item is idempotent.
-    async fn send_batch(&self, batch: Vec<Waiting>) {
+    /// Sends `batch` (one partition's queue) once and hands each caller its reply: one item
+    /// goes as its own script, more as one `session_batch.lua`. While Redis is unreachable
+    /// the idempotent callers are returned, for their caller to retry each on its own
+    /// once the lane is handed on; the others get the error at once (they fail fast).
+    async fn send_batch(&self, batch: Vec<Waiting>) -> Vec<Waiting> {
         let batch: Vec<Waiting> = batch.into_iter().filter(|w| !w.reply.is_closed()).collect();
+        let failed = |err: Error, batch: Vec<Waiting>| -> Vec<Waiting> {
+            let mut retry = Vec::new();
+            for w in batch {
+                if err.is_unavailable() && w.item.call().is_idempotent() {
+                    retry.push(w);
+                } else {
+                    let _ = w.reply.send(Err(err.for_each_caller()));
+                }
+            }
+            retry
+        };
         if batch.len() == 1 {
-            let w = batch.into_iter().next().expect("one item");
-            let reply = self.invoke::<Value>(&w.item.call()).await;
-            let _ = w.reply.send(reply);
-            return;
+            return match self.invoke_once::<Value>(&batch[0].item.call()).await {
+                Err(err) => failed(err, batch),
+                Ok(reply) => {
+                    let w = batch.into_iter().next().expect("one item");
+                    let _ = w.reply.send(Ok(reply));
+                    Vec::new()
+                }
+            };
         }
         if batch.is_empty() {
-            return;
+            return Vec::new();
         }
         let items: Vec<&BatchItem> = batch.iter().map(|w| &w.item).collect();
         let call = scripts::session_batch(self.keys(), &items);
-        match self.invoke::<Vec<Value>>(&call).await {
+        match self.invoke_once::<Vec<Value>>(&call).await {
             Ok(replies) if replies.len() == batch.len() => {
                 for (w, reply) in batch.into_iter().zip(replies) {
                     let _ = w.reply.send(decode_item(reply));
                 }
+                Vec::new()
             }
             Ok(replies) => {
                 let err = Error::redis(format!(
@@ -167,12 +198,9 @@ impl Store {
                 for w in batch {
                     let _ = w.reply.send(Err(err.for_each_caller()));
                 }
+                Vec::new()
             }
-            Err(err) => {
-                for w in batch {
-                    let _ = w.reply.send(Err(err.for_each_caller()));
-                }
-            }
+            Err(err) => failed(err, batch),
         }
     }
 }

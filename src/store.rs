@@ -250,7 +250,18 @@ impl Store {
     /// [`Config::retry_wait`]); any other fails at once, its error saying whether it may
     /// have been applied ([`Error::is_retry_safe`]).
     pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        self.retrying(call.is_idempotent(), || async {
+        self.send_script(call, call.is_idempotent()).await
+    }
+
+    /// Sends `call` once (one round trip; NOSCRIPT reloads), without the retries of
+    /// [`Store::invoke`]: the group-commit lanes retry outside the lane.
+    pub(crate) async fn invoke_once<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
+        self.send_script(call, false).await
+    }
+
+    /// Sends `call`, retried while Redis is unreachable when `retry`.
+    async fn send_script<T: FromRedisValue>(&self, call: &ScriptCall, retry: bool) -> Result<T> {
+        self.retrying(retry, || async {
             let mut conn = self.conn().await?;
             Ok(call.run(&mut conn).await?)
         })

@@ -96,8 +96,8 @@ async fn the_readme_acl_user_runs_every_flow_and_nothing_outside_the_namespace()
         1
     );
     assert_eq!(store.graph_copy("acl-graph", "acl-fork").await.unwrap(), 1);
+    assert_eq!(store.graph_prune("acl-fork", false).await.unwrap(), 1);
     assert_eq!(store.graph_delete_runs(&["r1"]).await.unwrap(), 1);
-    assert_eq!(store.graph_prune("acl-graph", false).await.unwrap(), 1);
     store
         .set_user_value("ann", "tz", &json!("UTC"))
         .await
