@@ -111,7 +111,7 @@ impl Backend {
             Target::Cluster(nodes) => {
                 let seed = nodes[0].clone();
                 let client = redis::cluster::ClusterClient::builder(nodes)
-                    .connection_timeout(Duration::from_secs(3))
+                    .connection_timeout(CONNECT_TIMEOUT)
                     .response_timeout(config.response_timeout)
                     .build()
                     .map_err(Error::from_redis)?;
@@ -161,12 +161,16 @@ impl Backend {
     }
 }
 
+/// The longest a new connection may take to be ready (the pool's: at most the response
+/// timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A connection of its own to the node at `url` (shared with no other call), whose
 /// response timeout is `timeout`.
 pub(crate) async fn open_node(url: &str, timeout: Duration) -> Result<MultiplexedConnection> {
     let config = AsyncConnectionConfig::new()
         .set_response_timeout(Some(timeout))
-        .set_connection_timeout(Some(Duration::from_secs(3)));
+        .set_connection_timeout(Some(CONNECT_TIMEOUT));
     Ok(redis::Client::open(url)?
         .get_multiplexed_async_connection_with_config(&config)
         .await?)
@@ -176,9 +180,13 @@ pub(crate) async fn open_node(url: &str, timeout: Duration) -> Result<Multiplexe
 /// `config.response_timeout` (redis-rs' own default of 500 ms would cut blocking stream
 /// reads short).
 fn build_pool(config: &Config, url: &str) -> Result<Pool> {
+    // Connecting (TCP, TLS, the HELLO handshake) is given no longer than a command: with
+    // group commit a call can follow one that timed out on a paused Redis, and must not
+    // wait 3 s for a new connection where the call itself would fail after the response
+    // timeout.
     let conn_config = AsyncConnectionConfig::new()
         .set_response_timeout(Some(config.response_timeout))
-        .set_connection_timeout(Some(Duration::from_secs(3)));
+        .set_connection_timeout(Some(CONNECT_TIMEOUT.min(config.response_timeout)));
     let manager = Manager::new(url, conn_config).map_err(Error::from_redis)?;
     Pool::builder(manager)
         .max_size(config.pool_size)

@@ -168,11 +168,13 @@ impl Store {
             retry
         };
         if batch.len() == 1 {
-            return match self.invoke_once::<Value>(&batch[0].item.call()).await {
-                Err(err) => failed(err, batch),
-                Ok(reply) => {
+            let reply = self.invoke_once::<Value>(&batch[0].item.call()).await;
+            return match reply {
+                Err(err) if err.is_unavailable() && batch[0].item.call().is_idempotent() => batch,
+                reply => {
+                    // Its own script's reply or typed error (a conflict stays a conflict).
                     let w = batch.into_iter().next().expect("one item");
-                    let _ = w.reply.send(Ok(reply));
+                    let _ = w.reply.send(reply);
                     Vec::new()
                 }
             };
