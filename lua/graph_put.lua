@@ -4,7 +4,7 @@
   The graph log is one hash of values and one sorted set (score 0, ordered by member):
     hash field / index member      value
     c|<ns>|<id>  (both)            checkpoint entry JSON {"created_at","fields":"<blob field> ...",...,
-                                   "channels":[[ch,ver,blob field]..]}
+                                   "channels":[[ch,ver]..]} (fields: one per channel, in order)
     b|<ns>|<ch>|<version> (hash)   a channel value (opaque string)
     w|<ns>|<id>|<task>|<idx> (both) a pending write JSON {"task_id","task_path","channel","idx","value"}
     n|<ns>  (index only)           the namespace exists

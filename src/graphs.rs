@@ -103,16 +103,16 @@ pub struct GraphTuple {
 struct Entry {
     #[serde(default, skip_serializing)]
     created_at: i64,
-    /// The value fields of `channels`, space-separated, in order: the first string of the
-    /// entry, so `graph_read.lua` finds them with a pattern instead of decoding JSON.
+    /// The value field of each of `channels`, space-separated, in order: the first string
+    /// of the entry, so `graph_read.lua` finds them with a pattern instead of decoding JSON.
     fields: String,
     ns: String,
     id: String,
     parent: Option<String>,
     checkpoint: Value,
     metadata: Value,
-    /// (channel, version, value field).
-    channels: Vec<(String, String, String)>,
+    /// (channel, version).
+    channels: Vec<(String, String)>,
 }
 
 /// One part of a field name, percent-escaped where it could break the layout: `%`, the
@@ -177,7 +177,7 @@ fn tuple(item: (String, Vec<Option<String>>, Vec<Option<String>>)) -> Result<Gra
         .channels
         .iter()
         .zip(values)
-        .filter_map(|((ch, _, _), v)| v.map(|v| (ch.clone(), v)))
+        .filter_map(|((ch, _), v)| v.map(|v| (ch.clone(), v)))
         .collect();
     let mut writes = writes
         .into_iter()
@@ -193,7 +193,7 @@ fn tuple(item: (String, Vec<Option<String>>, Vec<Option<String>>)) -> Result<Gra
         checkpoint: e.checkpoint,
         metadata: e.metadata,
         created_at: e.created_at,
-        channels: e.channels.into_iter().map(|(c, v, _)| (c, v)).collect(),
+        channels: e.channels,
         values,
         writes,
     })
@@ -248,16 +248,12 @@ impl Store {
             check_part("channel", ch, true)?;
             check_part("channel version", version, true)?;
         }
-        let channels: Vec<(String, String, String)> = cp
-            .channels
-            .iter()
-            .map(|(ch, v)| (ch.clone(), v.clone(), blob_field(&cp.ns, ch, v)))
-            .collect();
         let entry = Entry {
             created_at: 0,
-            fields: channels
+            fields: cp
+                .channels
                 .iter()
-                .map(|(_, _, f)| f.as_str())
+                .map(|(ch, v)| blob_field(&cp.ns, ch, v))
                 .collect::<Vec<_>>()
                 .join(" "),
             ns: cp.ns.clone(),
@@ -265,7 +261,7 @@ impl Store {
             parent: cp.parent.clone(),
             checkpoint: cp.checkpoint.clone(),
             metadata: cp.metadata.clone(),
-            channels,
+            channels: cp.channels.clone(),
         };
         let mut items = GraphItems {
             checkpoints: vec![(

@@ -275,7 +275,7 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
         ..Default::default()
     };
     let body = r#"{"role":"user","content":"hi"}"#;
-    let graph_entry = r#"{"fields":"b||c|1","ns":"","id":"1","parent":null,"checkpoint":{},"metadata":{"run_id":"r1"},"channels":[["c","1","b||c|1"]]}"#;
+    let graph_entry = r#"{"fields":"b||c|1","ns":"","id":"1","parent":null,"checkpoint":{},"metadata":{"run_id":"r1"},"channels":[["c","1"]]}"#;
     let graph_items = GraphItems {
         checkpoints: vec![("c||1".into(), "n|".into(), graph_entry.into())],
         blobs: vec![("b||c|1".into(), "json:1".into())],
