@@ -159,7 +159,7 @@ impl Store {
         let failed = |err: Error, batch: Vec<Waiting>| -> Vec<Waiting> {
             let mut retry = Vec::new();
             for w in batch {
-                if err.is_unavailable() && w.item.call().is_idempotent() {
+                if err.is_unavailable() && w.item.is_idempotent() {
                     retry.push(w);
                 } else {
                     let _ = w.reply.send(Err(err.for_each_caller()));
@@ -170,7 +170,7 @@ impl Store {
         if batch.len() == 1 {
             let reply = self.invoke_once::<Value>(&batch[0].item.call()).await;
             return match reply {
-                Err(err) if err.is_unavailable() && batch[0].item.call().is_idempotent() => batch,
+                Err(err) if err.is_unavailable() && batch[0].item.is_idempotent() => batch,
                 reply => {
                     // Its own script's reply or typed error (a conflict stays a conflict).
                     let w = batch.into_iter().next().expect("one item");

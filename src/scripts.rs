@@ -313,6 +313,11 @@ pub struct BatchItem {
 }
 
 impl BatchItem {
+    /// Whether sending the item twice has the effect of sending it once.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
     /// The lone call (one EVALSHA of the item's own script).
     pub fn call(&self) -> ScriptCall {
         let mut keys: Vec<&str> = self.session.as_array().to_vec();
