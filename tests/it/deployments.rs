@@ -70,6 +70,21 @@ impl Deployed {
         crate::support::daemon_pass(&self.store, self.spill_config()).await
     }
 
+    /// Starts a spill daemon; stop it with the returned token and await the handle.
+    pub async fn start_daemon(
+        &self,
+    ) -> (
+        tokio_util::sync::CancellationToken,
+        tokio::task::JoinHandle<agentstate::Result<()>>,
+    ) {
+        let daemon = SpillDaemon::open(self.store.clone(), self.spill_config())
+            .await
+            .unwrap();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(daemon.run(cancel.clone()));
+        (cancel, task)
+    }
+
     /// Plays "Redis lost this namespace": deletes every one of its keys on every master.
     pub async fn lose_namespace(&self) {
         assert!(self.store.wipe_namespace().await.unwrap() > 0);
@@ -257,11 +272,7 @@ async fn a_flushed_namespace_comes_back_after_a_loss(d: Deployed) {
     let before: Vec<_> = sids.iter().map(|sid| d.sqlite_messages(sid)).collect();
     assert!(before.iter().all(|m| m.len() == 4));
     d.lose_namespace().await;
-    let daemon = SpillDaemon::open(s.clone(), d.spill_config())
-        .await
-        .unwrap();
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(daemon.run(cancel.clone()));
+    let (cancel, task) = d.start_daemon().await;
     // Creates of the lost ids are refused; the sessions come back on first use.
     let err = s
         .create_session(&NewSession::new().id("s0"))
@@ -332,11 +343,7 @@ async fn graph_threads_put_list_copy_and_come_back_after_a_loss(d: Deployed) {
     assert_eq!(before.writes.len(), 1);
     d.flush().await;
     d.lose_namespace().await;
-    let daemon = SpillDaemon::open(s.clone(), d.spill_config())
-        .await
-        .unwrap();
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(daemon.run(cancel.clone()));
+    let (cancel, task) = d.start_daemon().await;
     assert_eq!(
         s.graph_get("thread-3", "", None).await.unwrap().unwrap(),
         before
