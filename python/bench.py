@@ -24,7 +24,6 @@ TTL refreshes): the comparison is of what each costs its caller.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -126,24 +125,13 @@ async def bench_redis_session(url: str) -> Dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--redis", help="Redis URL (default: a private redis-server)")
-    ap.add_argument("--json", action="store_true", help="print one JSON document")
-    args = ap.parse_args()
-    server = None
-    url = args.redis
-    if url is None:
-        from support import RedisServer
+    from support import bench_redis
 
-        server = RedisServer()
-        url = server.url
-    try:
-        rows: Dict[str, Dict[str, Any]] = {}
+    args, redis_url = bench_redis(__doc__)
+    rows: Dict[str, Dict[str, Any]] = {}
+    with redis_url as url:
         for name, fn in (("AgentStateSession", bench_agentstate), ("RedisSession", bench_redis_session)):
             rows[name] = asyncio.run(fn(url))
-    finally:
-        if server is not None:
-            server.close()
     a, r = rows["AgentStateSession"], rows["RedisSession"]
     ratios = {
         "w1_appends_per_s": a["w1_appends_per_s"] / r["w1_appends_per_s"],

@@ -28,7 +28,6 @@ never asserted.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -203,23 +202,11 @@ def run(url: str, sqlite_dir: Path) -> Dict[str, Dict[str, Any]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--redis", help="Redis URL (default: a private redis-server)")
-    ap.add_argument("--json", action="store_true", help="print one JSON document")
-    args = ap.parse_args()
-    server = None
-    url = args.redis
-    if url is None:
-        from support import RedisServer
+    from support import bench_redis
 
-        server = RedisServer()
-        url = server.url
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            rows = run(url, Path(d))
-    finally:
-        if server is not None:
-            server.close()
+    args, redis_url = bench_redis(__doc__)
+    with redis_url as url, tempfile.TemporaryDirectory() as d:
+        rows = run(url, Path(d))
     if args.json:
         print(json.dumps({"workload": {"threads": THREADS, "rounds": ROUNDS, "list": LIST_LEN}, "results": rows}, indent=2))
         return

@@ -43,6 +43,32 @@ def free_port(cluster: bool = False) -> int:
     raise RuntimeError(f"no free loopback port in {low}-{high - 1}")
 
 
+def bench_redis(doc: str):
+    """The benches' command line (``--redis URL``, ``--json``): returns the parsed arguments
+    and a context manager yielding the Redis URL — ``--redis``, or a private redis-server
+    for the run, closed when the block ends."""
+    import argparse
+    import contextlib
+
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--redis", help="Redis URL (default: a private redis-server)")
+    ap.add_argument("--json", action="store_true", help="print one JSON document")
+    args = ap.parse_args()
+
+    @contextlib.contextmanager
+    def redis_url():
+        if args.redis is not None:
+            yield args.redis
+            return
+        server = RedisServer()
+        try:
+            yield server.url
+        finally:
+            server.close()
+
+    return args, redis_url()
+
+
 class RedisServer:
     """A ``redis-server`` child with no persistence in a temp dir; ``restart_empty`` plays
     "Redis lost everything" (same port, empty memory)."""
