@@ -10,6 +10,6 @@
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check runs before the first write (the body is append_one in _prelude,
-  shared with append_batch.lua).
+  shared with session_batch.lua).
 ]]
 return append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now_ms())

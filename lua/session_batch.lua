@@ -1,32 +1,36 @@
 --[[
-  session_batch: group commit (src/group_commit.rs): several writes to sessions of one
-  partition (one slot) in one EVALSHA, each run as its own script would run it, in order.
-  KEYS[1]            the partition's wal stream
-  KEYS[2]            the partition's decisions stream
-  KEYS[3]            the partition's open decisions hash
-  KEYS[4+8(i-1)..]   item i's session keys 1..8 (see _prelude), 8 per item
+  session_batch: group commit (src/group_commit.rs): several writes to sessions in one
+  EVALSHA, each run as its own script would run it, in order.
+  KEYS               per item, in item order, the KEYS of its own script: the session's
+                     keys 1..9 (see _prelude: 9 is its partition's wal), and for a
+                     decision two more: its partition's decisions stream and open
+                     decisions hash (record_decision.lua's KEYS[10], KEYS[11])
+  (On a cluster every item is of one partition, one slot; a single node takes a batch
+  spanning partitions.)
   ARGV               per item: its op, then the ARGV of its own script:
                        'append'   5 (append_message.lua's ARGV[1..5])
                        'decision' 6 (record_decision.lua's ARGV[1..6])
                        'working'  6 (write_working.lua's ARGV[1..6])
-  Returns: one reply per item, in order: {1, what its own script returns}, or
-  {0, 'CODE detail'} for the error its own script would raise (NO_SESSION, TOO_LARGE,
-  BAD_INPUT, CONFLICT): an item's failure writes nothing for it and does not stop the
-  others.
-  Invariant: items of one session run in item order (gapless seqs, versions).
+  Returns: one flat array, per item in order: 1 then what its own script returns (the three
+  values of an append, the one value of a decision or a working-state write), or 0 then
+  'CODE detail' for the error its own script would raise (NO_SESSION, TOO_LARGE, BAD_INPUT,
+  CONFLICT): an item's failure writes nothing for it and does not stop the others. Flat,
+  because Redis converts every table of a reply with several field probes each: a table
+  per item cost more than the item's own writes.
+  Invariant: items of one session run in item order (gapless seqs, versions); one TIME
+  for the whole batch.
 ]]
 local now = now_ms()
-local out = {}
-local a, i = 1, 0
+local out, n = {}, 0
+local a, base = 1, 0
 while a <= #ARGV do
-  i = i + 1
-  local base = 3 + 8 * (i - 1)
+  local op, r = ARGV[a], nil
+  local nk = op == 'decision' and 11 or 9
   local k = {}
-  for j = 1, 8 do
+  for j = 1, nk do
     k[j] = KEYS[base + j]
   end
-  k[9], k[10], k[11] = KEYS[1], KEYS[2], KEYS[3]
-  local op, r = ARGV[a], nil
+  base = base + nk
   if op == 'append' then
     r = append_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], now)
     a = a + 6
@@ -39,10 +43,18 @@ while a <= #ARGV do
       ARGV[a + 6], now)
     a = a + 7
   end
-  if type(r) == 'table' and r.err then
-    out[i] = {0, r.err}
+  if type(r) ~= 'table' then
+    out[n + 1], out[n + 2] = 1, r
+    n = n + 2
+  elseif r.err then
+    out[n + 1], out[n + 2] = 0, r.err
+    n = n + 2
   else
-    out[i] = {1, r}
+    out[n + 1] = 1
+    for j = 1, #r do
+      out[n + 1 + j] = r[j]
+    end
+    n = n + 1 + #r
   end
 end
 return out

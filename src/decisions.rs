@@ -130,7 +130,7 @@ impl Store {
             planned_action: d.planned_action.as_deref().unwrap_or(""),
             meta: &meta,
         };
-        let item = scripts::record_decision(self.keys(), &keys, sid, &args);
+        let item = scripts::record_decision(self.keys(), keys, sid, &args);
         let id: String = self.invoke_grouped(sid, item).await?;
         let entry = id.split_once(':').map(|(_, e)| e).unwrap_or_default();
         self.settle_stream(p, Stream::Decisions, entry).await?;

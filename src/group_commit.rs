@@ -1,15 +1,20 @@
 //! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
-//! process to sessions of one partition share round trips. Per partition a lane holds at
-//! most one such round trip in flight. A caller that finds the lane idle sends its call at
-//! once (its own script: no timer, no added latency at low load); callers that arrive while
-//! a round trip is in flight queue, and when it returns everything queued goes as one
-//! `session_batch.lua` (one EVALSHA, one slot). Each caller gets its own reply or typed error.
+//! process share round trips. A lane holds at most one such round trip in flight. A caller
+//! that finds its lane idle sends its call at once (its own script: no timer, no added
+//! latency at low load); callers that arrive while a round trip is in flight queue, and when
+//! it returns what queued goes as one `session_batch.lua` (one EVALSHA, at most
+//! [`MAX_BATCH`] items). Each caller gets its own reply or typed error.
+//!
+//! Lanes: on a Redis Cluster one per partition (a batch touches one hash slot); on a single
+//! node one for the whole store, so the writes of every partition share a batch (a single
+//! node has no slot rule, and many agents of one process rarely write to one partition at a
+//! time: per-partition lanes formed almost no batches at 8 workers over 16 partitions).
 //!
 //! Order: a lane sends its queue in arrival order and one round trip at a time, so the
 //! writes of one session land in the order their callers reached the lane. A caller that
 //! gives up (its future dropped) before its batch is sent is left out of it.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use redis::{FromRedisValue, Value};
 use tokio::sync::oneshot;
@@ -18,59 +23,71 @@ use crate::error::{Error, Result};
 use crate::scripts::{self, BatchItem};
 use crate::store::Store;
 
-/// The lanes of a store, one per partition.
+/// Most calls one batch carries; what queued beyond it goes with the next round trip. It
+/// bounds how long one script holds Redis (about 10 µs of Redis time per item).
+pub const MAX_BATCH: usize = 128;
+
+/// The lanes of a store: one per partition on a cluster, one in all on a single node.
 pub(crate) struct Lanes(Vec<Mutex<Lane>>);
 
 impl Lanes {
-    /// Idle lanes for `partitions` partitions.
-    pub(crate) fn new(partitions: u32) -> Self {
-        Lanes((0..partitions).map(|_| Mutex::default()).collect())
+    /// Idle lanes: `partitions` of them on a cluster, else one.
+    pub(crate) fn new(partitions: u32, cluster: bool) -> Self {
+        let count = if cluster { partitions } else { 1 };
+        Lanes((0..count).map(|_| Mutex::default()).collect())
     }
 
-    fn lock(&self, p: u32) -> std::sync::MutexGuard<'_, Lane> {
+    /// The lane of partition `p`.
+    fn of(&self, p: u32) -> usize {
+        p as usize % self.0.len()
+    }
+
+    fn lock(&self, lane: usize) -> std::sync::MutexGuard<'_, Lane> {
         // A panic while holding the lock cannot leave a half-updated lane (the critical
         // sections only push or take), so a poisoned lock is used as is.
-        self.0[p as usize]
+        self.0[lane]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-/// One partition's lane.
+/// One lane.
 #[derive(Default)]
 struct Lane {
-    /// A round trip of this partition is in flight (its sender hands the lane on).
+    /// A round trip of this lane is in flight (its sender hands the lane on).
     busy: bool,
-    /// Appends waiting for the next round trip, in arrival order.
+    /// Calls waiting for the next round trip, in arrival order.
     queue: Vec<Waiting>,
 }
 
 /// A call waiting in a lane, with where its reply (its own script's reply) goes.
 struct Waiting {
-    item: BatchItem,
+    item: Arc<BatchItem>,
     reply: oneshot::Sender<Result<Value>>,
 }
 
-/// The lane of partition `p` is this holder's: dropping it (the round trip returned, or the
-/// holder's future was dropped) hands the lane to the queue, or leaves it idle.
+/// Lane `lane` is this holder's: dropping it (the round trip returned, or the holder's
+/// future was dropped) hands the lane to the queue (its first [`MAX_BATCH`] calls), or
+/// leaves it idle.
 struct Turn {
     store: Store,
-    p: u32,
+    lane: usize,
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        let batch = {
-            let mut lane = self.store.lanes().lock(self.p);
+        let batch: Vec<Waiting> = {
+            let mut lane = self.store.lanes().lock(self.lane);
             if lane.queue.is_empty() {
                 lane.busy = false;
                 return;
             }
-            std::mem::take(&mut lane.queue)
+            let n = lane.queue.len().min(MAX_BATCH);
+            lane.queue.drain(..n).collect()
         };
         let turn = Turn {
             store: self.store.clone(),
-            p: self.p,
+            lane: self.lane,
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
@@ -78,7 +95,7 @@ impl Drop for Turn {
                     let retry = turn.store.send_batch(batch).await;
                     let store = turn.store.clone();
                     // Retries run outside the lane: a call waiting out a Redis outage must
-                    // not hold up the partition's calls that fail fast.
+                    // not hold up the lane's calls that fail fast.
                     drop(turn);
                     for w in retry {
                         let reply = store.invoke::<Value>(&w.item.call()).await;
@@ -99,8 +116,8 @@ impl Drop for Turn {
 }
 
 impl Store {
-    /// Runs `item` through its partition's lane (at once when no round trip of the
-    /// partition is in flight, else with the next batch) and decodes its own script's
+    /// Runs `item` through its lane (at once when no round trip of the lane is in flight,
+    /// else with the next batch) and decodes its own script's
     /// reply. A `NO_SESSION` failure asks for a restore and runs it once more, as
     /// [`Store::invoke_session`] does.
     pub(crate) async fn invoke_grouped<T: FromRedisValue>(
@@ -108,16 +125,18 @@ impl Store {
         sid: &str,
         item: BatchItem,
     ) -> Result<T> {
+        // Shared, not cloned, by the attempts (a restore retries) and the queue.
+        let item = Arc::new(item);
         let reply = self
             .restoring(sid, || self.through_lane(item.clone()))
             .await?;
         T::from_redis_value(reply).map_err(|e| Error::redis(format!("script reply: {e}")))
     }
 
-    async fn through_lane(&self, item: BatchItem) -> Result<Value> {
-        let p = item.partition();
+    async fn through_lane(&self, item: Arc<BatchItem>) -> Result<Value> {
+        let lane = self.lanes().of(item.partition());
         let waiting = {
-            let mut lane = self.lanes().lock(p);
+            let mut lane = self.lanes().lock(lane);
             if lane.busy {
                 let (reply, rx) = oneshot::channel();
                 lane.queue.push(Waiting { item, reply });
@@ -131,7 +150,7 @@ impl Store {
             Ok(item) => {
                 let turn = Turn {
                     store: self.clone(),
-                    p,
+                    lane,
                 };
                 let call = item.call();
                 let first = self.invoke_once::<Value>(&call).await;
@@ -150,7 +169,7 @@ impl Store {
         }
     }
 
-    /// Sends `batch` (one partition's queue) once and hands each caller its reply: one item
+    /// Sends `batch` (one lane's queue) once and hands each caller its reply: one item
     /// goes as its own script, more as one `session_batch.lua`. While Redis is unreachable
     /// the idempotent callers are returned, for their caller to retry each on its own
     /// once the lane is handed on; the others get the error at once (they fail fast).
@@ -182,46 +201,67 @@ impl Store {
         if batch.is_empty() {
             return Vec::new();
         }
-        let items: Vec<&BatchItem> = batch.iter().map(|w| &w.item).collect();
-        let call = scripts::session_batch(self.keys(), &items);
+        let items: Vec<&BatchItem> = batch.iter().map(|w| &*w.item).collect();
+        let call = scripts::session_batch(&items);
         match self.invoke_once::<Vec<Value>>(&call).await {
-            Ok(replies) if replies.len() == batch.len() => {
-                for (w, reply) in batch.into_iter().zip(replies) {
-                    let _ = w.reply.send(decode_item(reply));
+            Ok(flat) => match split_replies(batch.iter().map(|w| &*w.item), flat) {
+                Ok(replies) => {
+                    for (w, reply) in batch.into_iter().zip(replies) {
+                        let _ = w.reply.send(reply);
+                    }
                 }
-                Vec::new()
-            }
-            Ok(replies) => {
-                let err = Error::redis(format!(
-                    "session_batch answered {} items for {}",
-                    replies.len(),
-                    batch.len()
-                ));
-                for w in batch {
-                    let _ = w.reply.send(Err(err.for_each_caller()));
+                Err(err) => {
+                    for w in batch {
+                        let _ = w.reply.send(Err(err.for_each_caller()));
+                    }
                 }
-                Vec::new()
-            }
-            Err(err) => failed(err, batch),
+            },
+            Err(err) => return failed(err, batch),
         }
+        Vec::new()
     }
 }
 
-/// One batch item's reply: `{1, its own script's reply}` or `{0, "CODE detail"}`.
-fn decode_item(reply: Value) -> Result<Value> {
-    let malformed = |v: &Value| Error::redis(format!("session_batch item reply {v:?}"));
-    let Value::Array(mut parts) = reply else {
-        return Err(malformed(&reply));
+/// `session_batch.lua`'s flat reply cut into each item's own: per item `1` then its own
+/// script's reply (`item.reply_len()` values: an array of them when more than one), or `0`
+/// then `"CODE detail"` (its typed error).
+fn split_replies<'a>(
+    items: impl ExactSizeIterator<Item = &'a BatchItem>,
+    flat: Vec<Value>,
+) -> Result<Vec<Result<Value>>> {
+    let count = items.len();
+    let malformed = || {
+        Error::redis(format!(
+            "session_batch's reply does not fit its {count} items"
+        ))
     };
-    if parts.len() != 2 {
-        return Err(malformed(&Value::Array(parts)));
+    let mut values = flat.into_iter();
+    let mut replies = Vec::with_capacity(count);
+    for item in items {
+        let reply = match values.next() {
+            Some(Value::Int(1)) => {
+                let mut own: Vec<Value> = values.by_ref().take(item.reply_len()).collect();
+                if own.len() != item.reply_len() {
+                    return Err(malformed());
+                }
+                Ok(if own.len() == 1 {
+                    own.pop().expect("one value")
+                } else {
+                    Value::Array(own)
+                })
+            }
+            Some(Value::Int(0)) => match values.next() {
+                Some(Value::BulkString(text)) => {
+                    Err(Error::from_script_reply(&String::from_utf8_lossy(&text)))
+                }
+                _ => return Err(malformed()),
+            },
+            _ => return Err(malformed()),
+        };
+        replies.push(reply);
     }
-    let value = parts.pop().expect("two parts");
-    match (parts.pop().expect("two parts"), value) {
-        (Value::Int(1), value) => Ok(value),
-        (Value::Int(0), Value::BulkString(text)) => {
-            Err(Error::from_script_reply(&String::from_utf8_lossy(&text)))
-        }
-        (ok, value) => Err(malformed(&Value::Array(vec![ok, value]))),
+    if values.next().is_some() {
+        return Err(malformed());
     }
+    Ok(replies)
 }

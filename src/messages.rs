@@ -332,8 +332,9 @@ impl Store {
             validate_id("idempotency key", k)?;
         }
         let body = self.message_body(message)?;
+        let p = keys.partition;
         let item = scripts::append_item(
-            &keys,
+            keys,
             sid,
             &body,
             options.idempotency_key.as_deref(),
@@ -342,7 +343,7 @@ impl Store {
         );
         let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_grouped(sid, item).await?;
         if !wal_id.is_empty() {
-            self.settle(keys.partition, &wal_id).await?;
+            self.settle(p, &wal_id).await?;
         }
         Ok(seq)
     }

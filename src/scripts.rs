@@ -137,7 +137,8 @@ impl ScriptCall {
     pub async fn run<T: FromRedisValue>(&self, conn: &mut impl ConnectionLike) -> RedisResult<T> {
         match self.cmd.query_async(conn).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                self.script.load_async(conn).await?;
+                // Boxed: a rare path whose future would otherwise enlarge every call's.
+                Box::pin(self.script.load_async(conn)).await?;
                 self.cmd.query_async(conn).await
             }
             other => other,
@@ -270,7 +271,7 @@ pub fn close_session(
 /// `append_message.lua`: appends the message `body` (JSON object) with the next seq. A
 /// [`BatchItem`]: `.call()` for the lone call.
 pub fn append_item(
-    s: &SessionKeys,
+    s: SessionKeys,
     sid: &str,
     body: &str,
     idempotency_key: Option<&str>,
@@ -280,7 +281,7 @@ pub fn append_item(
     BatchItem {
         op: "append",
         script: &APPEND_MESSAGE,
-        session: s.clone(),
+        session: s,
         extra_keys: Vec::new(),
         args: vec![
             sid.to_string(),
@@ -304,7 +305,7 @@ pub struct BatchItem {
     script: &'static Script,
     /// The session's keys (KEYS[1..9] of the lone call).
     session: SessionKeys,
-    /// KEYS after the session's of the lone call (partition keys; the batch has them once).
+    /// KEYS after the session's nine of the lone call (a decision's stream and open hash).
     extra_keys: Vec<String>,
     /// ARGV of the lone call, which is also the item's arguments in the batch.
     args: Vec<String>,
@@ -333,17 +334,28 @@ impl BatchItem {
     pub fn partition(&self) -> u32 {
         self.session.partition
     }
+
+    /// How many values its own script's reply has in `session_batch.lua`'s flat reply:
+    /// three for an append (seq, wal entry id, repeat), one otherwise.
+    pub fn reply_len(&self) -> usize {
+        if self.op == "append" {
+            3
+        } else {
+            1
+        }
+    }
 }
 
-/// `session_batch.lua`: `items` (all of partition `items[0].partition()`, one slot) run in
-/// order in one EVALSHA, one reply per item (`{1, the lone call's reply}` or `{0, "CODE
-/// detail"}`). Safe to send twice only when every item is.
-pub fn session_batch(ns: &Keys, items: &[&BatchItem]) -> ScriptCall {
-    let p = items.first().map_or(0, |i| i.partition());
-    let shared = [ns.wal(p), ns.decisions(p), ns.open_decisions(p)];
-    let mut keys: Vec<&str> = shared.iter().map(String::as_str).collect();
+/// `session_batch.lua`: `items` run in order in one EVALSHA, one reply per item (in one flat
+/// array: `1` then the lone call's reply values, or `0` then `"CODE detail"`); each item
+/// brings the KEYS of its lone call (nine, eleven for a decision). Items of several
+/// partitions touch several slots: only a single node takes them (group commit batches per
+/// partition on a cluster). Safe to send twice only when every item is.
+pub fn session_batch(items: &[&BatchItem]) -> ScriptCall {
+    let mut keys: Vec<&str> = Vec::with_capacity(items.len() * 11);
     for item in items {
-        keys.extend(&item.session.as_array()[..8]);
+        keys.extend(item.session.as_array());
+        keys.extend(item.extra_keys.iter().map(String::as_str));
     }
     let mut call =
         ScriptCall::new(&SESSION_BATCH, &keys).idempotent(items.iter().all(|i| i.idempotent));
@@ -455,7 +467,7 @@ pub fn compact(
 /// `write_working.lua`: `op` is `set` (with `value`), `del` or `clear`; `if_version` makes it
 /// a compare-and-set. A [`BatchItem`]: `.call()` for the lone call.
 pub fn write_working(
-    s: &SessionKeys,
+    s: SessionKeys,
     sid: &str,
     op: &str,
     key: &str,
@@ -466,7 +478,7 @@ pub fn write_working(
     BatchItem {
         op: "working",
         script: &WRITE_WORKING,
-        session: s.clone(),
+        session: s,
         extra_keys: Vec::new(),
         args: vec![
             sid.to_string(),
@@ -572,12 +584,12 @@ pub struct DecisionArgs<'a> {
 
 /// `record_decision.lua`: appends a decision to the partition's decisions stream and keeps
 /// it open until its outcome. A [`BatchItem`]: `.call()` for the lone call.
-pub fn record_decision(ns: &Keys, s: &SessionKeys, sid: &str, d: &DecisionArgs) -> BatchItem {
+pub fn record_decision(ns: &Keys, s: SessionKeys, sid: &str, d: &DecisionArgs) -> BatchItem {
     let p = s.partition;
     BatchItem {
         op: "decision",
         script: &RECORD_DECISION,
-        session: s.clone(),
+        session: s,
         extra_keys: vec![ns.decisions(p), ns.open_decisions(p)],
         args: vec![
             sid.to_string(),

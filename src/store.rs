@@ -31,7 +31,7 @@ struct Inner {
     config: Config,
     /// Key names of the namespace.
     keys: Keys,
-    /// Group commit of appends: one lane per partition.
+    /// Group commit of hot-path writes: one lane per partition on a cluster, one on a node.
     lanes: Lanes,
 }
 
@@ -68,7 +68,10 @@ impl Store {
         install_tls_provider();
         let backend = Backend::connect(&config).await?;
         let keys = Keys::new(&config.namespace.prefix, config.namespace.partitions);
-        let lanes = Lanes::new(config.namespace.partitions);
+        let lanes = Lanes::new(
+            config.namespace.partitions,
+            matches!(backend, Backend::Cluster { .. }),
+        );
         let store = Store {
             inner: Arc::new(Inner {
                 backend,
@@ -104,7 +107,7 @@ impl Store {
         &self.inner.keys
     }
 
-    /// The group-commit lanes of appends (one per partition).
+    /// The group-commit lanes of hot-path writes.
     pub(crate) fn lanes(&self) -> &Lanes {
         &self.inner.lanes
     }

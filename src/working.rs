@@ -80,7 +80,7 @@ impl Store {
             }
             WriteOp::Clear => ("clear", "", String::new()),
         };
-        let item = scripts::write_working(&keys, sid, name, key, &value, if_version, limit);
+        let item = scripts::write_working(keys, sid, name, key, &value, if_version, limit);
         self.invoke_grouped(sid, item).await
     }
 

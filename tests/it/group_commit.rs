@@ -1,7 +1,7 @@
 //! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
-//! `Store` to sessions of one partition share one EVALSHA of `session_batch.lua`; every
-//! caller still gets its own reply or its own typed error, per-session order holds, and the
-//! wal the daemon flushes is unchanged.
+//! `Store` share one EVALSHA of `session_batch.lua` (on a single node across partitions, on
+//! a cluster per partition); every caller still gets its own reply or its own typed error,
+//! per-session order holds, and the wal the daemon flushes is unchanged.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +12,21 @@ use redis::Value;
 use serde_json::json;
 
 use crate::support::{env, sqlite_messages, TestEnv};
+
+/// `n` session ids that each live in a partition of their own.
+fn ids_in_distinct_partitions(t: &TestEnv, n: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    (0..)
+        .map(|i| format!("d{i}"))
+        .filter(|id| {
+            let p = t.store.keys().session(id).partition;
+            let new = !seen.contains(&p);
+            seen.push(p);
+            new
+        })
+        .take(n)
+        .collect()
+}
 
 /// `n` session ids that all live in the partition of the first.
 fn ids_in_one_partition(t: &TestEnv, n: usize) -> Vec<String> {
@@ -48,7 +63,46 @@ const APPENDS_EACH: usize = 20;
 async fn concurrent_appends_to_one_partition_are_batched_and_stay_exact() {
     let t = env().await;
     let sids = ids_in_one_partition(&t, SESSIONS);
+    appends_batch_and_stay_exact(&t, &sids, TASKS_PER_SESSION).await;
+    sqlite_matches_redis(&t, &sids).await;
+}
+
+/// The same across partitions: on a single node one lane serves the whole store, so
+/// appends of one task per session, each session in a partition of its own, still share
+/// batches, and each partition's wal holds exactly its own session's records (the flushed
+/// SQLite rows are exact).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_across_partitions_are_batched_on_a_single_node() {
+    let t = env().await;
+    let sids = ids_in_distinct_partitions(&t, 8);
+    appends_batch_and_stay_exact(&t, &sids, 1).await;
     for sid in &sids {
+        let p = t.store.keys().session(sid).partition;
+        let logged: Vec<String> = t
+            .cmd::<Vec<(String, BTreeMap<String, String>)>>(&[
+                "XRANGE",
+                &t.store.keys().wal(p),
+                "-",
+                "+",
+            ])
+            .into_iter()
+            .filter(|(_, f)| f["op"] == "msg")
+            .map(|(_, mut f)| f.remove("id").unwrap())
+            .collect();
+        assert_eq!(
+            logged,
+            vec![sid.clone(); APPENDS_EACH],
+            "partition {p}'s wal"
+        );
+    }
+    sqlite_matches_redis(&t, &sids).await;
+}
+
+/// `per_session` tasks per session of `sids` append `APPENDS_EACH` messages each (every fifth with
+/// an idempotency key, repeated): seqs, order, contents and batching as the two tests above
+/// say.
+async fn appends_batch_and_stay_exact(t: &TestEnv, sids: &[String], per_session: usize) {
+    for sid in sids {
         t.store
             .create_session(&NewSession::new().id(sid))
             .await
@@ -58,7 +112,7 @@ async fn concurrent_appends_to_one_partition_are_batched_and_stay_exact() {
 
     let tasks: Vec<_> = sids
         .iter()
-        .flat_map(|sid| (0..TASKS_PER_SESSION).map(move |w| (sid.clone(), w)))
+        .flat_map(|sid| (0..per_session).map(move |w| (sid.clone(), w)))
         .map(|(sid, w)| {
             let store = t.store.clone();
             tokio::spawn(async move {
@@ -91,18 +145,18 @@ async fn concurrent_appends_to_one_partition_are_batched_and_stay_exact() {
         sent.entry(sid).or_default().extend(got);
     }
 
-    let appends = (SESSIONS * TASKS_PER_SESSION * APPENDS_EACH) as u64;
+    let appends = (sids.len() * per_session * APPENDS_EACH) as u64;
     let repeats = appends / 5;
-    let calls = evalsha_calls(&t);
+    let calls = evalsha_calls(t);
     assert!(
         calls < appends + repeats,
         "{calls} EVALSHAs for {} appends: nothing was batched",
         appends + repeats
     );
 
-    for sid in &sids {
+    for sid in sids {
         let stored = t.store.messages(sid, MessageQuery::all()).await.unwrap();
-        let n = TASKS_PER_SESSION * APPENDS_EACH;
+        let n = per_session * APPENDS_EACH;
         assert_eq!(
             stored.iter().map(|m| m.seq).collect::<Vec<_>>(),
             (1..=n as u64).collect::<Vec<_>>(),
@@ -119,9 +173,12 @@ async fn concurrent_appends_to_one_partition_are_batched_and_stay_exact() {
             "{sid}: a message is not at the seq its caller got"
         );
     }
+}
 
+/// After a daemon pass, SQLite holds exactly the message elements Redis holds for `sids`.
+async fn sqlite_matches_redis(t: &TestEnv, sids: &[String]) {
     t.flush().await;
-    for sid in &sids {
+    for sid in sids {
         let k = t.store.keys().session(sid);
         let live: Vec<String> = t.cmd(&["LRANGE", &k.msgs, "0", "-1"]);
         let rows = sqlite_messages(&t.db(), sid);
@@ -237,7 +294,7 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
     let before = t.wal_records().len();
 
     let item = |sid: &str, body: &str, idem: Option<&str>, expect: Option<u64>| {
-        scripts::append_item(&s.keys().session(sid), sid, body, idem, expect, 64)
+        scripts::append_item(s.keys().session(sid), sid, body, idem, expect, 64)
     };
     let decision = DecisionArgs {
         decision: "go",
@@ -257,33 +314,37 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
         item(y, r#"{"role":"user","content":"stale"}"#, None, Some(4)),
         item(x, r#"{"role":"user","content":"again"}"#, Some("k1"), None),
         item(ghost, r#"{"role":"user","content":"nobody"}"#, None, None),
-        scripts::write_working(&s.keys().session(y), y, "set", "k", "1", Some(3), 64),
-        scripts::record_decision(s.keys(), &s.keys().session(ghost), ghost, &decision),
-        scripts::write_working(&s.keys().session(y), y, "set", "k", "1", Some(0), 64),
+        scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(3), 64),
+        scripts::record_decision(s.keys(), s.keys().session(ghost), ghost, &decision),
+        scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(0), 64),
         item(y, r#"{"role":"user","content":"y1"}"#, None, Some(1)),
     ];
     let refs: Vec<&BatchItem> = items.iter().collect();
     let mut conn = s.conn().await.unwrap();
-    let replies: Vec<Value> = scripts::session_batch(s.keys(), &refs)
-        .run(&mut conn)
-        .await
-        .unwrap();
-    let shown: Vec<String> = replies
-        .into_iter()
-        .map(|v| {
-            let (ok, reply): (u8, Value) = redis::from_redis_value(v).unwrap();
-            match (ok, reply) {
-                (0, Value::BulkString(text)) => String::from_utf8(text).unwrap(),
-                (1, Value::Array(parts)) => {
-                    let (seq, id, repeat): (u64, String, u8) =
-                        redis::from_redis_value(Value::Array(parts)).unwrap();
-                    format!("seq {seq} logged {} repeat {repeat}", !id.is_empty())
-                }
-                (1, Value::Int(version)) => format!("version {version}"),
-                other => panic!("unexpected item reply {other:?}"),
+    let flat: Vec<Value> = scripts::session_batch(&refs).run(&mut conn).await.unwrap();
+    // Flat: per item 1 then its own reply's values (3 for an append), or 0 then the error.
+    let mut values = flat.into_iter();
+    let shown: Vec<String> = items
+        .iter()
+        .map(|item| match values.next() {
+            Some(Value::Int(0)) => match values.next() {
+                Some(Value::BulkString(text)) => String::from_utf8(text).unwrap(),
+                other => panic!("an error's text, not {other:?}"),
+            },
+            Some(Value::Int(1)) if item.reply_len() == 3 => {
+                let own: Vec<Value> = values.by_ref().take(3).collect();
+                let (seq, id, repeat): (u64, String, u8) =
+                    redis::from_redis_value(Value::Array(own)).unwrap();
+                format!("seq {seq} logged {} repeat {repeat}", !id.is_empty())
             }
+            Some(Value::Int(1)) => match values.next() {
+                Some(Value::Int(version)) => format!("version {version}"),
+                other => panic!("a version, not {other:?}"),
+            },
+            other => panic!("unexpected item status {other:?}"),
         })
         .collect();
+    assert!(values.next().is_none(), "values beyond the last item");
     assert_eq!(
         shown,
         [

@@ -149,7 +149,7 @@ impl RawCommands {
         let body = serde_json::to_string(&NewMessage::new("user").content(random_content()))?;
         let limits = store.config().limits;
         let append = scripts::append_item(
-            &ns.session(raw_sid),
+            ns.session(raw_sid),
             raw_sid,
             &body,
             None,

@@ -75,9 +75,15 @@ async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
     while left > 0 {
         let chunk = left.min(1000);
         let mut pipe = redis::pipe();
-        let call =
-            scripts::append_item(&keys, sid, &body, None, None, store.config().limits.message)
-                .call();
+        let call = scripts::append_item(
+            keys.clone(),
+            sid,
+            &body,
+            None,
+            None,
+            store.config().limits.message,
+        )
+        .call();
         for _ in 0..chunk {
             pipe.add_command(call.cmd().clone()).ignore();
         }

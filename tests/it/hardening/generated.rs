@@ -291,7 +291,7 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &[("status", "archived".into())],
         ),
         scripts::close_session(ns, &n, "n", Some("u"), false),
-        scripts::append_item(&s, "s", body, Some("idem"), None, 1 << 20).call(),
+        scripts::append_item(s.clone(), "s", body, Some("idem"), None, 1 << 20).call(),
         scripts::append_messages(
             &s,
             "s",
@@ -310,14 +310,14 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             },
         ),
         scripts::compact(&s, "s", (1, 2), body, (Some(1), Some(2)), Some(1)),
-        scripts::write_working(&s, "s", "set", "k", "1", None, 1 << 19).call(),
+        scripts::write_working(s.clone(), "s", "set", "k", "1", None, 1 << 19).call(),
         scripts::read_working(&s, "s", Some("k")),
         scripts::record_usage(&s, "s", 1, r#"{"prompt_tokens":1,"completion_tokens":2}"#),
         scripts::create_checkpoint(&s, "s", "ck1", "l", 1 << 24, &["k"]),
         scripts::put_checkpoint(&s, "s", "ck2", "l", "{}", 1 << 24),
         scripts::save_round(ns, "u", "s", Some(1), "{}", 1 << 24),
         scripts::read_round(ns, "u", "s", None),
-        scripts::record_decision(ns, &s, "s", &decision_args).call(),
+        scripts::record_decision(ns, s.clone(), "s", &decision_args).call(),
         scripts::record_outcome(ns, dp, decision, entry, "ok"),
         scripts::dead_letter(ns, dp, "g", "why", &[entry]),
         scripts::set_user_value(ns, "u", "k", "1", 1 << 19),
@@ -342,13 +342,10 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &["c||1".into(), "n|".into()],
             &["r1".into()],
         ),
-        scripts::session_batch(
-            ns,
-            &[
-                &scripts::append_item(&s, "s", body, None, None, 1 << 20),
-                &scripts::append_item(&s, "s", body, Some("k2"), None, 1 << 20),
-            ],
-        ),
+        scripts::session_batch(&[
+            &scripts::append_item(s.clone(), "s", body, None, None, 1 << 20),
+            &scripts::append_item(s.clone(), "s", body, Some("k2"), None, 1 << 20),
+        ]),
     ]
 }
 
