@@ -151,8 +151,10 @@ impl Backend {
     /// A connection: a pooled one, or a clone of the cluster connection.
     pub(crate) async fn get(&self) -> Result<Connection> {
         match self {
-            Backend::Single { pool, .. } => pool
-                .get()
+            // Boxed: the checkout future holds a whole connect (TCP, TLS, HELLO) for when the
+            // pool must create one, several KB that every call's future would otherwise
+            // carry inline and move (memcpy) at each await of the call chain.
+            Backend::Single { pool, .. } => Box::pin(pool.get())
                 .await
                 .map(Connection::Single)
                 .map_err(|e| Error::from(e).into_retry_safe()),

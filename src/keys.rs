@@ -141,19 +141,22 @@ impl Keys {
     /// All keys of session `sid`.
     pub fn session(&self, sid: &str) -> SessionKeys {
         let p = self.partition(sid);
-        let base = format!("{}:{{{p}}}:s:{sid}", self.prefix);
+        // Every call of the hot path builds these: one exact allocation each, one fmt.
+        let tag = format!("{}:{{{p}}}", self.prefix);
+        let base = [tag.as_str(), ":s:", sid].concat();
+        let key = |suffix: &str| [base.as_str(), suffix].concat();
         SessionKeys {
             partition: p,
-            work: format!("{base}:work"),
-            msgs: format!("{base}:msgs"),
-            ckpt: format!("{base}:ckpt"),
-            idem: format!("{base}:idem"),
-            compactions: format!("{base}:compactions"),
-            usage: format!("{base}:usage"),
-            children: format!("{base}:children"),
-            graph: format!("{base}:graph"),
-            glog: format!("{base}:glog"),
-            wal: self.wal(p),
+            work: key(":work"),
+            msgs: key(":msgs"),
+            ckpt: key(":ckpt"),
+            idem: key(":idem"),
+            compactions: key(":compactions"),
+            usage: key(":usage"),
+            children: key(":children"),
+            graph: key(":graph"),
+            glog: key(":glog"),
+            wal: [tag.as_str(), ":wal"].concat(),
             meta: base,
         }
     }
