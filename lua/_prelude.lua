@@ -25,13 +25,16 @@ local function fail(code, detail)
 end
 
 -- The sliding idle TTL with slack: the one TTL rule of every session script (issue 15).
--- A session's keys k[1..8] all expire at one moment. A write refreshes them (EXPIRE each,
--- absent keys skipped) only once `ttl_at` (meta field, ms) has passed, and then sets
--- ttl_at = now + slack, slack = a tenth of the TTL: a busy session pays the eight EXPIREs
--- once per slack instead of on every write. Keys this call may have created have no TTL
--- yet; unless the refresh is due they get the moment the others expire at
+-- A session's keys k[1..8] all expire at one moment. A write refreshes them (absent keys
+-- skipped) only once `ttl_at` (meta field, ms) has passed, and then sets
+-- ttl_at = now + slack, slack = a tenth of the TTL: a busy session pays the eight
+-- expiry commands once per slack instead of on every write. Keys this call may have created
+-- have no TTL yet; unless the refresh is due they get the moment the others expire at
 -- (ttl_at - slack + ttl). So right after any session script every key of the session
--- expires between ttl - slack and ttl from now.
+-- expires between ttl - slack and ttl from now. Every moment is an absolute PEXPIREAT
+-- computed from `now` (the script's TIME): relative EXPIREs count from Redis' own clock
+-- snapshot of the command, which can differ from TIME by however long the process was
+-- descheduled in between, and keys set at different writes would drift apart by it.
 --   k        the session's keys (KEYS, or the slice of a batch)
 --   ttl      the idle TTL, seconds (meta `ttl`)
 --   now      the script's now_ms()
@@ -45,26 +48,27 @@ local function refresh_ttl(k, ttl, now, due, created, extra)
   local slack = math.floor(ttl * 100)
   due = tonumber(due)
   if not due or now >= due then
+    local at = now + ttl * 1000
     for i = 1, 8 do
-      redis.call('EXPIRE', k[i], ttl)
+      redis.call('PEXPIREAT', k[i], at)
     end
     for _, i in ipairs(extra or {}) do
-      redis.call('EXPIRE', k[i], ttl)
+      redis.call('PEXPIREAT', k[i], at)
     end
     redis.call('HSET', k[1], 'ttl_at', now + slack)
     return
   end
   if created then
-    local left = due - slack + ttl * 1000 - now
+    local at = due - slack + ttl * 1000
     for _, i in ipairs(created) do
-      redis.call('PEXPIRE', k[i], left)
+      redis.call('PEXPIREAT', k[i], at)
     end
   end
 end
 
 -- The TTL rule (refresh_ttl) for a script given a session's graph log in KEYS[10] (values)
 -- and KEYS[11] (index): they expire with the session's eight keys. They may be new in this
--- call, so between refreshes they get the others' expiry (two PEXPIREs).
+-- call, so between refreshes they get the others' expiry (two PEXPIREATs).
 local function touch_graph(ttl, now, due)
   refresh_ttl(KEYS, ttl, now, due, {10, 11}, {10, 11})
 end
@@ -87,7 +91,8 @@ local function bad_message_body(body, limit)
   if #body > tonumber(limit) then
     return fail('TOO_LARGE', #body .. ' ' .. limit)
   end
-  if string.sub(body, 1, 1) ~= '{' or string.sub(body, -1) ~= '}' or #body < 3 then
+  -- string.byte, not string.sub: no one-character strings made per call (123 '{', 125 '}')
+  if string.byte(body, 1) ~= 123 or string.byte(body, -1) ~= 125 or #body < 3 then
     return fail('BAD_INPUT', 'message body must be a non-empty JSON object')
   end
   return nil
@@ -107,8 +112,11 @@ local function store_checkpoint(sid, id, label, payload, meta)
 end
 
 -- Stored message element: seq, state and created_at first, then the caller's object body.
+-- `seq` may be a number or its decimal text; `now` is formatted with %d (tostring of a Lua
+-- number goes through %.14g, libc's float formatting, several times the cost).
 local function message_element(seq, state, now, body)
-  return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. now .. ',' .. string.sub(body, 2)
+  return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. string.format('%d', now)
+    .. ',' .. string.sub(body, 2)
 end
 
 
@@ -136,7 +144,7 @@ local function append_one(k, sid, body, idem, expected, limit, now)
   if expected ~= '' and tonumber(expected) ~= seq then
     return fail('CONFLICT', expected .. ' ' .. seq)
   end
-  local element = message_element(seq, 'active', now, body)
+  local element = message_element(meta[1], 'active', now, body)
   local created = nil
   if redis.call('RPUSH', k[3], element) == 1 then
     created = {3}

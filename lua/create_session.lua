@@ -28,12 +28,14 @@ if not ttl or ttl < 1 or ttl > 1099511627776 or ttl ~= math.floor(ttl) then
   return fail('BAD_INPUT', 'idle TTL must be a whole number of seconds')
 end
 local now = now_ms()
+-- The fields every hot-path write reads or sets come first (ttl_at too, set just below by
+-- refresh_ttl): a small hash is a listpack that HMGET/HSET scan from the front.
 redis.call('HSET', KEYS[1],
+  'next_seq', 1, 'ttl', ARGV[11], 'ttl_at', 0, 'updated_at', now, 'version', 0,
   'user_id', ARGV[2], 'kind', ARGV[5], 'parent', ARGV[3], 'spawn_depth', ARGV[4],
   'lifecycle', ARGV[6], 'status', 'active', 'model', ARGV[7], 'system_prompt', ARGV[8],
-  'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now, 'updated_at', now,
-  'next_seq', 1, 'round_index', 0, 'last_compact_seq', 0, 'pending', '', 'version', 0,
-  'ttl', ARGV[11], 'compacted', '')
+  'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now,
+  'round_index', 0, 'last_compact_seq', 0, 'pending', '', 'compacted', '')
 refresh_ttl(KEYS, ARGV[11], now)
 redis.call('SADD', KEYS[10], ARGV[1])
 if ARGV[2] ~= '' then

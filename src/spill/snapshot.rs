@@ -158,7 +158,14 @@ pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snaps
         params![sid],
     )?;
     let last_compact_seq = s.compactions.len();
+    // create_session.lua's order: the hot path's fields first (see there).
     s.meta = vec![
+        ("next_seq", (s.messages.len() + 1).to_string()),
+        ("ttl", ttl.to_string()),
+        // A place at the front; restore_session's refresh_ttl sets it.
+        ("ttl_at", "0".into()),
+        ("updated_at", updated.to_string()),
+        ("version", "0".into()),
         ("user_id", user_id),
         ("kind", kind),
         ("parent", parent),
@@ -170,13 +177,9 @@ pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snaps
         ("config", config),
         ("metadata", metadata),
         ("created_at", created.to_string()),
-        ("updated_at", updated.to_string()),
-        ("next_seq", (s.messages.len() + 1).to_string()),
         ("round_index", round_index.to_string()),
         ("last_compact_seq", last_compact_seq.to_string()),
         ("pending", pending),
-        ("version", "0".into()),
-        ("ttl", ttl.to_string()),
     ];
     let mut stmt = conn.prepare_cached(
         "SELECT field, value FROM graph_log WHERE session_id = ?1 ORDER BY field",
