@@ -149,16 +149,17 @@ fn print_table(rows: &[Row], workers: usize) {
 
 fn print_scaling(points: &[scaling::ScalingPoint]) {
     println!(
-        "W1 scaling (redis-benchmark -P 1 at the same -c; CPU = Redis used_cpu_user+sys per call):"
+        "W1 scaling (redis-benchmark -P 1 at the same -c; cpu = Redis used_cpu_user+sys per call, client = this process' CPU per append):"
     );
     println!(
-        "{:>7} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>9} {:>7} {:>8} {:>11} {:>7} {:>8}",
+        "{:>7} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>7} {:>8} {:>11} {:>7} {:>8}",
         "workers",
         "sessions",
         "appends/s",
         "p50 us",
         "p99 us",
         "cpu us",
+        "client",
         "evalsha",
         "cmds",
         "SET/s",
@@ -171,13 +172,14 @@ fn print_scaling(points: &[scaling::ScalingPoint]) {
     for p in points {
         let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
         println!(
-            "{:>7} {:>8} {:>9.0} {:>7} {:>7} {:>8.1} {:>8.2} {:>8.1} {:>9.0} {:>7.1} {:>8.2} {:>11.0} {:>7.1} {:>8.2}",
+            "{:>7} {:>8} {:>9.0} {:>7} {:>7} {:>8.1} {:>8.1} {:>8.2} {:>8.1} {:>9.0} {:>7.1} {:>8.2} {:>11.0} {:>7.1} {:>8.2}",
             p.workers,
             p.sessions,
             p.per_sec,
             opt(p.p50_us),
             opt(p.p99_us),
             p.cpu_us_per_append,
+            p.client_cpu_us_per_append,
             p.evalsha_per_append,
             p.commands_per_append,
             p.set_per_sec,

@@ -1,8 +1,8 @@
 //! W1 scaling (issue 15): W1 at 1, 8 and 64 workers, each next to `redis-benchmark` running
 //! a plain SET and the single-append script (`append_message.lua`) at the same `-c`, with
-//! the Redis CPU each append cost (`INFO cpu`) and the commands it ran (`INFO
-//! commandstats`). Group commit shows here: at many workers per partition the appends of one
-//! partition share an EVALSHA.
+//! the Redis CPU each append cost (`INFO cpu`), this process' CPU per append (getrusage) and
+//! the commands it ran (`INFO commandstats`). Group commit shows here: appends in flight
+//! together share an EVALSHA.
 
 use serde::Serialize;
 
@@ -30,6 +30,9 @@ pub struct ScalingPoint {
     pub p99_us: Option<u64>,
     /// Redis CPU (user + sys) per append, microseconds.
     pub cpu_us_per_append: f64,
+    /// This process' CPU (user + sys, every thread: the workers, the runtime, the
+    /// connection drivers) per append, microseconds.
+    pub client_cpu_us_per_append: f64,
     /// EVALSHA calls per append (below 1 when appends were batched).
     pub evalsha_per_append: f64,
     /// Every command Redis ran per append, the scripts' inner ones included.
@@ -54,6 +57,18 @@ impl ScalingPoint {
     pub fn of_script(&self) -> f64 {
         self.per_sec / self.script_per_sec
     }
+}
+
+/// CPU this process has used (user + sys, all threads), seconds.
+fn process_cpu_secs() -> f64 {
+    // SAFETY: getrusage writes the struct it is given and nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 /// Runs redis-benchmark with `command` and returns (requests/s, Redis CPU µs per request).
@@ -93,8 +108,10 @@ pub async fn w1_scaling(
         };
         let cpu = redis_cpu_secs(store).await?;
         let calls = command_calls(store).await?;
+        let client_cpu = process_cpu_secs();
         let (row, _) =
             live::w1_append(store, &format!("bench_scale{workers}"), point_sizes).await?;
+        let client_used = process_cpu_secs() - client_cpu;
         let used = redis_cpu_secs(store).await? - cpu;
         let after = command_calls(store).await?;
         let n = row.ops as f64;
@@ -111,6 +128,7 @@ pub async fn w1_scaling(
             p50_us: row.p50_us,
             p99_us: row.p99_us,
             cpu_us_per_append: used * 1e6 / n,
+            client_cpu_us_per_append: client_used * 1e6 / n,
             evalsha_per_append: (after.0 - calls.0) as f64 / n,
             commands_per_append: (after.1 - calls.1) as f64 / n,
             set_per_sec,
