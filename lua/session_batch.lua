@@ -25,12 +25,15 @@ local out, n = {}, 0
 local a, base = 1, 0
 while a <= #ARGV do
   local op, r = ARGV[a], nil
-  local nk = op == 'decision' and 11 or 9
-  local k = {}
-  for j = 1, nk do
-    k[j] = KEYS[base + j]
+  -- A constructor sizes the table once (filling an empty one rehashes it at 1, 2, 4, 8).
+  local k = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5],
+    KEYS[base + 6], KEYS[base + 7], KEYS[base + 8], KEYS[base + 9]}
+  if op == 'decision' then
+    k[10], k[11] = KEYS[base + 10], KEYS[base + 11]
+    base = base + 11
+  else
+    base = base + 9
   end
-  base = base + nk
   if op == 'append' then
     r = append_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], now)
     a = a + 6
