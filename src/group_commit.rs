@@ -1,18 +1,23 @@
 //! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
-//! process share round trips. A lane holds at most one such round trip in flight. A caller
-//! that finds its lane idle sends its call at once (its own script: no timer, no added
-//! latency at low load); callers that arrive while a round trip is in flight queue, and when
-//! it returns what queued goes as one `session_batch.lua` (one EVALSHA, at most
-//! [`MAX_BATCH`] items). Each caller gets its own reply or typed error.
+//! process share round trips. A lane holds at most [`MAX_IN_FLIGHT`] such round trips in
+//! flight. A caller that finds a free slot sends its call at once (its own script: no timer,
+//! no added latency at low load); callers that arrive while every slot is taken queue, and
+//! when a round trip returns what queued goes as one `session_batch.lua` (one EVALSHA, at
+//! most [`MAX_BATCH`] items). Two in flight, not one, so that Redis runs one batch while
+//! this process gathers the next (with one, Redis and the client took turns idling: at 8
+//! workers W1 fell to 0.7 of per-partition lanes). Each caller gets its own reply or typed
+//! error.
 //!
 //! Lanes: on a Redis Cluster one per partition (a batch touches one hash slot); on a single
 //! node one for the whole store, so the writes of every partition share a batch (a single
 //! node has no slot rule, and many agents of one process rarely write to one partition at a
 //! time: per-partition lanes formed almost no batches at 8 workers over 16 partitions).
 //!
-//! Order: a lane sends its queue in arrival order and one round trip at a time, so the
-//! writes of one session land in the order their callers reached the lane. A caller that
-//! gives up (its future dropped) before its batch is sent is left out of it.
+//! Order: the round trips in flight at once never share a session (a queued call of a
+//! session that is in flight waits for that round trip), and a lane sends its queue in
+//! arrival order, so the writes of one session land in the order their callers reached the
+//! lane; writes of different sessions commute. A caller that gives up (its future dropped)
+//! before its batch is sent is left out of it.
 
 use std::sync::{Arc, Mutex};
 
@@ -22,6 +27,9 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::scripts::{self, BatchItem};
 use crate::store::Store;
+
+/// Most round trips of one lane in flight at once.
+pub const MAX_IN_FLIGHT: usize = 2;
 
 /// Most calls one batch carries; what queued beyond it goes with the next round trip. It
 /// bounds how long one script holds Redis (about 10 µs of Redis time per item).
@@ -54,40 +62,93 @@ impl Lanes {
 /// One lane.
 #[derive(Default)]
 struct Lane {
-    /// A round trip of this lane is in flight (its sender hands the lane on).
-    busy: bool,
-    /// Calls waiting for the next round trip, in arrival order.
+    /// The round trips in flight: each one's number and its sessions' tags.
+    flights: Vec<(u64, Vec<u64>)>,
+    /// The number the next round trip gets.
+    next_flight: u64,
+    /// Calls waiting for a round trip, in arrival order.
     queue: Vec<Waiting>,
+}
+
+impl Lane {
+    /// Whether a round trip in flight carries a write of the session tagged `session`.
+    fn carries(flights: &[(u64, Vec<u64>)], session: u64) -> bool {
+        flights
+            .iter()
+            .any(|(_, sessions)| sessions.contains(&session))
+    }
+
+    /// Records a round trip of `sessions` in flight; returns its number.
+    fn take_off(&mut self, sessions: Vec<u64>) -> u64 {
+        let flight = self.next_flight;
+        self.next_flight += 1;
+        self.flights.push((flight, sessions));
+        flight
+    }
+
+    /// Takes the queued calls that may go now, in order, up to [`MAX_BATCH`]: none while
+    /// every slot is taken, and none of a session a round trip in flight carries (those
+    /// stay queued, in order, with every later call of their session).
+    fn boarding(&mut self) -> Vec<Waiting> {
+        if self.flights.len() >= MAX_IN_FLIGHT || self.queue.is_empty() {
+            return Vec::new();
+        }
+        let flights = &self.flights;
+        let mut batch = Vec::new();
+        let mut held = Vec::new();
+        for w in self.queue.drain(..) {
+            if batch.len() < MAX_BATCH && !Lane::carries(flights, w.session) {
+                batch.push(w);
+            } else {
+                held.push(w);
+            }
+        }
+        self.queue = held;
+        batch
+    }
 }
 
 /// A call waiting in a lane, with where its reply (its own script's reply) goes.
 struct Waiting {
     item: Arc<BatchItem>,
+    /// Its session's tag ([`session_tag`]).
+    session: u64,
     reply: oneshot::Sender<Result<Value>>,
 }
 
-/// Lane `lane` is this holder's: dropping it (the round trip returned, or the holder's
-/// future was dropped) hands the lane to the queue (its first [`MAX_BATCH`] calls), or
-/// leaves it idle.
+/// A session's tag: a hash of its meta key. Two sessions that share one only wait for each
+/// other (the order check is conservative), never reorder.
+fn session_tag(item: &BatchItem) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    item.session_key().hash(&mut h);
+    h.finish()
+}
+
+/// Round trip `flight` of lane `lane` is this holder's: dropping it (the round trip
+/// returned, or the holder's future was dropped) lands it and sends what may board next.
 struct Turn {
     store: Store,
     lane: usize,
+    flight: u64,
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
-        let batch: Vec<Waiting> = {
+        let (batch, flight) = {
             let mut lane = self.store.lanes().lock(self.lane);
-            if lane.queue.is_empty() {
-                lane.busy = false;
+            lane.flights.retain(|(f, _)| *f != self.flight);
+            let batch = lane.boarding();
+            if batch.is_empty() {
                 return;
             }
-            let n = lane.queue.len().min(MAX_BATCH);
-            lane.queue.drain(..n).collect()
+            let flight = lane.take_off(batch.iter().map(|w| w.session).collect());
+            (batch, flight)
         };
         let turn = Turn {
             store: self.store.clone(),
             lane: self.lane,
+            flight,
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
@@ -116,9 +177,8 @@ impl Drop for Turn {
 }
 
 impl Store {
-    /// Runs `item` through its lane (at once when no round trip of the lane is in flight,
-    /// else with the next batch) and decodes its own script's
-    /// reply. A `NO_SESSION` failure asks for a restore and runs it once more, as
+    /// Runs `item` through its lane (at once when a slot is free and nothing waits, else
+    /// with a later batch) and decodes its own script's reply. A `NO_SESSION` failure asks for a restore and runs it once more, as
     /// [`Store::invoke_session`] does.
     pub(crate) async fn invoke_grouped<T: FromRedisValue>(
         &self,
@@ -135,22 +195,30 @@ impl Store {
 
     async fn through_lane(&self, item: Arc<BatchItem>) -> Result<Value> {
         let lane = self.lanes().of(item.partition());
+        let session = session_tag(&item);
         let waiting = {
             let mut lane = self.lanes().lock(lane);
-            if lane.busy {
-                let (reply, rx) = oneshot::channel();
-                lane.queue.push(Waiting { item, reply });
-                Err(rx)
+            if lane.flights.len() < MAX_IN_FLIGHT
+                && lane.queue.is_empty()
+                && !Lane::carries(&lane.flights, session)
+            {
+                Ok((item, lane.take_off(vec![session])))
             } else {
-                lane.busy = true;
-                Ok(item)
+                let (reply, rx) = oneshot::channel();
+                lane.queue.push(Waiting {
+                    item,
+                    session,
+                    reply,
+                });
+                Err(rx)
             }
         };
         match waiting {
-            Ok(item) => {
+            Ok((item, flight)) => {
                 let turn = Turn {
                     store: self.clone(),
                     lane,
+                    flight,
                 };
                 let call = item.call();
                 let first = self.invoke_once::<Value>(&call).await;

@@ -330,6 +330,11 @@ impl BatchItem {
         call
     }
 
+    /// Its session's meta key (names the session within the namespace).
+    pub fn session_key(&self) -> &str {
+        &self.session.meta
+    }
+
     /// The partition of its session.
     pub fn partition(&self) -> u32 {
         self.session.partition
