@@ -569,7 +569,7 @@ impl PyStore {
         thread: String,
         ns: String,
         checkpoint_id: Option<String>,
-    ) -> PyResult<OptJson> {
+    ) -> PyResult<graph::OptTuple> {
         block(py, graph::get(self.s(), thread, ns, checkpoint_id))
     }
 
@@ -597,7 +597,7 @@ impl PyStore {
         before: Option<String>,
         filter: Option<Bound<'_, PyAny>>,
         limit: Option<usize>,
-    ) -> PyResult<Json> {
+    ) -> PyResult<graph::Tuples> {
         let filter = json_object("filter", filter.as_ref())?;
         block(py, graph::list(self.s(), thread, ns, before, filter, limit))
     }
