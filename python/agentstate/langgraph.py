@@ -33,7 +33,6 @@ import hashlib
 import itertools
 import json
 import json.scanner
-import math
 import os
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -54,7 +53,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import _ids
-from ._agentstate import Store
+from ._agentstate import Store, plain_json
 from ._shared import ashared_store, shared_store
 
 __all__ = ["AgentStateSaver"]
@@ -81,34 +80,6 @@ without slicing off the prefix or the whitespace regex matches ``decode`` adds p
 
 _version_seq = itertools.count()
 _version_nonce = f"{os.getpid()}.{time.time_ns()}"
-
-
-def _is_plain(value: Any) -> bool:
-    """Whether ``value`` is exactly JSON: it survives ``json.dumps``/``loads`` unchanged."""
-    t = type(value)
-    if t is str or t is int or t is bool or value is None:
-        return True
-    if t is float:
-        return math.isfinite(value)
-    if t is list:
-        return all(_is_plain(v) for v in value)
-    if t is dict:
-        return all(type(k) is str and _is_plain(v) for k, v in value.items())
-    return False
-
-
-def _json(value: Any) -> Optional[str]:
-    """The JSON text of a plain value, or None when it is not plain (or not valid UTF-8:
-    a lone surrogate in a string)."""
-    if not _is_plain(value):
-        return None
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return None
-    return text
 
 
 class AgentStateSaver(BaseCheckpointSaver[str]):
@@ -168,7 +139,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     def _dumps(self, value: Any) -> str:
         """The stored string of a channel value or a pending write."""
         if type(self.serde) is JsonPlusSerializer:
-            text = _json(value)
+            text = plain_json(value)
             if text is not None:
                 return "json:" + text
         kind, data = self.serde.dumps_typed(value)
@@ -192,7 +163,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     def _dump_doc(self, value: Any) -> Any:
         """A JSON value for the core: ``value`` itself when plain, else wrapped."""
-        if _is_plain(value):
+        if plain_json(value) is not None:
             return value
         kind, data = self.serde.dumps_typed(value)
         return {TYPED: f"{kind}:{base64.b64encode(data).decode('ascii')}"}
