@@ -10,13 +10,15 @@
     page: ARGV[3] encoded namespace or '' with ARGV[4] = 'all' (every namespace), else 'ns';
           ARGV[5] encoded checkpoint id to list below (exclusive) or ''; ARGV[6] at most this many
     dump: every field and value of the graph log
-  Returns: one/page: a list, newest first, of {entry JSON, {channel value or nil, in the
-           entry's channel order}, {write JSON...}}; dump: {field, value, field, value...}
+  Returns: one/page: the checkpoints newest first, flat: for each, its entry JSON, the number
+           of its channel values and those values (nil where absent, in the entry's channel
+           order), the number of its writes and the write JSONs; dump: {field, value, ...}
   Errors:  NO_SESSION
   Cost: a page is a fixed number of commands whatever its length (the index range, then one
   HMGET each for the entries, their values and their writes, in chunks of CHUNK fields, and
   one ZRANGEBYLEX of writes per namespace), not four per checkpoint: in Redis 7 each
-  redis.call costs a few microseconds, which made a 500-checkpoint page ~20 ms.
+  redis.call costs a few microseconds, which made a 500-checkpoint page ~20 ms. The reply
+  is flat (no table per checkpoint): a quarter less of the script's time than nested.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return fail('NO_SESSION', ARGV[1])
@@ -37,11 +39,12 @@ local function hmget(fields)
 end
 
 -- The checkpoints under index members `ms` (`c|<ns>|<id>`), in that order, each with its
--- values and writes; a member without an entry is left out. The entry's first string is
--- its value fields, separated by one space (`"fields":"..."`, free of JSON escapes and
--- spaces by the caller's encoding), so no entry is JSON-decoded here. A checkpoint's writes are the index range
--- `w|<ns>|<id>|...`; one range per namespace spans the writes of every listed checkpoint of
--- it (exactly those when ids have one length, as LangGraph's; others are skipped).
+-- values and writes, as the flat reply (see Returns); a member without an entry is left
+-- out. The entry's first string is its value fields, separated by one space
+-- (`"fields":"..."`, free of JSON escapes and spaces by the caller's encoding), so no entry
+-- is JSON-decoded here. A checkpoint's writes are the index range `w|<ns>|<id>|...`; one
+-- range per namespace spans the writes of every listed checkpoint of it (exactly those
+-- when ids have one length, as LangGraph's; the others in it are skipped).
 local function tuples(ms)
   local out = {}
   if #ms == 0 then
@@ -93,13 +96,23 @@ local function tuples(ms)
     local list = wlists[i]
     list[#list + 1] = value
   end
+  local n = 0
   for i, m in ipairs(ms) do
     if entries[i] then
-      local vs = {}
+      out[n + 1] = entries[i]
+      out[n + 2] = first[i + 1] - first[i]
+      n = n + 2
       for j = first[i], first[i + 1] - 1 do
-        vs[#vs + 1] = values[j]
+        n = n + 1
+        out[n] = values[j]
       end
-      out[#out + 1] = {entries[i], vs, writes['w' .. string.sub(m, 2)]}
+      local ws = writes['w' .. string.sub(m, 2)]
+      n = n + 1
+      out[n] = #ws
+      for j = 1, #ws do
+        n = n + 1
+        out[n] = ws[j]
+      end
     end
   end
   return out
