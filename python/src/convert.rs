@@ -13,8 +13,18 @@ pub struct Json(pub Value);
 /// Optional JSON: `None` becomes Python `None`.
 pub struct OptJson(pub Option<Value>);
 
-/// Messages on their way to Python, each a dict (hot path: built directly, not via `Value`).
-pub struct Messages(pub Vec<Message>);
+/// A value Python receives as a dict built field by field, not through a serde_json tree
+/// (hot paths: messages, graph tuples).
+pub trait ToDict {
+    /// Its dict.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>>;
+}
+
+/// Values on their way to Python as a list of their dicts.
+pub struct Dicts<T>(pub Vec<T>);
+
+/// A value on its way to Python as its dict, or `None`.
+pub struct OptDict<T>(pub Option<T>);
 
 /// Anything serde can serialize, converted through a JSON value (sessions, checkpoints,
 /// decisions, deliveries, receipts).
@@ -207,7 +217,13 @@ fn write_json_str(out: &mut String, s: &str) {
 
 /// The dict of one stored message: `seq`, `state`, `created_at`, `role`, and the optional
 /// fields that are set.
-pub fn message_to_py<'py>(py: Python<'py>, m: &Message) -> PyResult<Bound<'py, PyDict>> {
+impl ToDict for Message {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        message_to_py(py, self)
+    }
+}
+
+fn message_to_py<'py>(py: Python<'py>, m: &Message) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("seq", m.seq)?;
     d.set_item(
@@ -261,15 +277,27 @@ impl<'py> IntoPyObject<'py> for OptJson {
     }
 }
 
-impl<'py> IntoPyObject<'py> for Messages {
+impl<'py, T: ToDict> IntoPyObject<'py> for Dicts<T> {
     type Target = PyAny;
     type Output = Bound<'py, PyAny>;
     type Error = PyErr;
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
         let list = PyList::empty(py);
-        for m in &self.0 {
-            list.append(message_to_py(py, m)?)?;
+        for x in &self.0 {
+            list.append(x.to_dict(py)?)?;
         }
         Ok(list.into_any())
+    }
+}
+
+impl<'py, T: ToDict> IntoPyObject<'py> for OptDict<T> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        match &self.0 {
+            Some(x) => Ok(x.to_dict(py)?.into_any()),
+            None => Ok(py.None().into_bound(py)),
+        }
     }
 }

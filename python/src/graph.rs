@@ -5,12 +5,12 @@
 //! parsing (done by the core, GIL released) are over.
 
 use agentstate::{GraphPut, GraphTuple, Store};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use pyo3::{intern, IntoPyObjectExt};
 use serde_json::{Map, Value};
 
-use crate::convert::json_to_py;
+use crate::convert::{json_to_py, Dicts, OptDict, ToDict};
 
 /// What `graph_put` takes from Python, gathered under the GIL.
 pub struct PutArgs {
@@ -57,17 +57,17 @@ pub async fn put_writes(
         .await
 }
 
-/// Graph tuples on their way to Python: a list of tuple dicts.
-pub struct Tuples(pub Vec<GraphTuple>);
-
-/// A graph tuple on its way to Python: its dict, or `None`.
-pub struct OptTuple(pub Option<GraphTuple>);
-
 /// The dict of one graph tuple: `ns`, `id`, `parent`, `checkpoint`, `metadata`,
 /// `created_at`, `channels` ([channel, version] lists), `values` (channel → stored value)
 /// and `writes` (dicts `task_id`, `task_path`, `channel`, `idx`, `value`). Built field by
 /// field: going through a serde_json tree of the tuple copied every value string once more
 /// and was most of a long list's time in the binding.
+impl ToDict for GraphTuple {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        tuple_to_py(py, self)
+    }
+}
+
 fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item(intern!(py, "ns"), &t.ns)?;
@@ -100,38 +100,13 @@ fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDi
     Ok(d)
 }
 
-impl<'py> IntoPyObject<'py> for Tuples {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        let list = PyList::empty(py);
-        for t in &self.0 {
-            list.append(tuple_to_py(py, t)?)?;
-        }
-        Ok(list.into_any())
-    }
-}
-
-impl<'py> IntoPyObject<'py> for OptTuple {
-    type Target = PyAny;
-    type Output = Bound<'py, PyAny>;
-    type Error = PyErr;
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        match &self.0 {
-            Some(t) => tuple_to_py(py, t)?.into_bound_py_any(py),
-            None => Ok(py.None().into_bound(py)),
-        }
-    }
-}
-
 pub async fn get(
     s: Store,
     thread: String,
     ns: String,
     id: Option<String>,
-) -> agentstate::Result<OptTuple> {
-    s.graph_get(&thread, &ns, id.as_deref()).await.map(OptTuple)
+) -> agentstate::Result<OptDict<GraphTuple>> {
+    s.graph_get(&thread, &ns, id.as_deref()).await.map(OptDict)
 }
 
 pub async fn list(
@@ -141,7 +116,7 @@ pub async fn list(
     before: Option<String>,
     filter: Option<Map<String, Value>>,
     limit: Option<usize>,
-) -> agentstate::Result<Tuples> {
+) -> agentstate::Result<Dicts<GraphTuple>> {
     s.graph_list(
         &thread,
         ns.as_deref(),
@@ -150,7 +125,7 @@ pub async fn list(
         limit,
     )
     .await
-    .map(Tuples)
+    .map(Dicts)
 }
 
 pub async fn delete(s: Store, thread: String) -> agentstate::Result<bool> {
