@@ -10,38 +10,112 @@
     page: ARGV[3] encoded namespace or '' with ARGV[4] = 'all' (every namespace), else 'ns';
           ARGV[5] encoded checkpoint id to list below (exclusive) or ''; ARGV[6] at most this many
     dump: every field and value of the graph log
-  Returns: one/page: a list, newest first, of {entry JSON, {channel value or nil, in the
-           entry's channel order}, {write JSON...}}; dump: {field, value, field, value...}
+  Returns: one/page: the checkpoints newest first, flat: for each, its entry JSON, the number
+           of its channel values and those values (nil where absent, in the entry's channel
+           order), the number of its writes and the write JSONs; dump: {field, value, ...}
   Errors:  NO_SESSION
+  Cost: a page is a fixed number of commands whatever its length (the index range, then one
+  HMGET each for the entries, their values and their writes, in chunks of CHUNK fields, and
+  one ZRANGEBYLEX of writes per namespace), not four per checkpoint: in Redis 7 each
+  redis.call costs a few microseconds, which made a 500-checkpoint page ~20 ms. The reply
+  is flat (no table per checkpoint): a quarter less of the script's time than nested.
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return fail('NO_SESSION', ARGV[1])
 end
 local TOP = '\255'
+local CHUNK = 1000 -- fields per HMGET: unpack() of many more overflows Lua's C stack
 
--- The checkpoint under index member m with its values and writes, or nil. The entry's
--- first string is its value fields, space-separated (`"fields":"..."`, free of JSON escapes
--- by the caller's encoding), so no entry is JSON-decoded here.
-local function tuple(m)
-  local entry = redis.call('HGET', KEYS[2], m)
-  if not entry then
-    return nil
+-- The values of hash fields `fields` (false where absent), in order.
+local function hmget(fields)
+  local out = {}
+  for i = 1, #fields, CHUNK do
+    local got = redis.call('HMGET', KEYS[2], unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #got do
+      out[#out + 1] = got[j]
+    end
   end
-  local fields = {}
-  for f in string.gmatch(string.match(entry, '"fields":"([^"]*)"') or '', '%S+') do
-    fields[#fields + 1] = f
+  return out
+end
+
+-- The checkpoints under index members `ms` (`c|<ns>|<id>`), in that order, each with its
+-- values and writes, as the flat reply (see Returns); a member without an entry is left
+-- out. The entry's first string is its value fields, separated by one space
+-- (`"fields":"..."`, free of JSON escapes and spaces by the caller's encoding), so no entry
+-- is JSON-decoded here. A checkpoint's writes are the index range `w|<ns>|<id>|...`; one
+-- range per namespace spans the writes of every listed checkpoint of it (exactly those
+-- when ids have one length, as LangGraph's; the others in it are skipped).
+local function tuples(ms)
+  local out = {}
+  if #ms == 0 then
+    return out
   end
-  local values = {}
-  if #fields > 0 then
-    values = redis.call('HMGET', KEYS[2], unpack(fields))
+  local entries = hmget(ms)
+  local fields, first, writes, spans = {}, {}, {}, {}
+  for i, m in ipairs(ms) do
+    local e = entries[i]
+    first[i] = #fields + 1
+    if e then
+      local _, at = string.find(e, '"fields":"', 1, true)
+      local stop = at and string.find(e, '"', at + 1, true) or 0
+      at = (at or 0) + 1
+      while at < stop do -- plain finds: string.gmatch cost ~2 us per entry
+        local space = string.find(e, ' ', at, true)
+        if not space or space > stop then
+          space = stop
+        end
+        fields[#fields + 1] = string.sub(e, at, space - 1)
+        at = space + 1
+      end
+      local w = 'w' .. string.sub(m, 2)
+      writes[w] = {}
+      local low = w .. '|'
+      local ns = string.match(m, '^c|([^|]*)|')
+      local span = spans[ns]
+      if not span then
+        spans[ns] = {low, low .. TOP}
+      else
+        if low < span[1] then span[1] = low end
+        if low .. TOP > span[2] then span[2] = low .. TOP end
+      end
+    end
   end
-  local prefix = 'w' .. string.sub(m, 2) .. '|'
-  local wf = redis.call('ZRANGEBYLEX', KEYS[3], '[' .. prefix, '[' .. prefix .. TOP)
-  local writes = {}
-  if #wf > 0 then
-    writes = redis.call('HMGET', KEYS[2], unpack(wf))
+  first[#ms + 1] = #fields + 1
+  local values = hmget(fields)
+  local wfields, wlists = {}, {}
+  for _, span in pairs(spans) do
+    for _, w in ipairs(redis.call('ZRANGEBYLEX', KEYS[3], '[' .. span[1], '[' .. span[2])) do
+      local list = writes[string.match(w, '^(w|[^|]*|[^|]*)|')]
+      if list then
+        wfields[#wfields + 1] = w
+        wlists[#wfields] = list
+      end
+    end
   end
-  return {entry, values, writes}
+  for i, value in ipairs(hmget(wfields)) do
+    local list = wlists[i]
+    list[#list + 1] = value
+  end
+  local n = 0
+  for i, m in ipairs(ms) do
+    if entries[i] then
+      out[n + 1] = entries[i]
+      out[n + 2] = first[i + 1] - first[i]
+      n = n + 2
+      for j = first[i], first[i + 1] - 1 do
+        n = n + 1
+        out[n] = values[j]
+      end
+      local ws = writes['w' .. string.sub(m, 2)]
+      n = n + 1
+      out[n] = #ws
+      for j = 1, #ws do
+        n = n + 1
+        out[n] = ws[j]
+      end
+    end
+  end
+  return out
 end
 
 -- Index members of namespace `ns` (encoded) below checkpoint `before` (or all), newest first.
@@ -58,7 +132,6 @@ local mode = ARGV[2]
 if mode == 'dump' then
   return redis.call('HGETALL', KEYS[2])
 end
-local out = {}
 if mode == 'one' then
   local m
   if ARGV[4] ~= '' then
@@ -66,11 +139,7 @@ if mode == 'one' then
   else
     m = members(ARGV[3], '', 1)[1]
   end
-  local t = m and tuple(m)
-  if t then
-    out[1] = t
-  end
-  return out
+  return tuples({m})
 end
 local limit = tonumber(ARGV[6])
 local found
@@ -78,21 +147,21 @@ if ARGV[4] == 'ns' then
   found = members(ARGV[3], ARGV[5], limit)
 else
   found = {}
+  local ids, spaces = {}, 0
   for _, n in ipairs(redis.call('ZRANGEBYLEX', KEYS[3], '[n|', '[n|' .. TOP)) do
+    spaces = spaces + 1
+    local prefix = #n + 2 -- `c|<ns>|` is one longer than `n|<ns>`
     for _, m in ipairs(members(string.sub(n, 3), ARGV[5], limit)) do
       found[#found + 1] = m
+      ids[m] = string.sub(m, prefix)
     end
   end
-  -- Newest first across namespaces: by checkpoint id, the part after the second `|`.
-  local function id_of(m)
-    return string.match(m, '^c|[^|]*|(.*)$')
+  -- Newest first across namespaces: by checkpoint id (one namespace is in order already).
+  if spaces > 1 then
+    table.sort(found, function(a, b) return ids[a] > ids[b] end)
   end
-  table.sort(found, function(a, b) return id_of(a) > id_of(b) end)
-end
-for i = 1, math.min(#found, limit) do
-  local t = tuple(found[i])
-  if t then
-    out[#out + 1] = t
+  for i = #found, limit + 1, -1 do
+    found[i] = nil
   end
 end
-return out
+return tuples(found)

@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
+use redis::FromRedisValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -169,9 +170,34 @@ fn run_id(metadata: &Value) -> Option<&str> {
     metadata.get("run_id").and_then(Value::as_str)
 }
 
-/// The [`GraphTuple`] of one `graph_read.lua` item.
-fn tuple(item: (String, Vec<Option<String>>, Vec<Option<String>>)) -> Result<GraphTuple> {
-    let (entry, values, writes) = item;
+/// The tuples of a `graph_read.lua` one/page reply: flat, per checkpoint its entry JSON,
+/// its value count and values (nil where not stored), its write count and writes.
+fn tuples(reply: Vec<redis::Value>) -> Result<Vec<GraphTuple>> {
+    fn next<T: FromRedisValue>(it: &mut std::vec::IntoIter<redis::Value>) -> Result<T> {
+        let v = it
+            .next()
+            .ok_or_else(|| Error::redis("graph_read reply: cut short"))?;
+        T::from_redis_value(v).map_err(|e| Error::redis(format!("graph_read reply: {e}")))
+    }
+    let mut it = reply.into_iter();
+    let mut out = Vec::new();
+    while it.len() > 0 {
+        let entry: String = next(&mut it)?;
+        let n: usize = next(&mut it)?;
+        let values = (0..n).map(|_| next(&mut it)).collect::<Result<_>>()?;
+        let n: usize = next(&mut it)?;
+        let writes = (0..n).map(|_| next(&mut it)).collect::<Result<_>>()?;
+        out.push(tuple(entry, values, writes)?);
+    }
+    Ok(out)
+}
+
+/// The [`GraphTuple`] of one checkpoint read by `graph_read.lua`.
+fn tuple(
+    entry: String,
+    values: Vec<Option<String>>,
+    writes: Vec<Option<String>>,
+) -> Result<GraphTuple> {
     let e: Entry = serde_json::from_str(&entry)?;
     let values = e
         .channels
@@ -225,8 +251,6 @@ pub(crate) fn restore_index(values: &[(String, String)]) -> (Vec<String>, Vec<St
     }
     (members.into_iter().collect(), runs.into_iter().collect())
 }
-
-type ReadItem = (String, Vec<Option<String>>, Vec<Option<String>>);
 
 impl Store {
     /// Puts checkpoint `cp` into thread `thread`'s graph log (creating the thread, an
@@ -346,11 +370,10 @@ impl Store {
                 id: e_id.as_deref(),
             },
         );
-        let items: Vec<ReadItem> = match self.invoke_session(thread, &call).await {
-            Err(Error::UnknownSession(_)) => return Ok(None),
-            other => other?,
-        };
-        items.into_iter().next().map(tuple).transpose()
+        match self.invoke_session(thread, &call).await {
+            Err(Error::UnknownSession(_)) => Ok(None),
+            other => Ok(tuples(other?)?.into_iter().next()),
+        }
     }
 
     /// Checkpoints of `ns` (every namespace when `None`), newest first (greatest id first),
@@ -383,13 +406,12 @@ impl Store {
                     limit: page,
                 },
             );
-            let items: Vec<ReadItem> = match self.invoke_session(thread, &call).await {
+            let items = match self.invoke_session(thread, &call).await {
                 Err(Error::UnknownSession(_)) => return Ok(out),
-                other => other?,
+                other => tuples(other?)?,
             };
             let full = items.len() == page;
-            for item in items {
-                let t = tuple(item)?;
+            for t in items {
                 cursor = Some(enc(&t.id).into_owned());
                 if filter.is_none_or(|f| matches(&t.metadata, f))
                     && limit.is_none_or(|n| out.len() < n)

@@ -66,6 +66,12 @@ class Consumer:
     def release(self, deliveries: Sequence[Dict[str, Any]]) -> None: ...
     def arelease(self, deliveries: Sequence[Dict[str, Any]]) -> Awaitable[None]: ...
 
+def plain_json(value: Any) -> Optional[str]:
+    """The compact JSON text of ``value`` (``json.dumps(value, ensure_ascii=False,
+    separators=(",", ":"))``) when it is made only of the exact JSON types: dict with str
+    keys, list, str, int, finite float, bool, None (no subclass, no tuple); else None, as
+    for a str with a lone surrogate or nesting deeper than 500."""
+
 class Store:
     """A client of one agentstate namespace in one Redis, shareable across threads and
     event loops. Every method has an async twin prefixed with ``a``."""

@@ -13,8 +13,18 @@ pub struct Json(pub Value);
 /// Optional JSON: `None` becomes Python `None`.
 pub struct OptJson(pub Option<Value>);
 
-/// Messages on their way to Python, each a dict (hot path: built directly, not via `Value`).
-pub struct Messages(pub Vec<Message>);
+/// A value Python receives as a dict built field by field, not through a serde_json tree
+/// (hot paths: messages, graph tuples).
+pub trait ToDict {
+    /// Its dict.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>>;
+}
+
+/// Values on their way to Python as a list of their dicts.
+pub struct Dicts<T>(pub Vec<T>);
+
+/// A value on its way to Python as its dict, or `None`.
+pub struct OptDict<T>(pub Option<T>);
 
 /// Anything serde can serialize, converted through a JSON value (sessions, checkpoints,
 /// decisions, deliveries, receipts).
@@ -110,9 +120,110 @@ pub fn py_to_json(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
     )))
 }
 
+/// How deep [`plain_json`] follows nested lists and dicts before giving up (None).
+const PLAIN_DEPTH: usize = 500;
+
+/// The compact JSON text of `obj` when it is made only of the exact JSON types — dict with
+/// str keys, list, str, int, finite float, bool, None; no subclass (an `IntEnum`, a
+/// `defaultdict`), no tuple — else None, as for a str that is not UTF-8 (a lone surrogate)
+/// or nesting deeper than 500. The text is `json.dumps(obj, ensure_ascii=False,
+/// separators=(",", ":"))`'s (floats and ints past 64 bits are written by their Python
+/// `repr`, as `json` does), so such a value reads back equal, type for type. One pass under
+/// the GIL instead of a Python walk checking the types and then `json.dumps`.
+#[pyfunction]
+pub fn plain_json(obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let mut out = String::new();
+    Ok(write_plain(obj, &mut out, 0)?.then_some(out))
+}
+
+/// Appends `obj`'s JSON text to `out`; false (and `out` unfinished) when it is not plain.
+fn write_plain(obj: &Bound<'_, PyAny>, out: &mut String, depth: usize) -> PyResult<bool> {
+    if obj.is_none() {
+        out.push_str("null");
+    } else if let Ok(s) = obj.cast_exact::<PyString>() {
+        let Ok(s) = s.to_cow() else {
+            return Ok(false);
+        };
+        write_json_str(out, &s);
+    } else if obj.is_exact_instance_of::<PyBool>() {
+        out.push_str(if obj.is_truthy()? { "true" } else { "false" });
+    } else if obj.is_exact_instance_of::<PyInt>() {
+        match obj.extract::<i64>() {
+            Ok(i) => out.push_str(&i.to_string()),
+            Err(_) => out.push_str(&obj.repr()?.to_cow()?),
+        }
+    } else if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        if !f.value().is_finite() {
+            return Ok(false);
+        }
+        out.push_str(&f.repr()?.to_cow()?);
+    } else if depth >= PLAIN_DEPTH {
+        return Ok(false);
+    } else if let Ok(l) = obj.cast_exact::<PyList>() {
+        out.push('[');
+        for (i, x) in l.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            if !write_plain(&x, out, depth + 1)? {
+                return Ok(false);
+            }
+        }
+        out.push(']');
+    } else if let Ok(d) = obj.cast_exact::<PyDict>() {
+        out.push('{');
+        for (i, (k, v)) in d.iter().enumerate() {
+            let Ok(k) = k.cast_exact::<PyString>() else {
+                return Ok(false);
+            };
+            let Ok(k) = k.to_cow() else {
+                return Ok(false);
+            };
+            if i > 0 {
+                out.push(',');
+            }
+            write_json_str(out, &k);
+            out.push(':');
+            if !write_plain(&v, out, depth + 1)? {
+                return Ok(false);
+            }
+        }
+        out.push('}');
+    } else {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// A JSON string literal as `json.dumps(ensure_ascii=False)` writes it: `"`, `\\` and the
+/// control characters escaped (`\n`-style where JSON has one, else `\u00xx`), the rest as is.
+fn write_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 /// The dict of one stored message: `seq`, `state`, `created_at`, `role`, and the optional
 /// fields that are set.
-pub fn message_to_py<'py>(py: Python<'py>, m: &Message) -> PyResult<Bound<'py, PyDict>> {
+impl ToDict for Message {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        message_to_py(py, self)
+    }
+}
+
+fn message_to_py<'py>(py: Python<'py>, m: &Message) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("seq", m.seq)?;
     d.set_item(
@@ -166,15 +277,27 @@ impl<'py> IntoPyObject<'py> for OptJson {
     }
 }
 
-impl<'py> IntoPyObject<'py> for Messages {
+impl<'py, T: ToDict> IntoPyObject<'py> for Dicts<T> {
     type Target = PyAny;
     type Output = Bound<'py, PyAny>;
     type Error = PyErr;
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
         let list = PyList::empty(py);
-        for m in &self.0 {
-            list.append(message_to_py(py, m)?)?;
+        for x in &self.0 {
+            list.append(x.to_dict(py)?)?;
         }
         Ok(list.into_any())
+    }
+}
+
+impl<'py, T: ToDict> IntoPyObject<'py> for OptDict<T> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
+        match &self.0 {
+            Some(x) => Ok(x.to_dict(py)?.into_any()),
+            None => Ok(py.None().into_bound(py)),
+        }
     }
 }

@@ -1,11 +1,16 @@
 //! The graph checkpoint log capabilities of `agentstate.Store` (the storage of
 //! `agentstate.langgraph.AgentStateSaver`): one future per capability, behind the sync method
-//! and its async twin in `store.rs`. Checkpoint tuples come back as dicts (see the stubs).
+//! and its async twin in `store.rs`. Checkpoint tuples come back as dicts (see the stubs),
+//! built straight from the core's [`GraphTuple`]s under the GIL once the I/O and the JSON
+//! parsing (done by the core, GIL released) are over.
 
-use agentstate::{GraphPut, Store};
+use agentstate::{GraphPut, GraphTuple, Store};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
 use serde_json::{Map, Value};
 
-use crate::convert::{to_json, Json, OptJson};
+use crate::convert::{json_to_py, Dicts, OptDict, ToDict};
 
 /// What `graph_put` takes from Python, gathered under the GIL.
 pub struct PutArgs {
@@ -52,14 +57,56 @@ pub async fn put_writes(
         .await
 }
 
+/// The dict of one graph tuple: `ns`, `id`, `parent`, `checkpoint`, `metadata`,
+/// `created_at`, `channels` ([channel, version] lists), `values` (channel → stored value)
+/// and `writes` (dicts `task_id`, `task_path`, `channel`, `idx`, `value`). Built field by
+/// field: going through a serde_json tree of the tuple copied every value string once more
+/// and was most of a long list's time in the binding.
+impl ToDict for GraphTuple {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        tuple_to_py(py, self)
+    }
+}
+
+fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "ns"), &t.ns)?;
+    d.set_item(intern!(py, "id"), &t.id)?;
+    d.set_item(intern!(py, "parent"), &t.parent)?;
+    d.set_item(intern!(py, "checkpoint"), json_to_py(py, &t.checkpoint)?)?;
+    d.set_item(intern!(py, "metadata"), json_to_py(py, &t.metadata)?)?;
+    d.set_item(intern!(py, "created_at"), t.created_at)?;
+    let channels = PyList::empty(py);
+    for (ch, version) in &t.channels {
+        channels.append(PyList::new(py, [ch, version])?)?;
+    }
+    d.set_item(intern!(py, "channels"), channels)?;
+    let values = PyDict::new(py);
+    for (ch, value) in &t.values {
+        values.set_item(ch, value)?;
+    }
+    d.set_item(intern!(py, "values"), values)?;
+    let writes = PyList::empty(py);
+    for w in &t.writes {
+        let wd = PyDict::new(py);
+        wd.set_item(intern!(py, "task_id"), &w.task_id)?;
+        wd.set_item(intern!(py, "task_path"), &w.task_path)?;
+        wd.set_item(intern!(py, "channel"), &w.channel)?;
+        wd.set_item(intern!(py, "idx"), w.idx)?;
+        wd.set_item(intern!(py, "value"), &w.value)?;
+        writes.append(wd)?;
+    }
+    d.set_item(intern!(py, "writes"), writes)?;
+    Ok(d)
+}
+
 pub async fn get(
     s: Store,
     thread: String,
     ns: String,
     id: Option<String>,
-) -> agentstate::Result<OptJson> {
-    let t = s.graph_get(&thread, &ns, id.as_deref()).await?;
-    Ok(OptJson(t.map(|t| to_json(&t).0)))
+) -> agentstate::Result<OptDict<GraphTuple>> {
+    s.graph_get(&thread, &ns, id.as_deref()).await.map(OptDict)
 }
 
 pub async fn list(
@@ -69,17 +116,16 @@ pub async fn list(
     before: Option<String>,
     filter: Option<Map<String, Value>>,
     limit: Option<usize>,
-) -> agentstate::Result<Json> {
-    let list = s
-        .graph_list(
-            &thread,
-            ns.as_deref(),
-            before.as_deref(),
-            filter.as_ref(),
-            limit,
-        )
-        .await?;
-    Ok(to_json(&list))
+) -> agentstate::Result<Dicts<GraphTuple>> {
+    s.graph_list(
+        &thread,
+        ns.as_deref(),
+        before.as_deref(),
+        filter.as_ref(),
+        limit,
+    )
+    .await
+    .map(Dicts)
 }
 
 pub async fn delete(s: Store, thread: String) -> agentstate::Result<bool> {

@@ -10,7 +10,8 @@
 //! - `consumer`: `Consumer`, consumer groups over the decisions streams.
 //! - `errors`: the exception hierarchy (`AgentStateError` > ...) and the mapping from
 //!   `agentstate::Error`.
-//! - `convert`: Python objects <-> JSON values and stored messages.
+//! - `convert`: Python objects <-> JSON values and stored messages; `plain_json` (module
+//!   function: the JSON text of a value of exact JSON types, or None).
 
 mod bridge;
 mod consumer;
@@ -26,6 +27,7 @@ use pyo3::prelude::*;
 fn _agentstate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<consumer::PyConsumer>()?;
+    m.add_function(wrap_pyfunction!(convert::plain_json, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

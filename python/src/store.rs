@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::bridge::{awaitable, block};
 use crate::consumer::PyConsumer;
-use crate::convert::{py_to_json, to_json, Json, Messages, OptJson};
+use crate::convert::{py_to_json, to_json, Dicts, Json, OptDict, OptJson};
 use crate::errors;
 use crate::graph;
 
@@ -227,9 +227,9 @@ impl PyStore {
         &self,
         sid: String,
         q: MessageQuery,
-    ) -> impl Future<Output = agentstate::Result<Messages>> + Send + 'static {
+    ) -> impl Future<Output = agentstate::Result<Dicts<agentstate::Message>>> + Send + 'static {
         let s = self.s();
-        async move { s.messages(&sid, q).await.map(Messages) }
+        async move { s.messages(&sid, q).await.map(Dicts) }
     }
 }
 
@@ -569,7 +569,7 @@ impl PyStore {
         thread: String,
         ns: String,
         checkpoint_id: Option<String>,
-    ) -> PyResult<OptJson> {
+    ) -> PyResult<OptDict<agentstate::GraphTuple>> {
         block(py, graph::get(self.s(), thread, ns, checkpoint_id))
     }
 
@@ -597,7 +597,7 @@ impl PyStore {
         before: Option<String>,
         filter: Option<Bound<'_, PyAny>>,
         limit: Option<usize>,
-    ) -> PyResult<Json> {
+    ) -> PyResult<Dicts<agentstate::GraphTuple>> {
         let filter = json_object("filter", filter.as_ref())?;
         block(py, graph::list(self.s(), thread, ns, before, filter, limit))
     }
@@ -877,7 +877,7 @@ impl PyStore {
         all: bool,
         after: Option<u64>,
         last: Option<usize>,
-    ) -> PyResult<Messages> {
+    ) -> PyResult<Dicts<agentstate::Message>> {
         block(py, self.messages_fut(sid, query(all, after, last)))
     }
 

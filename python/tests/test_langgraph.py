@@ -371,3 +371,38 @@ def test_stored_values_are_json_when_plain_else_typed(world):
         assert set(loaded) == set(values)  # "gone" has no value: absent, as in InMemorySaver
         assert loaded["plain"] == values["plain"] and loaded["raw"] == values["raw"]
         assert tuple(loaded["tuple"]) == (1, 2) and loaded["nan"] != loaded["nan"]
+
+
+def test_plain_json_is_json_dumps_for_exact_json_types_only():
+    """The binding's ``plain_json`` (the saver's ``json:`` test and text, one pass) writes
+    what ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes, and refuses
+    every value that would not read back as itself."""
+    import enum
+    import json
+    from collections import OrderedDict
+
+    from agentstate import _agentstate
+
+    plain_json = _agentstate.plain_json
+    plain = [
+        None, True, False, 0, -1, 2**63 - 1, -(2**63), 2**64, -(10**40), 0.1, -0.0, 1e16, 1e-7,
+        1.5e300, 5e-324, "", "é\u2028\U0001f600", "\"\\/\b\f\n\r\t\x00\x1f\x7f", [], {},
+        {"k": [1, {"n": None, "x": [2.5, "s"]}], "é": {"": []}},
+    ]
+    for value in plain:
+        assert plain_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":")), value
+        assert json.loads(plain_json(value)) == value
+    class Color(enum.IntEnum):
+        RED = 1
+
+    class Text(str):
+        pass
+
+    deep: Any = []
+    for _ in range(600):
+        deep = [deep]
+    for value in [
+        (1, 2), [1, (2,)], {1: "int key"}, {"k": b"bytes"}, float("nan"), [float("inf")],
+        Color.RED, Text("x"), OrderedDict(a=1), {"s": "\ud800"}, {"x": object()}, deep,
+    ]:
+        assert plain_json(value) is None, value

@@ -253,6 +253,49 @@ async fn lists_go_newest_first_by_namespace_in_pages_with_filters() {
         .is_empty());
 }
 
+/// A page reads the writes of all its checkpoints with one index range per namespace: ids
+/// of different lengths (one a prefix of another, so `id|` sorts unlike `id`) still get
+/// exactly their own writes, and a checkpoint outside the page lends none.
+#[tokio::test]
+async fn a_page_gets_each_checkpoint_its_own_writes_whatever_the_id_lengths() {
+    let t = env().await;
+    let s = &t.store;
+    let ids = ["a", "a-", "ab", "b", "b0", "c"];
+    for (i, id) in ids.iter().enumerate() {
+        let parent = i.checked_sub(1).map(|p| ids[p]);
+        s.graph_put("t", &cp("", id, parent, &[("x", "json:0")], json!({})))
+            .await
+            .unwrap();
+        let w = (0, "x".to_string(), format!("json:\"{id}\""));
+        s.graph_put_writes("t", "", id, "task", "", &[w])
+            .await
+            .unwrap();
+    }
+    let own = |list: &[GraphTuple]| -> Vec<(String, Vec<String>)> {
+        list.iter()
+            .map(|t| {
+                (
+                    t.id.clone(),
+                    t.writes.iter().map(|w| w.value.clone()).collect(),
+                )
+            })
+            .collect()
+    };
+    let expect: Vec<(String, Vec<String>)> = ids
+        .iter()
+        .rev()
+        .map(|id| (id.to_string(), vec![format!("json:\"{id}\"")]))
+        .collect();
+    let all = s.graph_list("t", None, None, None, None).await.unwrap();
+    assert_eq!(own(&all), expect);
+    // A middle page: `b`, `ab` (below `b0`), whose write ranges enclose `a-`'s and `a`'s.
+    let page = s
+        .graph_list("t", Some(""), Some("b0"), None, Some(2))
+        .await
+        .unwrap();
+    assert_eq!(own(&page), expect[2..4]);
+}
+
 #[tokio::test]
 async fn odd_characters_in_namespaces_channels_and_tasks_round_trip() {
     let t = env().await;
