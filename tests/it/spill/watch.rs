@@ -129,6 +129,20 @@ async fn the_daemon_logs_start_and_stop_in_plain_text_and_one_line_per_event() {
     let mut t = env().await;
     one_session_per_partition(&t).await;
     t.flush().await;
+    // The pass above releases its leases; one it lost mid-pass (its lease lapsed under a
+    // loaded machine) is not its to release and lapses on its own. The daemon below must
+    // find every partition free to own them all from its first line.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while (0..16).any(|p| {
+        t.cmd::<Option<String>>(&["GET", &t.store.keys().lease(p)])
+            .is_some()
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "a lease outlived the test's own pass"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let log = t.server.path("daemon.log");
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentstate"))
         .env_remove("AGENTSTATE_LOG")
