@@ -100,6 +100,11 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
+    /// Whether this is a Redis Cluster connection.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Backend::Cluster { .. })
+    }
+
     /// Connects as `config` says (the cluster connection is made at once; pooled
     /// connections when first used).
     pub(crate) async fn connect(config: &Config) -> Result<Backend> {

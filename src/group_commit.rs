@@ -25,6 +25,7 @@ use redis::{FromRedisValue, Value};
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
+use crate::keys::fnv1a_32;
 use crate::scripts::{self, BatchItem};
 use crate::store::Store;
 
@@ -63,7 +64,7 @@ impl Lanes {
 #[derive(Default)]
 struct Lane {
     /// The round trips in flight: each one's number and its sessions' tags.
-    flights: Vec<(u64, Vec<u64>)>,
+    flights: Vec<(u64, Vec<u32>)>,
     /// The number the next round trip gets.
     next_flight: u64,
     /// Calls waiting for a round trip, in arrival order.
@@ -72,14 +73,14 @@ struct Lane {
 
 impl Lane {
     /// Whether a round trip in flight carries a write of the session tagged `session`.
-    fn carries(flights: &[(u64, Vec<u64>)], session: u64) -> bool {
+    fn carries(flights: &[(u64, Vec<u32>)], session: u32) -> bool {
         flights
             .iter()
             .any(|(_, sessions)| sessions.contains(&session))
     }
 
     /// Records a round trip of `sessions` in flight; returns its number.
-    fn take_off(&mut self, sessions: Vec<u64>) -> u64 {
+    fn take_off(&mut self, sessions: Vec<u32>) -> u64 {
         let flight = self.next_flight;
         self.next_flight += 1;
         self.flights.push((flight, sessions));
@@ -112,17 +113,14 @@ impl Lane {
 struct Waiting {
     item: Arc<BatchItem>,
     /// Its session's tag ([`session_tag`]).
-    session: u64,
+    session: u32,
     reply: oneshot::Sender<Result<Value>>,
 }
 
-/// A session's tag: a hash of its meta key. Two sessions that share one only wait for each
-/// other (the order check is conservative), never reorder.
-fn session_tag(item: &BatchItem) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    item.session_key().hash(&mut h);
-    h.finish()
+/// A session's tag: [`fnv1a_32`] of its meta key. Two sessions that share one only wait for
+/// each other (the order check is conservative), never reorder.
+fn session_tag(item: &BatchItem) -> u32 {
+    fnv1a_32(item.session_key().as_bytes())
 }
 
 /// Round trip `flight` of lane `lane` is this holder's: dropping it (the round trip
@@ -178,8 +176,8 @@ impl Drop for Turn {
 
 impl Store {
     /// Runs `item` through its lane (at once when a slot is free and nothing waits, else
-    /// with a later batch) and decodes its own script's reply. A `NO_SESSION` failure asks for a restore and runs it once more, as
-    /// [`Store::invoke_session`] does.
+    /// with a later batch) and decodes its own script's reply. A `NO_SESSION` failure asks
+    /// for a restore and runs it once more, as [`Store::invoke_session`] does.
     pub(crate) async fn invoke_grouped<T: FromRedisValue>(
         &self,
         sid: &str,

@@ -141,9 +141,8 @@ impl Keys {
     /// All keys of session `sid`.
     pub fn session(&self, sid: &str) -> SessionKeys {
         let p = self.partition(sid);
-        // Every call of the hot path builds these: one exact allocation each, one fmt.
-        let tag = format!("{}:{{{p}}}", self.prefix);
-        let base = [tag.as_str(), ":s:", sid].concat();
+        let base = format!("{}:{{{p}}}:s:{sid}", self.prefix);
+        // Every call of the hot path builds these: one exact allocation each, no fmt.
         let key = |suffix: &str| [base.as_str(), suffix].concat();
         SessionKeys {
             partition: p,
@@ -156,7 +155,7 @@ impl Keys {
             children: key(":children"),
             graph: key(":graph"),
             glog: key(":glog"),
-            wal: [tag.as_str(), ":wal"].concat(),
+            wal: self.wal(p),
             meta: base,
         }
     }

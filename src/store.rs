@@ -68,10 +68,7 @@ impl Store {
         install_tls_provider();
         let backend = Backend::connect(&config).await?;
         let keys = Keys::new(&config.namespace.prefix, config.namespace.partitions);
-        let lanes = Lanes::new(
-            config.namespace.partitions,
-            matches!(backend, Backend::Cluster { .. }),
-        );
+        let lanes = Lanes::new(config.namespace.partitions, backend.is_cluster());
         let store = Store {
             inner: Arc::new(Inner {
                 backend,
@@ -138,7 +135,7 @@ impl Store {
 
     /// Whether this store talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.inner.backend, Backend::Cluster { .. })
+        self.inner.backend.is_cluster()
     }
 
     /// Sends commands that each touch one partition's slot: one pipeline on a single node
