@@ -51,7 +51,9 @@ local function tuples(ms)
     return out
   end
   local entries = hmget(ms)
-  local fields, first, writes, spans = {}, {}, {}, {}
+  -- writes: a checkpoint's write list by its write prefix `w|<ns>|<id>`; lists: the same
+  -- lists by the checkpoint's place in `ms`
+  local fields, first, writes, lists, spans = {}, {}, {}, {}, {}
   for i, m in ipairs(ms) do
     local e = entries[i]
     first[i] = #fields + 1
@@ -69,6 +71,7 @@ local function tuples(ms)
       end
       local w = 'w' .. string.sub(m, 2)
       writes[w] = {}
+      lists[i] = writes[w]
       local low = w .. '|'
       local ns = string.match(m, '^c|([^|]*)|')
       local span = spans[ns]
@@ -106,7 +109,7 @@ local function tuples(ms)
         n = n + 1
         out[n] = values[j]
       end
-      local ws = writes['w' .. string.sub(m, 2)]
+      local ws = lists[i]
       n = n + 1
       out[n] = #ws
       for j = 1, #ws do

@@ -65,25 +65,24 @@ pub struct SpillBench {
 /// Appends `n` messages to `sid` in pipelines of EVALSHA (scripts preloaded).
 async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
     store.preload_scripts().await?;
-    let keys = store.keys().session(sid);
     let body = serde_json::to_string(
         &NewMessage::new("assistant")
             .content("a typical reply of about a hundred bytes, give or take a few words here"),
     )?;
+    let call = scripts::append_item(
+        store.keys().session(sid),
+        sid,
+        &body,
+        None,
+        None,
+        store.config().limits.message,
+    )
+    .call();
     let mut conn = store.conn().await?;
     let mut left = n;
     while left > 0 {
         let chunk = left.min(1000);
         let mut pipe = redis::pipe();
-        let call = scripts::append_item(
-            keys.clone(),
-            sid,
-            &body,
-            None,
-            None,
-            store.config().limits.message,
-        )
-        .call();
         for _ in 0..chunk {
             pipe.add_command(call.cmd().clone()).ignore();
         }
