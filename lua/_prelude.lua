@@ -32,9 +32,10 @@ end
 -- have no TTL yet; unless the refresh is due they get the moment the others expire at
 -- (ttl_at - slack + ttl). So right after any session script every key of the session
 -- expires between ttl - slack and ttl from now. Every moment is an absolute PEXPIREAT
--- computed from `now` (the script's TIME): relative EXPIREs count from Redis' own clock
--- snapshot of the command, which can differ from TIME by however long the process was
--- descheduled in between, and keys set at different writes would drift apart by it.
+-- computed from `now` (the script's TIME): a relative EXPIRE counts from Redis' own clock
+-- at the command, not from TIME, so keys given their expiry at different writes could
+-- drift apart by whatever separated the two clocks each time (under load a test saw the
+-- keys of one session 11 ms apart).
 --   k        the session's keys (KEYS, or the slice of a batch)
 --   ttl      the idle TTL, seconds (meta `ttl`)
 --   now      the script's now_ms()
