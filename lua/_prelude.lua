@@ -19,6 +19,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- now_ms() and its decimal text, for the write paths that store the moment: a Lua number
+-- given to redis.call is formatted by libc's %.17g (and by %.14g when concatenated), several
+-- times the cost of formatting it once here and passing the text.
+local function clock()
+  local now = now_ms()
+  return now, string.format('%d', now)
+end
+
 -- An error reply `CODE detail` (return it from the script's top level).
 local function fail(code, detail)
   return redis.error_reply(code .. ' ' .. (detail or ''))
@@ -37,18 +45,20 @@ end
 -- drift apart by whatever separated the two clocks each time (under load a test saw the
 -- keys of one session 11 ms apart).
 --   k        the session's keys (KEYS, or the slice of a batch)
---   ttl      the idle TTL, seconds (meta `ttl`)
+--   ttl      the idle TTL, seconds (meta `ttl`), or nil: read here if a key gets a moment
+--            (the hot path's writes leave it unread: most of their calls set none)
 --   now      the script's now_ms()
---   due      meta `ttl_at` as read (nil/false: refresh now — create, restore, touch, an
---            older session without the field)
+--   due      meta `ttl_at` as read: its decimal text (nil/false: refresh now — create,
+--            restore, touch, an older session without the field)
 --   created  indexes into k of keys this call created or may have created (nil: none)
 --   extra    indexes into k of the session's further keys this call was given (the graph
 --            log's two, KEYS[10] and KEYS[11]): refreshed with the eight (nil: none)
 local function refresh_ttl(k, ttl, now, due, created, extra)
-  ttl = tonumber(ttl)
-  local slack = math.floor(ttl * 100)
-  due = tonumber(due)
+  -- `due + 0`, not tonumber(due): one string-to-number conversion instead of two, and the
+  -- TTL is converted only when a key gets a moment
+  due = due and due + 0
   if not due or now >= due then
+    ttl = tonumber(ttl or redis.call('HGET', k[1], 'ttl'))
     local at = now + ttl * 1000
     for i = 1, 8 do
       redis.call('PEXPIREAT', k[i], at)
@@ -56,11 +66,12 @@ local function refresh_ttl(k, ttl, now, due, created, extra)
     for _, i in ipairs(extra or {}) do
       redis.call('PEXPIREAT', k[i], at)
     end
-    redis.call('HSET', k[1], 'ttl_at', now + slack)
+    redis.call('HSET', k[1], 'ttl_at', now + math.floor(ttl * 100))
     return
   end
   if created then
-    local at = due - slack + ttl * 1000
+    ttl = tonumber(ttl or redis.call('HGET', k[1], 'ttl'))
+    local at = due - math.floor(ttl * 100) + ttl * 1000
     for _, i in ipairs(created) do
       redis.call('PEXPIREAT', k[i], at)
     end
@@ -87,13 +98,16 @@ local function json_num_or_null(s)
 end
 
 -- The error reply for a message body over `limit` bytes or not a non-empty JSON object
--- (the caller built it; this is the script's own check); nil when it is fine.
-local function bad_message_body(body, limit)
-  if #body > tonumber(limit) then
-    return fail('TOO_LARGE', #body .. ' ' .. limit)
+-- (the caller built it; this is the script's own check); nil when it is fine. Scripts take
+-- a body as its tail: the JSON object text without its opening brace (`"role":"user"}` for
+-- `{"role":"user"}`), so that message_element can put its own fields in front without
+-- cutting a copy of the body here (Redis' Lua hashes every byte of every string it makes).
+local function bad_message_body(tail, limit)
+  if #tail + 1 > limit + 0 then
+    return fail('TOO_LARGE', (#tail + 1) .. ' ' .. limit)
   end
-  -- string.byte, not string.sub: no one-character strings made per call (123 '{', 125 '}')
-  if string.byte(body, 1) ~= 123 or string.byte(body, -1) ~= 125 or #body < 3 then
+  -- string.byte, not string.sub: no one-character string made per call (125 is '}')
+  if #tail < 2 or string.byte(tail, -1) ~= 125 then
     return fail('BAD_INPUT', 'message body must be a non-empty JSON object')
   end
   return nil
@@ -112,26 +126,26 @@ local function store_checkpoint(sid, id, label, payload, meta)
   return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', sid, 'd', record)
 end
 
--- Stored message element: seq, state and created_at first, then the caller's object body.
--- `seq` may be a number or its decimal text; `now` is formatted with %d (tostring of a Lua
--- number goes through %.14g, libc's float formatting, several times the cost).
-local function message_element(seq, state, now, body)
-  return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. string.format('%d', now)
-    .. ',' .. string.sub(body, 2)
+-- Stored message element: seq, state and created_at first, then the caller's object body,
+-- given as its tail (see bad_message_body). `seq` and `created_at` are decimal text or
+-- numbers (text is cheaper: a number is formatted by libc's %.14g; see clock()).
+local function message_element(seq, state, created_at, tail)
+  return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. created_at .. ','
+    .. tail
 end
 
 
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
 -- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
--- so a failed item wrote nothing. `now` is the script's now_ms().
+-- so a failed item wrote nothing. `now`, `now_text` are the script's clock().
 -- Returns {seq, wal entry id ('' for a repeat), 1 if a repeat else 0}, or an error reply
 -- NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
-local function append_one(k, sid, body, idem, expected, limit, now)
-  local bad = bad_message_body(body, limit)
+local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
+  local bad = bad_message_body(tail, limit)
   if bad then
     return bad
   end
-  local meta = redis.call('HMGET', k[1], 'next_seq', 'ttl', 'ttl_at')
+  local meta = redis.call('HMGET', k[1], 'next_seq', 'ttl_at')
   if not meta[1] then
     return fail('NO_SESSION', sid)
   end
@@ -141,16 +155,18 @@ local function append_one(k, sid, body, idem, expected, limit, now)
       return {tonumber(prev), '', 1}
     end
   end
-  local seq = tonumber(meta[1])
-  if expected ~= '' and tonumber(expected) ~= seq then
-    return fail('CONFLICT', expected .. ' ' .. seq)
+  -- `expected` (a u64 the client formatted) and next_seq (an integer Redis formatted) are
+  -- both canonical decimal text: equal as text exactly when equal as numbers
+  if expected ~= '' and expected ~= meta[1] then
+    return fail('CONFLICT', expected .. ' ' .. meta[1])
   end
-  local element = message_element(meta[1], 'active', now, body)
+  local seq = meta[1] + 0
+  local element = message_element(meta[1], 'active', now_text, tail)
   local created = nil
   if redis.call('RPUSH', k[3], element) == 1 then
     created = {3}
   end
-  redis.call('HSET', k[1], 'next_seq', seq + 1, 'updated_at', now)
+  redis.call('HSET', k[1], 'next_seq', seq + 1, 'updated_at', now_text)
   local id
   if idem ~= '' then
     redis.call('HSET', k[5], idem, seq)
@@ -160,7 +176,7 @@ local function append_one(k, sid, body, idem, expected, limit, now)
   else
     id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element)
   end
-  refresh_ttl(k, meta[2], now, meta[3], created)
+  refresh_ttl(k, nil, now, meta[2], created)
   return {seq, id, 0}
 end
 
@@ -172,36 +188,40 @@ local function decision_record(id, sid, decision, rationale, action, meta, creat
 end
 
 -- Records a decision of the session whose keys are k[1..9] (decisions stream k[10], open
--- decisions hash k[11]): the body of record_decision.lua and of a batch item. `now` is the
--- script's now_ms(). Returns the decision id "<partition>:<stream entry id>", or NO_SESSION.
-local function decision_one(k, sid, partition, decision, rationale, action, meta_json, now)
+-- decisions hash k[11]): the body of record_decision.lua and of a batch item. `now`,
+-- `now_text` are the script's clock(). Returns the decision id "<partition>:<stream entry
+-- id>", or NO_SESSION.
+local function decision_one(k, sid, partition, decision, rationale, action, meta_json, now,
+                            now_text)
   local meta = redis.call('HMGET', k[1], 'ttl', 'ttl_at')
   if not meta[1] then
     return fail('NO_SESSION', sid)
   end
   local entry = redis.call('XADD', k[10], '*', 'type', 'decision', 'session_id', sid,
     'decision', decision, 'rationale', rationale, 'planned_action', action, 'meta', meta_json,
-    'created_at', now)
+    'created_at', now_text)
   local id = partition .. ':' .. entry
-  local record = decision_record(id, sid, decision, rationale, action, meta_json, now)
+  local record = decision_record(id, sid, decision, rationale, action, meta_json, now_text)
   redis.call('HSET', k[11], id, record)
-  redis.call('HSET', k[1], 'updated_at', now)
+  redis.call('HSET', k[1], 'updated_at', now_text)
   refresh_ttl(k, meta[1], now, meta[2])
   return id
 end
 
 -- Sets, deletes or clears working state of the session whose keys are k[1..8] and bumps its
 -- version: the body of write_working.lua and of a batch item. Checks before its first write.
+-- `now`, `now_text` are the script's clock().
 -- Returns the new version, or NO_SESSION / TOO_LARGE / CONFLICT <expected> <current>.
-local function working_one(k, sid, op, key, value, if_version, limit, now)
-  local meta = redis.call('HMGET', k[1], 'version', 'ttl', 'ttl_at')
-  if not meta[2] then
+local function working_one(k, sid, op, key, value, if_version, limit, now, now_text)
+  local meta = redis.call('HMGET', k[1], 'version', 'ttl_at')
+  if not meta[1] then
     return fail('NO_SESSION', sid)
   end
-  if op == 'set' and #value > tonumber(limit) then
+  if op == 'set' and #value > limit + 0 then
     return fail('TOO_LARGE', #value .. ' ' .. limit)
   end
-  if if_version ~= '' and tonumber(if_version) ~= tonumber(meta[1]) then
+  -- both canonical decimal text (see append_one)
+  if if_version ~= '' and if_version ~= meta[1] then
     return fail('CONFLICT', if_version .. ' ' .. meta[1])
   end
   local created = nil
@@ -215,8 +235,8 @@ local function working_one(k, sid, op, key, value, if_version, limit, now)
     redis.call('DEL', k[2])
   end
   local version = redis.call('HINCRBY', k[1], 'version', 1)
-  redis.call('HSET', k[1], 'updated_at', now)
-  refresh_ttl(k, meta[2], now, meta[3], created)
+  redis.call('HSET', k[1], 'updated_at', now_text)
+  refresh_ttl(k, nil, now, meta[2], created)
   return version
 end
 

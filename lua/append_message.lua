@@ -2,7 +2,8 @@
   append_message: allocate the next seq and append one message; log it to the wal.
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
-  ARGV[2] message body: a JSON object without seq/state/created_at (validated by the caller)
+  ARGV[2] message body: a JSON object without seq/state/created_at (validated by the caller),
+          without its opening brace (see bad_message_body in _prelude)
   ARGV[3] idempotency key or '' (a repeated key returns the original seq and writes nothing)
   ARGV[4] expected seq or '' (the seq the caller believes comes next)
   ARGV[5] size limit, bytes
@@ -12,4 +13,4 @@
   Atomic: every check runs before the first write (the body is append_one in _prelude,
   shared with session_batch.lua).
 ]]
-return append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now_ms())
+return append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], clock())

@@ -5,7 +5,8 @@
   ARGV[1] session id
   ARGV[2] expected seq of the first message or '' (the seq the caller believes comes next)
   ARGV[3] size limit of one message body, bytes
-  ARGV[4..] message bodies: JSON objects without seq/state/created_at (validated by the caller)
+  ARGV[4..] message bodies: JSON objects without seq/state/created_at (validated by the
+            caller), each without its opening brace (see bad_message_body in _prelude)
   Returns: {first seq, last wal entry id}
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
@@ -28,16 +29,16 @@ local first = tonumber(meta[1])
 if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= first then
   return fail('CONFLICT', ARGV[2] .. ' ' .. first)
 end
-local now = now_ms()
+local now, now_text = clock()
 local seq, id, created = first, '', nil
 for i = 4, #ARGV do
-  local element = message_element(seq, 'active', now, ARGV[i])
+  local element = message_element(seq, 'active', now_text, ARGV[i])
   if redis.call('RPUSH', KEYS[3], element) == 1 then
     created = {3}
   end
   id = redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', element)
   seq = seq + 1
 end
-redis.call('HSET', KEYS[1], 'next_seq', seq, 'updated_at', now)
+redis.call('HSET', KEYS[1], 'next_seq', seq, 'updated_at', now_text)
 refresh_ttl(KEYS, meta[2], now, meta[3], created)
 return {first, id}

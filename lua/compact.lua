@@ -4,7 +4,8 @@
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
   ARGV[2] from seq (>= 1)         ARGV[3] to seq (>= from, < next seq)
-  ARGV[4] note body: JSON object without seq/state/created_at
+  ARGV[4] note body: JSON object without seq/state/created_at, without its opening brace
+          (see bad_message_body in _prelude)
   ARGV[5] before_tokens or ''     ARGV[6] after_tokens or ''   ARGV[7] round_index or ''
   Returns: {compact_seq, note_seq, wal entry id}
   Errors:  NO_SESSION, BAD_RANGE <from> <to> <why>
@@ -21,7 +22,7 @@ local from, to, next_seq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(meta[1
 if from < 1 or to < from or to >= next_seq then
   return fail('BAD_RANGE', ARGV[2] .. ' ' .. ARGV[3] .. ' must satisfy 1 <= from <= to <= ' .. (next_seq - 1))
 end
-local now = now_ms()
+local now, now_text = clock()
 -- mark the range
 local elements = redis.call('LRANGE', KEYS[3], from - 1, to - 1)
 for i, element in ipairs(elements) do
@@ -35,7 +36,7 @@ end
 -- the note and the audit record
 local note_seq = next_seq
 local compact_seq = tonumber(meta[3]) + 1
-local note = message_element(note_seq, 'active', now, ARGV[4])
+local note = message_element(note_seq, 'active', now_text, ARGV[4])
 redis.call('RPUSH', KEYS[3], note)
 redis.call('HSET', KEYS[1], 'next_seq', note_seq + 1, 'last_compact_seq', compact_seq,
   'compacted', merge_compacted(meta[4], from, to), 'updated_at', now)

@@ -4,7 +4,8 @@
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
   ARGV[2] seq of the message to replace
-  ARGV[3] new message body: a JSON object without seq/state/created_at (validated by the caller)
+  ARGV[3] new message body: a JSON object without seq/state/created_at (validated by the
+          caller), without its opening brace (see bad_message_body in _prelude)
   ARGV[4] size limit, bytes
   Returns: the wal entry id
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, BAD_RANGE <seq> <seq> <why> (no such seq, or the

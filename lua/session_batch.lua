@@ -20,7 +20,9 @@
   Invariant: items of one session run in item order (gapless seqs, versions); one TIME
   for the whole batch.
 ]]
-local now = now_ms()
+local now, now_text = clock()
+-- KEYS and ARGV are globals (a hash lookup on every use): locals here, read ~15 times an item
+local KEYS, ARGV = KEYS, ARGV
 local out, n = {}, 0
 local a, base = 1, 0
 while a <= #ARGV do
@@ -35,15 +37,16 @@ while a <= #ARGV do
     base = base + 9
   end
   if op == 'append' then
-    r = append_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], now)
+    r = append_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], now,
+      now_text)
     a = a + 6
   elseif op == 'decision' then
     r = decision_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
-      ARGV[a + 6], now)
+      ARGV[a + 6], now, now_text)
     a = a + 7
   else
     r = working_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
-      ARGV[a + 6], now)
+      ARGV[a + 6], now, now_text)
     a = a + 7
   end
   if type(r) ~= 'table' then

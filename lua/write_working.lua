@@ -13,4 +13,4 @@
   Atomic: every check runs before the first write (the body is working_one in _prelude,
   shared with session_batch.lua).
 ]]
-return working_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], now_ms())
+return working_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], clock())

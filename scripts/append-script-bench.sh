@@ -37,7 +37,9 @@ for c in 1 8 64; do
     K="as:{0}:s:$sid"
     $R HSET "$K" next_seq 1 ttl 3600 >/dev/null
     sha_var=SHA_$v
-    run "$v" $c EVALSHA ${!sha_var} 9 "$K" "$K:work" "$K:msgs" "$K:ckpt" "$K:idem" "$K:compactions" "$K:usage" "$K:children" "as:{0}:wal" "$sid" "$BODY" "" "" 65536
+    body=$BODY   # the script as it is takes the body without its opening brace
+    [ "$v" = new ] && body=${BODY#\{}
+    run "$v" $c EVALSHA ${!sha_var} 9 "$K" "$K:work" "$K:msgs" "$K:ckpt" "$K:idem" "$K:compactions" "$K:usage" "$K:children" "as:{0}:wal" "$sid" "$body" "" "" 65536
   done
   run SET $c SET "as:{0}:bench:set" "$BODY"
 done

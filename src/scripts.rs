@@ -268,6 +268,13 @@ pub fn close_session(
         .arg(if cascade { "1" } else { "0" })
 }
 
+/// A message body as the scripts take it: the JSON object text without its opening brace
+/// (the script puts seq, state and created_at in front of the rest; see `bad_message_body`
+/// in `_prelude.lua`). Text that is not an object goes as `""`, which the script rejects.
+fn body_tail(body: &str) -> &str {
+    body.strip_prefix('{').unwrap_or("")
+}
+
 /// `append_message.lua`: appends the message `body` (JSON object) with the next seq. A
 /// [`BatchItem`]: `.call()` for the lone call.
 pub fn append_item(
@@ -285,7 +292,7 @@ pub fn append_item(
         extra_keys: Vec::new(),
         args: vec![
             sid.to_string(),
-            body.to_string(),
+            body_tail(body).to_string(),
             idempotency_key.unwrap_or("").to_string(),
             opt(expect_seq),
             limit.to_string(),
@@ -386,7 +393,7 @@ pub fn append_messages(
         .arg(sid)
         .arg(opt(expect_seq))
         .arg(limit)
-        .arg(bodies)
+        .arg(bodies.iter().map(|b| body_tail(b)).collect::<Vec<_>>())
 }
 
 /// `pop_message.lua`: removes the newest message of session `sid`.
@@ -407,7 +414,7 @@ pub fn replace_message(
     ScriptCall::new(&REPLACE_MESSAGE, &s.as_array())
         .arg(sid)
         .arg(seq)
-        .arg(body)
+        .arg(body_tail(body))
         .arg(limit)
         // Applying the same replacement twice leaves the same message (and a second,
         // identical wal record): safe to retry while Redis is unreachable.
@@ -463,7 +470,7 @@ pub fn compact(
         .arg(sid)
         .arg(range.0)
         .arg(range.1)
-        .arg(body)
+        .arg(body_tail(body))
         .arg(opt(tokens.0))
         .arg(opt(tokens.1))
         .arg(opt(round_index))
