@@ -37,13 +37,14 @@ impl Store {
         sid: &str,
         read: &redis::Cmd,
     ) -> Result<T> {
-        let meta = self.session_keys(sid)?.meta;
+        let keys = self.session_keys(sid)?;
+        let meta = &keys.meta;
         let mut restored = false;
         loop {
             let (live, value): (bool, T) = self
                 .retrying(true, || async {
                     Ok(redis::pipe()
-                        .exists(&meta)
+                        .exists(meta)
                         .add_command(read.clone())
                         .query_async(&mut self.conn().await?)
                         .await?)

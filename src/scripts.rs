@@ -7,7 +7,7 @@
 //! [`ScriptCall::run`] sends it (loading the script on NOSCRIPT), pipelines add
 //! [`ScriptCall::cmd`] after [`preload`].
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use redis::{aio::ConnectionLike, Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
@@ -278,7 +278,7 @@ fn body_tail(body: &str) -> &str {
 /// `append_message.lua`: appends the message `body` (JSON object) with the next seq. A
 /// [`BatchItem`]: `.call()` for the lone call.
 pub fn append_item(
-    s: SessionKeys,
+    s: impl Into<Arc<SessionKeys>>,
     sid: &str,
     body: &str,
     idempotency_key: Option<&str>,
@@ -288,7 +288,7 @@ pub fn append_item(
     BatchItem {
         op: "append",
         script: &APPEND_MESSAGE,
-        session: s,
+        session: s.into(),
         extra_keys: Vec::new(),
         args: vec![
             sid.to_string(),
@@ -311,7 +311,7 @@ pub struct BatchItem {
     /// The script a lone call runs.
     script: &'static Script,
     /// The session's keys (KEYS[1..9] of the lone call).
-    session: SessionKeys,
+    session: Arc<SessionKeys>,
     /// KEYS after the session's nine of the lone call (a decision's stream and open hash).
     extra_keys: Vec<String>,
     /// ARGV of the lone call, which is also the item's arguments in the batch.
@@ -479,7 +479,7 @@ pub fn compact(
 /// `write_working.lua`: `op` is `set` (with `value`), `del` or `clear`; `if_version` makes it
 /// a compare-and-set. A [`BatchItem`]: `.call()` for the lone call.
 pub fn write_working(
-    s: SessionKeys,
+    s: impl Into<Arc<SessionKeys>>,
     sid: &str,
     op: &str,
     key: &str,
@@ -490,7 +490,7 @@ pub fn write_working(
     BatchItem {
         op: "working",
         script: &WRITE_WORKING,
-        session: s,
+        session: s.into(),
         extra_keys: Vec::new(),
         args: vec![
             sid.to_string(),
@@ -596,7 +596,13 @@ pub struct DecisionArgs<'a> {
 
 /// `record_decision.lua`: appends a decision to the partition's decisions stream and keeps
 /// it open until its outcome. A [`BatchItem`]: `.call()` for the lone call.
-pub fn record_decision(ns: &Keys, s: SessionKeys, sid: &str, d: &DecisionArgs) -> BatchItem {
+pub fn record_decision(
+    ns: &Keys,
+    s: impl Into<Arc<SessionKeys>>,
+    sid: &str,
+    d: &DecisionArgs,
+) -> BatchItem {
+    let s = s.into();
     let p = s.partition;
     BatchItem {
         op: "decision",

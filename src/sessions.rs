@@ -2,6 +2,7 @@
 //! pending tool calls, and close with cascade over the sub-agent tree.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -213,9 +214,9 @@ pub fn generate_session_id() -> String {
 
 impl Store {
     /// Keys of session `sid` after validating the id.
-    pub(crate) fn session_keys(&self, sid: &str) -> Result<SessionKeys> {
+    pub(crate) fn session_keys(&self, sid: &str) -> Result<Arc<SessionKeys>> {
         validate_id("session", sid)?;
-        Ok(self.keys().session(sid))
+        Ok(self.session_keys_cache().get(self.keys(), sid))
     }
 
     /// Creates a session and returns its id. A sub-agent's `spawn_depth` is its parent's + 1,

@@ -11,7 +11,7 @@ use crate::connection::{Backend, Connection};
 use crate::durability::Backoff;
 use crate::error::{Error, Result};
 use crate::group_commit::Lanes;
-use crate::keys::Keys;
+use crate::keys::{Keys, SessionKeysCache};
 use crate::scripts::ScriptCall;
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
@@ -33,6 +33,8 @@ struct Inner {
     keys: Keys,
     /// Group commit of hot-path writes: one lane per partition on a cluster, one on a node.
     lanes: Lanes,
+    /// The keys of the sessions this store used lately.
+    session_keys: SessionKeysCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -75,6 +77,7 @@ impl Store {
                 config,
                 keys,
                 lanes,
+                session_keys: SessionKeysCache::default(),
             }),
             durability: Durability::Live,
         };
@@ -102,6 +105,11 @@ impl Store {
     /// The namespace's key formatter.
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
+    }
+
+    /// The keys of the sessions this store used lately.
+    pub(crate) fn session_keys_cache(&self) -> &SessionKeysCache {
+        &self.inner.session_keys
     }
 
     /// The group-commit lanes of hot-path writes.
