@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Instructions per append, counted by callgrind (exact and repeatable, unlike timings on a
+# shared machine; user space only: the kernel work of a request is not in it):
+#   Redis: a private redis-server under callgrind runs B-append batches of session_batch.lua
+#          (N of them) and N*B/3 lone append_message.lua calls, sent by redis-cli --pipe
+#          (280-byte bodies, 16 sessions over 16 partitions): instructions per batched append
+#          and per lone append, from lua/ as it is in the working tree.
+#   client: examples/append_callgrind.rs under callgrind, 8 tasks x 1,000 appends through
+#          one Store against a plain private redis-server: instructions per append.
+# Figures only; nothing is asserted. Usage: scripts/append-callgrind.sh  (PORT, N, B from env)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-tools.sh redis-server redis-cli valgrind
+PORT=${PORT:-6412}; N=${N:-200}; B=${B:-16}
+TMP=$(mktemp -d)
+trap 'redis-cli -p $PORT shutdown nosave >/dev/null 2>&1 || true; redis-cli -p $((PORT + 1)) shutdown nosave >/dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
+
+# The command files: RESP, so bodies and scripts go byte-exact.
+python3 - "$TMP" "$N" "$B" <<'EOF'
+import hashlib, sys
+out, N, B = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def script(name):
+    return open('lua/_prelude.lua').read() + open('lua/' + name + '.lua').read()
+def resp(*args):
+    parts = [b'*%d\r\n' % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        parts.append(b'$%d\r\n%s\r\n' % (len(a), a))
+    return b''.join(parts)
+def keys(sid, p):
+    base = 'cg:{%d}:s:%s' % (p, sid)
+    return [base] + [base + ':' + s for s in
+                     ('work', 'msgs', 'ckpt', 'idem', 'compactions', 'usage', 'children')] \
+        + ['cg:{%d}:wal' % p]
+sessions = [('sess%02d' % i, i) for i in range(16)]
+tail = '"role":"user","content":"' + 'x' * 250 + '"}'   # a body without its opening brace
+batch, lone = (hashlib.sha1(script(n).encode()).hexdigest() for n in ('session_batch', 'append_message'))
+with open(out + '/setup.resp', 'wb') as f:
+    for sid, p in sessions:
+        f.write(resp('SET', 'cg:{%d}:committed' % p, '1'))
+        f.write(resp('EVAL', script('create_session'), 12, *keys(sid, p), 'cg:{%d}:sessions' % p,
+                     'cg:{%d}:by_user:' % p, 'cg:{%d}:committed' % p, sid, '', '', 0, 'root',
+                     'ephemeral', '', '', '{}', '{}', 3600))
+    for name in ('session_batch', 'append_message'):
+        f.write(resp('SCRIPT', 'LOAD', script(name)))
+with open(out + '/batch.resp', 'wb') as f:
+    for _ in range(N):
+        ks, args = [], []
+        for j in range(B):
+            sid, p = sessions[j % 16]
+            ks += keys(sid, p)
+            args += ['append', sid, tail, '', '', 65536]
+        f.write(resp('EVALSHA', batch, len(ks), *ks, *args))
+with open(out + '/lone.resp', 'wb') as f:
+    for i in range(N * B // 3):
+        sid, p = sessions[i % 16]
+        f.write(resp('EVALSHA', lone, 9, *keys(sid, p), sid, tail, '', '', 65536))
+EOF
+
+total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
+
+echo "== Redis (redis-server under callgrind)"
+valgrind --tool=callgrind --callgrind-out-file="$TMP/redis.%p" redis-server --port "$PORT" \
+  --bind 127.0.0.1 --save '' --appendonly no >"$TMP/valgrind.log" 2>&1 &
+VG=$!
+until redis-cli -p "$PORT" ping >/dev/null 2>&1; do sleep 0.3; done
+redis-cli -p "$PORT" --pipe <"$TMP/setup.resp" >/dev/null
+for run in batch lone; do
+  callgrind_control -z "$VG" >/dev/null 2>&1
+  redis-cli -p "$PORT" --pipe <"$TMP/$run.resp" | grep -q 'errors: 0' || { echo "error: $run calls failed" >&2; exit 1; }
+  callgrind_control -d "$run" "$VG" >/dev/null 2>&1
+done
+redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+wait "$VG" || true
+files=("$TMP"/redis.*.*)
+awk -v i="$(total "${files[0]}")" -v n=$((N * B)) -v b="$B" 'BEGIN { printf "batched append (%d-item batches): %.1fk instructions\n", b, i / n / 1000 }'
+awk -v i="$(total "${files[1]}")" -v n=$((N * B / 3)) 'BEGIN { printf "lone append:                       %.1fk instructions\n", i / n / 1000 }'
+
+echo "== client (examples/append_callgrind.rs under callgrind, 8 tasks x 1,000 appends)"
+cargo build --release --locked --bin agentstate --example append_callgrind
+redis-server --port $((PORT + 1)) --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+  --logfile "$TMP/plain.log" >/dev/null
+until redis-cli -p $((PORT + 1)) ping >/dev/null 2>&1; do sleep 0.2; done
+URL=redis://127.0.0.1:$((PORT + 1))
+target/release/agentstate --redis "$URL" --prefix cg --db "$TMP/cg.db" spill --once >/dev/null 2>&1
+valgrind --tool=callgrind --callgrind-out-file="$TMP/client.out" \
+  target/release/examples/append_callgrind "$URL" cg >/dev/null 2>&1
+awk -v i="$(total "$TMP/client.out")" 'BEGIN { printf "append, this process:             %.1fk instructions (connect included)\n", i / 8000 / 1000 }'
