@@ -138,8 +138,9 @@ end
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
 -- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
 -- so a failed item wrote nothing. `now`, `now_text` are the script's clock().
--- Returns {seq, wal entry id ('' for a repeat), 1 if a repeat else 0}, or an error reply
--- NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
+-- Returns {seq, wal entry id ('' for a repeat), '1' if a repeat else '0'}, all three as
+-- text (the batch joins them into its text reply; a number would be formatted by %.14g),
+-- or an error reply NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
 local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
   local bad = bad_message_body(tail, limit)
   if bad then
@@ -152,7 +153,7 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
   if idem ~= '' then
     local prev = redis.call('HGET', k[5], idem)
     if prev then
-      return {tonumber(prev), '', 1}
+      return {prev, '', '1'}
     end
   end
   -- `expected` (a u64 the client formatted) and next_seq (an integer Redis formatted) are
@@ -160,16 +161,15 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
   if expected ~= '' and expected ~= meta[1] then
     return fail('CONFLICT', expected .. ' ' .. meta[1])
   end
-  local seq = meta[1] + 0
   local element = message_element(meta[1], 'active', now_text, tail)
   local created = nil
   if redis.call('RPUSH', k[3], element) == 1 then
     created = {3}
   end
-  redis.call('HSET', k[1], 'next_seq', seq + 1, 'updated_at', now_text)
+  redis.call('HSET', k[1], 'next_seq', meta[1] + 1, 'updated_at', now_text)
   local id
   if idem ~= '' then
-    redis.call('HSET', k[5], idem, seq)
+    redis.call('HSET', k[5], idem, meta[1])
     created = created or {}
     table.insert(created, 5)
     id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem)
@@ -177,7 +177,7 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
     id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element)
   end
   refresh_ttl(k, nil, now, meta[2], created)
-  return {seq, id, 0}
+  return {meta[1], id, '0'}
 end
 
 -- The open-decision JSON kept in <prefix>:{p}:open_decisions (record_decision, restore_session).

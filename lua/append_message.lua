@@ -7,7 +7,7 @@
   ARGV[3] idempotency key or '' (a repeated key returns the original seq and writes nothing)
   ARGV[4] expected seq or '' (the seq the caller believes comes next)
   ARGV[5] size limit, bytes
-  Returns: {seq, wal entry id ('' for a repeat), 1 if this was a repeat else 0}
+  Returns: {seq, wal entry id ('' for a repeat), '1' if this was a repeat else '0'}, as text
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check runs before the first write (the body is append_one in _prelude,

@@ -11,19 +11,21 @@
                        'append'   5 (append_message.lua's ARGV[1..5])
                        'decision' 6 (record_decision.lua's ARGV[1..6])
                        'working'  6 (write_working.lua's ARGV[1..6])
-  Returns: one flat array, per item in order: 1 then what its own script returns (the three
-  values of an append, the one value of a decision or a working-state write), or 0 then
-  'CODE detail' for the error its own script would raise (NO_SESSION, TOO_LARGE, BAD_INPUT,
-  CONFLICT): an item's failure writes nothing for it and does not stop the others. Flat,
-  because Redis converts every table of a reply with several field probes each: a table
-  per item cost more than the item's own writes.
+  Returns: one text, a line per item in order (joined by newlines): '1 ' then what its own
+  script returns (the three values of an append joined by spaces, the one value of a
+  decision or a working-state write), or '0 ' then 'CODE detail' for the error its own
+  script would raise (NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT): an item's failure writes
+  nothing for it and does not stop the others. No value or error text has a newline, and
+  only an error's has spaces (ids, numbers and wal entry ids have none). Text, because
+  Redis converts every table of a reply with several field probes each and every value of
+  one apart (and the client parses each value apart): one string costs a fraction of both.
   Invariant: items of one session run in item order (gapless seqs, versions); one TIME
   for the whole batch.
 ]]
 local now, now_text = clock()
 -- KEYS and ARGV are globals (a hash lookup on every use): locals here, read ~15 times an item
 local KEYS, ARGV = KEYS, ARGV
-local out, n = {}, 0
+local lines = {}
 local a, base = 1, 0
 while a <= #ARGV do
   local op, r = ARGV[a], nil
@@ -50,17 +52,11 @@ while a <= #ARGV do
     a = a + 7
   end
   if type(r) ~= 'table' then
-    out[n + 1], out[n + 2] = 1, r
-    n = n + 2
+    lines[#lines + 1] = '1 ' .. r
   elseif r.err then
-    out[n + 1], out[n + 2] = 0, r.err
-    n = n + 2
+    lines[#lines + 1] = '0 ' .. r.err
   else
-    out[n + 1] = 1
-    for j = 1, #r do
-      out[n + 1 + j] = r[j]
-    end
-    n = n + 1 + #r
+    lines[#lines + 1] = '1 ' .. table.concat(r, ' ')
   end
 end
-return out
+return table.concat(lines, '\n')

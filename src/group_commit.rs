@@ -269,8 +269,8 @@ impl Store {
         }
         let items: Vec<&BatchItem> = batch.iter().map(|w| &*w.item).collect();
         let call = scripts::session_batch(&items);
-        match self.invoke_once::<Vec<Value>>(&call).await {
-            Ok(flat) => match split_replies(batch.iter().map(|w| &*w.item), flat) {
+        match self.invoke_once::<String>(&call).await {
+            Ok(text) => match split_replies(batch.iter().map(|w| &*w.item), &text) {
                 Ok(replies) => {
                     for (w, reply) in batch.into_iter().zip(replies) {
                         let _ = w.reply.send(reply);
@@ -288,12 +288,13 @@ impl Store {
     }
 }
 
-/// `session_batch.lua`'s flat reply cut into each item's own: per item `1` then its own
-/// script's reply (`item.reply_len()` values: an array of them when more than one), or `0`
-/// then `"CODE detail"` (its typed error).
+/// `session_batch.lua`'s text reply cut into each item's own: per item a line, `1 ` then its
+/// own script's reply values joined by spaces (`item.reply_len()` of them: an array when
+/// more than one; each a bulk string, which decodes as its own script's reply does), or `0 `
+/// then `CODE detail` (its typed error).
 fn split_replies<'a>(
     items: impl ExactSizeIterator<Item = &'a BatchItem>,
-    flat: Vec<Value>,
+    text: &str,
 ) -> Result<Vec<Result<Value>>> {
     let count = items.len();
     let malformed = || {
@@ -301,32 +302,29 @@ fn split_replies<'a>(
             "session_batch's reply does not fit its {count} items"
         ))
     };
-    let mut values = flat.into_iter();
+    let bulk = |value: &str| Value::BulkString(value.as_bytes().to_vec());
+    let mut lines = text.split('\n');
     let mut replies = Vec::with_capacity(count);
     for item in items {
-        let reply = match values.next() {
-            Some(Value::Int(1)) => {
-                let mut own: Vec<Value> = values.by_ref().take(item.reply_len()).collect();
+        let line = lines.next().ok_or_else(malformed)?;
+        let reply = if let Some(values) = line.strip_prefix("1 ") {
+            if item.reply_len() == 1 {
+                Ok(bulk(values))
+            } else {
+                let own: Vec<Value> = values.split(' ').map(bulk).collect();
                 if own.len() != item.reply_len() {
                     return Err(malformed());
                 }
-                Ok(if own.len() == 1 {
-                    own.pop().expect("one value")
-                } else {
-                    Value::Array(own)
-                })
+                Ok(Value::Array(own))
             }
-            Some(Value::Int(0)) => match values.next() {
-                Some(Value::BulkString(text)) => {
-                    Err(Error::from_script_reply(&String::from_utf8_lossy(&text)))
-                }
-                _ => return Err(malformed()),
-            },
-            _ => return Err(malformed()),
+        } else if let Some(error) = line.strip_prefix("0 ") {
+            Err(Error::from_script_reply(error))
+        } else {
+            return Err(malformed());
         };
         replies.push(reply);
     }
-    if values.next().is_some() {
+    if lines.next().is_some() {
         return Err(malformed());
     }
     Ok(replies)

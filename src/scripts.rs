@@ -347,8 +347,8 @@ impl BatchItem {
         self.session.partition
     }
 
-    /// How many values its own script's reply has in `session_batch.lua`'s flat reply:
-    /// three for an append (seq, wal entry id, repeat), one otherwise.
+    /// How many values its own script's reply has in its line of `session_batch.lua`'s
+    /// reply: three for an append (seq, wal entry id, repeat), one otherwise.
     pub fn reply_len(&self) -> usize {
         if self.op == "append" {
             3
@@ -358,8 +358,8 @@ impl BatchItem {
     }
 }
 
-/// `session_batch.lua`: `items` run in order in one EVALSHA, one reply per item (in one flat
-/// array: `1` then the lone call's reply values, or `0` then `"CODE detail"`); each item
+/// `session_batch.lua`: `items` run in order in one EVALSHA, one reply per item (a line of
+/// one text: `1 ` then the lone call's reply values, or `0 ` then `CODE detail`); each item
 /// brings the KEYS of its lone call (nine, eleven for a decision). Items of several
 /// partitions touch several slots: only a single node takes them (group commit batches per
 /// partition on a cluster). Safe to send twice only when every item is.

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use agentstate::scripts::{self, BatchItem, DecisionArgs};
 use agentstate::{AppendOptions, Error, MessageQuery, NewDecision, NewMessage, NewSession};
 use futures_util::future::join_all;
-use redis::Value;
 use serde_json::json;
 
 use crate::support::{env, sqlite_messages, TestEnv};
@@ -331,30 +330,26 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
     ];
     let refs: Vec<&BatchItem> = items.iter().collect();
     let mut conn = s.conn().await.unwrap();
-    let flat: Vec<Value> = scripts::session_batch(&refs).run(&mut conn).await.unwrap();
-    // Flat: per item 1 then its own reply's values (3 for an append), or 0 then the error.
-    let mut values = flat.into_iter();
+    let text: String = scripts::session_batch(&refs).run(&mut conn).await.unwrap();
+    // A line per item: `1 ` then its own reply's values (3 for an append), or `0 ` then the
+    // error.
+    let lines: Vec<&str> = text.split('\n').collect();
+    assert_eq!(lines.len(), items.len(), "one line per item: {text:?}");
     let shown: Vec<String> = items
         .iter()
-        .map(|item| match values.next() {
-            Some(Value::Int(0)) => match values.next() {
-                Some(Value::BulkString(text)) => String::from_utf8(text).unwrap(),
-                other => panic!("an error's text, not {other:?}"),
-            },
-            Some(Value::Int(1)) if item.reply_len() == 3 => {
-                let own: Vec<Value> = values.by_ref().take(3).collect();
-                let (seq, id, repeat): (u64, String, u8) =
-                    redis::from_redis_value(Value::Array(own)).unwrap();
+        .zip(&lines)
+        .map(|(item, line)| match line.split_once(' ') {
+            Some(("0", error)) => error.to_string(),
+            Some(("1", values)) if item.reply_len() == 3 => {
+                let [seq, id, repeat] =
+                    <[&str; 3]>::try_from(values.split(' ').collect::<Vec<_>>())
+                        .unwrap_or_else(|v| panic!("three values, not {v:?}"));
                 format!("seq {seq} logged {} repeat {repeat}", !id.is_empty())
             }
-            Some(Value::Int(1)) => match values.next() {
-                Some(Value::Int(version)) => format!("version {version}"),
-                other => panic!("a version, not {other:?}"),
-            },
-            other => panic!("unexpected item status {other:?}"),
+            Some(("1", version)) => format!("version {version}"),
+            _ => panic!("unexpected item line {line:?}"),
         })
         .collect();
-    assert!(values.next().is_none(), "values beyond the last item");
     assert_eq!(
         shown,
         [
