@@ -11,9 +11,8 @@
 //! (the latest included) is one; a list reads one page of checkpoints per EVALSHA.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use redis::FromRedisValue;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -106,6 +105,8 @@ struct Entry {
     created_at: i64,
     /// The value field of each of `channels`, space-separated, in order: the first string
     /// of the entry, so `graph_read.lua` finds them with a pattern instead of decoding JSON.
+    /// Never read back here (the channels say the same).
+    #[serde(default, skip_deserializing)]
     fields: String,
     ns: String,
     id: String,
@@ -170,59 +171,61 @@ fn run_id(metadata: &Value) -> Option<&str> {
     metadata.get("run_id").and_then(Value::as_str)
 }
 
-/// The tuples of a `graph_read.lua` one/page reply: flat, per checkpoint its entry JSON,
-/// its value count and values (nil where not stored), its write count and writes.
-fn tuples(reply: Vec<redis::Value>) -> Result<Vec<GraphTuple>> {
-    fn next<T: FromRedisValue>(it: &mut std::vec::IntoIter<redis::Value>) -> Result<T> {
-        let v = it
-            .next()
-            .ok_or_else(|| Error::redis("graph_read reply: cut short"))?;
-        T::from_redis_value(v).map_err(|e| Error::redis(format!("graph_read reply: {e}")))
+/// A `graph_read.lua` one/page reply: the entries (None where a listed checkpoint has none),
+/// their channels' values in order (None where not stored), and a range of write fields with
+/// their writes, which may hold writes of checkpoints not listed.
+type ReadReply = (
+    Vec<Option<String>>,
+    Vec<Option<String>>,
+    Vec<String>,
+    Vec<Option<String>>,
+);
+
+/// The tuples of a [`ReadReply`], in its order: each entry takes as many values as it has
+/// channels, and each write goes to the checkpoint its field names (`w|<ns>|<id>|...`).
+fn tuples((entries, values, wfields, writes): ReadReply) -> Result<Vec<GraphTuple>> {
+    let cut = || Error::redis("graph_read reply: values cut short");
+    let mut values = values.into_iter();
+    let mut out = Vec::with_capacity(entries.len());
+    let mut index = HashMap::with_capacity(entries.len());
+    for entry in entries.into_iter().flatten() {
+        let e: Entry = serde_json::from_str(&entry)?;
+        let mut stored = BTreeMap::new();
+        for (ch, _) in &e.channels {
+            if let Some(v) = values.next().ok_or_else(cut)? {
+                stored.insert(ch.clone(), v);
+            }
+        }
+        index.insert(format!("{}|{}", enc(&e.ns), enc(&e.id)), out.len());
+        out.push(GraphTuple {
+            ns: e.ns,
+            id: e.id,
+            parent: e.parent,
+            checkpoint: e.checkpoint,
+            metadata: e.metadata,
+            created_at: e.created_at,
+            channels: e.channels,
+            values: stored,
+            writes: Vec::new(),
+        });
     }
-    let mut it = reply.into_iter();
-    let mut out = Vec::new();
-    while it.len() > 0 {
-        let entry: String = next(&mut it)?;
-        let n: usize = next(&mut it)?;
-        let values = (0..n).map(|_| next(&mut it)).collect::<Result<_>>()?;
-        let n: usize = next(&mut it)?;
-        let writes = (0..n).map(|_| next(&mut it)).collect::<Result<_>>()?;
-        out.push(tuple(entry, values, writes)?);
+    if values.next().is_some() {
+        return Err(Error::redis("graph_read reply: values left over"));
+    }
+    for (field, write) in wfields.iter().zip(writes) {
+        let checkpoint = field
+            .strip_prefix("w|")
+            .and_then(|rest| rest.match_indices('|').nth(1).map(|(at, _)| &rest[..at]));
+        if let (Some(&i), Some(write)) = (checkpoint.and_then(|c| index.get(c)), write) {
+            out[i].writes.push(serde_json::from_str(&write)?);
+        }
+    }
+    for t in &mut out {
+        t.writes.sort_by(|a, b| {
+            (&a.task_path, &a.task_id, a.idx).cmp(&(&b.task_path, &b.task_id, b.idx))
+        });
     }
     Ok(out)
-}
-
-/// The [`GraphTuple`] of one checkpoint read by `graph_read.lua`.
-fn tuple(
-    entry: String,
-    values: Vec<Option<String>>,
-    writes: Vec<Option<String>>,
-) -> Result<GraphTuple> {
-    let e: Entry = serde_json::from_str(&entry)?;
-    let values = e
-        .channels
-        .iter()
-        .zip(values)
-        .filter_map(|((ch, _), v)| v.map(|v| (ch.clone(), v)))
-        .collect();
-    let mut writes = writes
-        .into_iter()
-        .flatten()
-        .map(|w| serde_json::from_str(&w).map_err(Error::from))
-        .collect::<Result<Vec<GraphWrite>>>()?;
-    writes
-        .sort_by(|a, b| (&a.task_path, &a.task_id, a.idx).cmp(&(&b.task_path, &b.task_id, b.idx)));
-    Ok(GraphTuple {
-        ns: e.ns,
-        id: e.id,
-        parent: e.parent,
-        checkpoint: e.checkpoint,
-        metadata: e.metadata,
-        created_at: e.created_at,
-        channels: e.channels,
-        values,
-        writes,
-    })
 }
 
 /// Whether `metadata` has every key of `filter` with an equal JSON value.
