@@ -208,7 +208,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
                 if parent
                 else None
             ),
-            pending_writes=[(w["task_id"], w["channel"], loads(w["value"])) for w in record["writes"]],
+            pending_writes=[(task, channel, loads(value)) for task, channel, value in record["writes"]],
         )
 
     def _tuples(self, thread_id: Any, page: List[Dict[str, Any]]) -> List[CheckpointTuple]:

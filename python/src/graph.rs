@@ -61,10 +61,13 @@ pub async fn put_writes(
 }
 
 /// The dict of one graph tuple: `ns`, `id`, `parent`, `checkpoint`, `metadata`,
-/// `created_at`, `channels` ([channel, version] lists), `values` (channel → stored value)
-/// and `writes` (dicts `task_id`, `task_path`, `channel`, `idx`, `value`). Built field by
-/// field: going through a serde_json tree of the tuple copied every value string once more
-/// and was most of a long list's time in the binding.
+/// `created_at`, `values` (channel → stored value) and `writes` (`(task_id, channel,
+/// value)` tuples, in the order LangGraph applies them): what the saver's `CheckpointTuple`
+/// is made of and no more (a list's every object is allocated, scanned by the cyclic GC and
+/// freed; the channel list, which the document's `channel_versions` repeats, and per write
+/// a dict with its task path and index were a fifth of them). Built field by field: going
+/// through a serde_json tree of the tuple copied every value string once more and was most
+/// of a long list's time in the binding.
 impl ToDict for GraphTuple {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         tuple_to_py(py, self)
@@ -104,11 +107,6 @@ fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDi
     )?;
     d.set_item(intern!(py, "metadata"), json_text_to_py(py, &t.metadata)?)?;
     d.set_item(intern!(py, "created_at"), t.created_at)?;
-    let channels = PyList::empty(py);
-    for (ch, version) in &t.channels {
-        channels.append(PyList::new(py, [ch, version])?)?;
-    }
-    d.set_item(intern!(py, "channels"), channels)?;
     let values = PyDict::new(py);
     for (ch, value) in &t.values {
         values.set_item(ch, value)?;
@@ -116,13 +114,7 @@ fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDi
     d.set_item(intern!(py, "values"), values)?;
     let writes = PyList::empty(py);
     for w in &t.writes {
-        let wd = PyDict::new(py);
-        wd.set_item(intern!(py, "task_id"), &w.task_id)?;
-        wd.set_item(intern!(py, "task_path"), &w.task_path)?;
-        wd.set_item(intern!(py, "channel"), &w.channel)?;
-        wd.set_item(intern!(py, "idx"), w.idx)?;
-        wd.set_item(intern!(py, "value"), &w.value)?;
-        writes.append(wd)?;
+        writes.append((&w.task_id, &w.channel, &w.value))?;
     }
     d.set_item(intern!(py, "writes"), writes)?;
     Ok(d)
