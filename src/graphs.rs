@@ -11,10 +11,10 @@
 //! (the latest included) is one; a list reads one page of checkpoints per EVALSHA.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use redis::FromRedisValue;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
@@ -76,8 +76,12 @@ pub struct GraphWrite {
     pub value: String,
 }
 
-/// A checkpoint with its channel values and pending writes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A checkpoint with its channel values and pending writes. Its document and metadata are
+/// handed over as the stored JSON text, not decoded: a reader converts them into its own
+/// objects in one pass (the Python binding builds a 500-checkpoint list's dicts straight
+/// from the text; a `serde_json::Value` tree in between was a third of its time). Two
+/// tuples are equal when their parts are, the JSON texts compared as text.
+#[derive(Debug, Clone, Serialize)]
 pub struct GraphTuple {
     /// Namespace.
     pub ns: String,
@@ -85,10 +89,10 @@ pub struct GraphTuple {
     pub id: String,
     /// Parent checkpoint id.
     pub parent: Option<String>,
-    /// The checkpoint document (without channel values).
-    pub checkpoint: Value,
-    /// Metadata.
-    pub metadata: Value,
+    /// The checkpoint document (without channel values), JSON text.
+    pub checkpoint: Box<RawValue>,
+    /// Metadata, JSON text of an object.
+    pub metadata: Box<RawValue>,
     /// When it was put, ms since the epoch (Redis clock).
     pub created_at: i64,
     /// (channel, version) of every channel it holds.
@@ -99,19 +103,37 @@ pub struct GraphTuple {
     pub writes: Vec<GraphWrite>,
 }
 
-/// A checkpoint entry as stored under `c|<ns>|<id>` (created_at is added by the script).
+impl PartialEq for GraphTuple {
+    fn eq(&self, other: &Self) -> bool {
+        (self.ns == other.ns && self.id == other.id && self.parent == other.parent)
+            && self.checkpoint.get() == other.checkpoint.get()
+            && self.metadata.get() == other.metadata.get()
+            && (self.created_at, &self.channels, &self.values, &self.writes)
+                == (
+                    other.created_at,
+                    &other.channels,
+                    &other.values,
+                    &other.writes,
+                )
+    }
+}
+
+/// A checkpoint entry as stored under `c|<ns>|<id>` (created_at is added by the script);
+/// `D` is how its document and metadata are held: values, or their JSON text for reads.
 #[derive(Debug, Serialize, Deserialize)]
-struct Entry {
+struct Entry<D = Value> {
     #[serde(default, skip_serializing)]
     created_at: i64,
     /// The value field of each of `channels`, space-separated, in order: the first string
     /// of the entry, so `graph_read.lua` finds them with a pattern instead of decoding JSON.
+    /// Never read back here (the channels say the same).
+    #[serde(default, skip_deserializing)]
     fields: String,
     ns: String,
     id: String,
     parent: Option<String>,
-    checkpoint: Value,
-    metadata: Value,
+    checkpoint: D,
+    metadata: D,
     /// (channel, version).
     channels: Vec<(String, String)>,
 }
@@ -170,64 +192,68 @@ fn run_id(metadata: &Value) -> Option<&str> {
     metadata.get("run_id").and_then(Value::as_str)
 }
 
-/// The tuples of a `graph_read.lua` one/page reply: flat, per checkpoint its entry JSON,
-/// its value count and values (nil where not stored), its write count and writes.
-fn tuples(reply: Vec<redis::Value>) -> Result<Vec<GraphTuple>> {
-    fn next<T: FromRedisValue>(it: &mut std::vec::IntoIter<redis::Value>) -> Result<T> {
-        let v = it
-            .next()
-            .ok_or_else(|| Error::redis("graph_read reply: cut short"))?;
-        T::from_redis_value(v).map_err(|e| Error::redis(format!("graph_read reply: {e}")))
+/// A `graph_read.lua` one/page reply: the entries (None where a listed checkpoint has none),
+/// their channels' values in order (None where not stored), and a range of write fields with
+/// their writes, which may hold writes of checkpoints not listed.
+type ReadReply = (
+    Vec<Option<String>>,
+    Vec<Option<String>>,
+    Vec<String>,
+    Vec<Option<String>>,
+);
+
+/// The tuples of a [`ReadReply`], in its order: each entry takes as many values as it has
+/// channels, and each write goes to the checkpoint its field names (`w|<ns>|<id>|...`).
+fn tuples((entries, values, wfields, writes): ReadReply) -> Result<Vec<GraphTuple>> {
+    let cut = || Error::redis("graph_read reply: values cut short");
+    let mut values = values.into_iter();
+    let mut out = Vec::with_capacity(entries.len());
+    let mut index = HashMap::with_capacity(entries.len());
+    for entry in entries.into_iter().flatten() {
+        let e: Entry<Box<RawValue>> = serde_json::from_str(&entry)?;
+        let mut stored = BTreeMap::new();
+        for (ch, _) in &e.channels {
+            if let Some(v) = values.next().ok_or_else(cut)? {
+                stored.insert(ch.clone(), v);
+            }
+        }
+        index.insert(format!("{}|{}", enc(&e.ns), enc(&e.id)), out.len());
+        out.push(GraphTuple {
+            ns: e.ns,
+            id: e.id,
+            parent: e.parent,
+            checkpoint: e.checkpoint,
+            metadata: e.metadata,
+            created_at: e.created_at,
+            channels: e.channels,
+            values: stored,
+            writes: Vec::new(),
+        });
     }
-    let mut it = reply.into_iter();
-    let mut out = Vec::new();
-    while it.len() > 0 {
-        let entry: String = next(&mut it)?;
-        let n: usize = next(&mut it)?;
-        let values = (0..n).map(|_| next(&mut it)).collect::<Result<_>>()?;
-        let n: usize = next(&mut it)?;
-        let writes = (0..n).map(|_| next(&mut it)).collect::<Result<_>>()?;
-        out.push(tuple(entry, values, writes)?);
+    if values.next().is_some() {
+        return Err(Error::redis("graph_read reply: values left over"));
+    }
+    for (field, write) in wfields.iter().zip(writes) {
+        let checkpoint = field
+            .strip_prefix("w|")
+            .and_then(|rest| rest.match_indices('|').nth(1).map(|(at, _)| &rest[..at]));
+        if let (Some(&i), Some(write)) = (checkpoint.and_then(|c| index.get(c)), write) {
+            out[i].writes.push(serde_json::from_str(&write)?);
+        }
+    }
+    for t in &mut out {
+        t.writes.sort_by(|a, b| {
+            (&a.task_path, &a.task_id, a.idx).cmp(&(&b.task_path, &b.task_id, b.idx))
+        });
     }
     Ok(out)
 }
 
-/// The [`GraphTuple`] of one checkpoint read by `graph_read.lua`.
-fn tuple(
-    entry: String,
-    values: Vec<Option<String>>,
-    writes: Vec<Option<String>>,
-) -> Result<GraphTuple> {
-    let e: Entry = serde_json::from_str(&entry)?;
-    let values = e
-        .channels
-        .iter()
-        .zip(values)
-        .filter_map(|((ch, _), v)| v.map(|v| (ch.clone(), v)))
-        .collect();
-    let mut writes = writes
-        .into_iter()
-        .flatten()
-        .map(|w| serde_json::from_str(&w).map_err(Error::from))
-        .collect::<Result<Vec<GraphWrite>>>()?;
-    writes
-        .sort_by(|a, b| (&a.task_path, &a.task_id, a.idx).cmp(&(&b.task_path, &b.task_id, b.idx)));
-    Ok(GraphTuple {
-        ns: e.ns,
-        id: e.id,
-        parent: e.parent,
-        checkpoint: e.checkpoint,
-        metadata: e.metadata,
-        created_at: e.created_at,
-        channels: e.channels,
-        values,
-        writes,
-    })
-}
-
-/// Whether `metadata` has every key of `filter` with an equal JSON value.
-fn matches(metadata: &Value, filter: &Map<String, Value>) -> bool {
-    filter.iter().all(|(k, v)| metadata.get(k) == Some(v))
+/// Whether `metadata` (JSON text of an object) has every key of `filter` with an equal JSON
+/// value.
+fn matches(metadata: &RawValue, filter: &Map<String, Value>) -> Result<bool> {
+    let metadata: Map<String, Value> = serde_json::from_str(metadata.get())?;
+    Ok(filter.iter().all(|(k, v)| metadata.get(k) == Some(v)))
 }
 
 /// For graph log values read back from SQLite (field, value): the index members they need
@@ -413,9 +439,11 @@ impl Store {
             let full = items.len() == page;
             for t in items {
                 cursor = Some(enc(&t.id).into_owned());
-                if filter.is_none_or(|f| matches(&t.metadata, f))
-                    && limit.is_none_or(|n| out.len() < n)
-                {
+                let kept = match filter {
+                    Some(f) => matches(&t.metadata, f)?,
+                    None => true,
+                };
+                if kept && limit.is_none_or(|n| out.len() < n) {
                     out.push(t);
                 }
             }

@@ -13,9 +13,8 @@ Message = Dict[str, Any]
 GraphTuple = Dict[str, Any]
 """A checkpoint of a graph thread: ``ns``, ``id``, ``parent`` (None at the start),
 ``checkpoint`` (the document without channel values), ``metadata``, ``created_at`` (ms),
-``channels`` ([channel, version] pairs), ``values`` (channel -> value, for the channels whose
-value is stored) and ``writes`` (dicts ``task_id``, ``task_path``, ``channel``, ``idx``,
-``value``, in (task_path, task_id, idx) order)."""
+``values`` (channel -> value, for the channels whose value is stored) and ``writes``
+(``(task_id, channel, value)`` tuples, in (task_path, task_id, idx) order)."""
 
 __version__: str
 

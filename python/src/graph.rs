@@ -1,16 +1,19 @@
 //! The graph checkpoint log capabilities of `agentstate.Store` (the storage of
 //! `agentstate.langgraph.AgentStateSaver`): one future per capability, behind the sync method
 //! and its async twin in `store.rs`. Checkpoint tuples come back as dicts (see the stubs),
-//! built straight from the core's [`GraphTuple`]s under the GIL once the I/O and the JSON
-//! parsing (done by the core, GIL released) are over.
+//! built straight from the core's [`GraphTuple`]s under the GIL once the I/O is over; their
+//! documents and metadata, JSON text in the tuple, by Python's own C JSON scanner.
 
 use agentstate::{GraphPut, GraphTuple, Store};
+use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyString};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::convert::{json_to_py, Dicts, OptDict, ToDict};
+use crate::convert::{Dicts, OptDict, ToDict};
 
 /// What `graph_put` takes from Python, gathered under the GIL.
 pub struct PutArgs {
@@ -58,14 +61,39 @@ pub async fn put_writes(
 }
 
 /// The dict of one graph tuple: `ns`, `id`, `parent`, `checkpoint`, `metadata`,
-/// `created_at`, `channels` ([channel, version] lists), `values` (channel → stored value)
-/// and `writes` (dicts `task_id`, `task_path`, `channel`, `idx`, `value`). Built field by
-/// field: going through a serde_json tree of the tuple copied every value string once more
-/// and was most of a long list's time in the binding.
+/// `created_at`, `values` (channel → stored value) and `writes` (`(task_id, channel,
+/// value)` tuples, in the order LangGraph applies them): what the saver's `CheckpointTuple`
+/// is made of and no more (a list's every object is allocated, scanned by the cyclic GC and
+/// freed; the channel list, which the document's `channel_versions` repeats, and per write
+/// a dict with its task path and index were a fifth of them). Built field by field: going
+/// through a serde_json tree of the tuple copied every value string once more and was most
+/// of a long list's time in the binding.
 impl ToDict for GraphTuple {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         tuple_to_py(py, self)
     }
+}
+
+/// The Python objects of a JSON text, built by the scanner behind `json.loads`
+/// (`json.scanner.make_scanner(json.JSONDecoder())`, C in CPython) called at index 0: in one
+/// pass from the text, where a `serde_json::Value` tree first and then its objects took
+/// twice the instructions (callgrind, a 500-checkpoint list), with `json`'s own decoding
+/// (exact floats, ints of any size).
+fn json_text_to_py<'py>(py: Python<'py>, text: &RawValue) -> PyResult<Bound<'py, PyAny>> {
+    static SCANNER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let scanner = SCANNER.get_or_try_init(py, || {
+        let decoder = py.import("json")?.getattr("JSONDecoder")?.call0()?;
+        py.import("json.scanner")?
+            .getattr("make_scanner")?
+            .call1((decoder,))
+            .map(Bound::unbind)
+    })?;
+    let text = PyString::new(py, text.get());
+    let (value, end): (Bound<'py, PyAny>, usize) = scanner.bind(py).call1((&text, 0))?.extract()?;
+    if end != text.len()? {
+        return Err(PyValueError::new_err("stored JSON has trailing text"));
+    }
+    Ok(value)
 }
 
 fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDict>> {
@@ -73,14 +101,12 @@ fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDi
     d.set_item(intern!(py, "ns"), &t.ns)?;
     d.set_item(intern!(py, "id"), &t.id)?;
     d.set_item(intern!(py, "parent"), &t.parent)?;
-    d.set_item(intern!(py, "checkpoint"), json_to_py(py, &t.checkpoint)?)?;
-    d.set_item(intern!(py, "metadata"), json_to_py(py, &t.metadata)?)?;
+    d.set_item(
+        intern!(py, "checkpoint"),
+        json_text_to_py(py, &t.checkpoint)?,
+    )?;
+    d.set_item(intern!(py, "metadata"), json_text_to_py(py, &t.metadata)?)?;
     d.set_item(intern!(py, "created_at"), t.created_at)?;
-    let channels = PyList::empty(py);
-    for (ch, version) in &t.channels {
-        channels.append(PyList::new(py, [ch, version])?)?;
-    }
-    d.set_item(intern!(py, "channels"), channels)?;
     let values = PyDict::new(py);
     for (ch, value) in &t.values {
         values.set_item(ch, value)?;
@@ -88,13 +114,7 @@ fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDi
     d.set_item(intern!(py, "values"), values)?;
     let writes = PyList::empty(py);
     for w in &t.writes {
-        let wd = PyDict::new(py);
-        wd.set_item(intern!(py, "task_id"), &w.task_id)?;
-        wd.set_item(intern!(py, "task_path"), &w.task_path)?;
-        wd.set_item(intern!(py, "channel"), &w.channel)?;
-        wd.set_item(intern!(py, "idx"), w.idx)?;
-        wd.set_item(intern!(py, "value"), &w.value)?;
-        writes.append(wd)?;
+        writes.append((&w.task_id, &w.channel, &w.value))?;
     }
     d.set_item(intern!(py, "writes"), writes)?;
     Ok(d)

@@ -373,6 +373,36 @@ def test_stored_values_are_json_when_plain_else_typed(world):
         assert tuple(loaded["tuple"]) == (1, 2) and loaded["nan"] != loaded["nan"]
 
 
+def test_binding_tuples_hold_what_a_checkpoint_tuple_is_made_of(world):
+    """The binding's tuple of a checkpoint: its document and metadata decoded from the stored
+    JSON (floats exactly, nested values as they were put), its stored values, and its
+    pending writes as ``(task_id, channel, value)`` tuples in (task_path, task_id, idx)
+    order; nothing the saver does not use (no channel list, no per-write dict)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from agentstate import Store
+    from agentstate.langgraph import AgentStateSaver
+
+    server, prefix, _db = world
+    store = Store(server.url, prefix=prefix)
+    saver = AgentStateSaver(store=store)
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"a": 1}
+    cp["channel_versions"] = {"a": saver.get_next_version(None, None)}
+    floats = [0.1, 1e-320, 2.5e300, -0.0, 1 / 3]
+    metadata = {"source": "loop", "step": 7, "floats": floats, "nested": {"k": ["é", None]}}
+    config = saver.put({"configurable": {"thread_id": "b", "checkpoint_ns": ""}}, cp, metadata, cp["channel_versions"])
+    saver.put_writes(config, [("x", "later"), ("y", 2)], "task-2", "~b")
+    saver.put_writes(config, [("x", "first")], "task-1", "~a")
+    for record in [store.graph_get(saver.agentstate_id("b"), "", None), *store.graph_list(saver.agentstate_id("b"))]:
+        assert set(record) == {"ns", "id", "parent", "checkpoint", "metadata", "created_at", "values", "writes"}
+        assert record["checkpoint"]["id"] == cp["id"] and "channel_values" not in record["checkpoint"]
+        assert record["metadata"]["floats"] == floats and record["metadata"]["nested"] == metadata["nested"]
+        assert record["values"] == {"a": "json:1"}
+        assert record["writes"] == [("task-1", "x", 'json:"first"'), ("task-2", "x", 'json:"later"'), ("task-2", "y", "json:2")]
+    assert saver.get_tuple(config).pending_writes == [("task-1", "x", "first"), ("task-2", "x", "later"), ("task-2", "y", 2)]
+
+
 def test_plain_json_is_json_dumps_for_exact_json_types_only():
     """The binding's ``plain_json`` (the saver's ``json:`` test and text, one pass) writes
     what ``json.dumps(ensure_ascii=False, separators=(",", ":"))`` writes, and refuses
