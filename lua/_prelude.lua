@@ -54,11 +54,15 @@ end
 --   extra    indexes into k of the session's further keys this call was given (the graph
 --            log's two, KEYS[10] and KEYS[11]): refreshed with the eight (nil: none)
 local function refresh_ttl(k, ttl, now, due, created, extra)
-  -- `due + 0`, not tonumber(due): one string-to-number conversion instead of two, and the
-  -- TTL is converted only when a key gets a moment
+  -- `due + 0`, not tonumber(due): one string-to-number conversion instead of two
   due = due and due + 0
-  if not due or now >= due then
-    ttl = tonumber(ttl or redis.call('HGET', k[1], 'ttl'))
+  local refresh = not due or now >= due
+  if not refresh and not created then
+    return -- the common case of a busy session: no key gets a moment, the TTL stays unread
+  end
+  ttl = tonumber(ttl or redis.call('HGET', k[1], 'ttl'))
+  local slack = math.floor(ttl * 100)
+  if refresh then
     local at = now + ttl * 1000
     for i = 1, 8 do
       redis.call('PEXPIREAT', k[i], at)
@@ -66,12 +70,9 @@ local function refresh_ttl(k, ttl, now, due, created, extra)
     for _, i in ipairs(extra or {}) do
       redis.call('PEXPIREAT', k[i], at)
     end
-    redis.call('HSET', k[1], 'ttl_at', now + math.floor(ttl * 100))
-    return
-  end
-  if created then
-    ttl = tonumber(ttl or redis.call('HGET', k[1], 'ttl'))
-    local at = due - math.floor(ttl * 100) + ttl * 1000
+    redis.call('HSET', k[1], 'ttl_at', now + slack)
+  else
+    local at = due - slack + ttl * 1000
     for _, i in ipairs(created) do
       redis.call('PEXPIREAT', k[i], at)
     end

@@ -19,7 +19,7 @@ if #ARGV > 2 then
   redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 end
 redis.call('HSET', KEYS[1], 'updated_at', now)
-refresh_ttl(KEYS, redis.call('HGET', KEYS[1], 'ttl'), now, nil, nil, {10, 11})
+refresh_ttl(KEYS, nil, now, nil, nil, {10, 11})
 if ARGV[2] == '' then
   return ''
 end
