@@ -176,7 +176,8 @@ impl Keys {
     pub fn session(&self, sid: &str) -> SessionKeys {
         let p = self.partition(sid);
         let base = format!("{}:{{{p}}}:s:{sid}", self.prefix);
-        // Every call of the hot path builds these: one exact allocation each, no fmt.
+        // One exact allocation each, no fmt (a `Store` builds them once per session: see
+        // SessionKeysCache).
         let key = |suffix: &str| [base.as_str(), suffix].concat();
         SessionKeys {
             partition: p,
