@@ -219,41 +219,37 @@ fn write_json_str(out: &mut String, s: &str) {
 /// fields that are set.
 impl ToDict for Message {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        message_to_py(py, self)
+        let d = PyDict::new(py);
+        d.set_item("seq", self.seq)?;
+        d.set_item(
+            "state",
+            match self.state {
+                agentstate::MessageState::Active => "active",
+                agentstate::MessageState::CompactedOut => "compacted_out",
+            },
+        )?;
+        d.set_item("created_at", self.created_at)?;
+        d.set_item("role", &self.role)?;
+        if let Some(c) = &self.content {
+            d.set_item("content", c)?;
+        }
+        if let Some(n) = &self.name {
+            d.set_item("name", n)?;
+        }
+        if let Some(t) = &self.tool_calls {
+            d.set_item("tool_calls", json_to_py(py, t)?)?;
+        }
+        if let Some(t) = &self.tool_call_id {
+            d.set_item("tool_call_id", t)?;
+        }
+        if let Some(r) = self.round_index {
+            d.set_item("round_index", r)?;
+        }
+        if let Some(meta) = &self.meta {
+            d.set_item("meta", json_to_py(py, meta)?)?;
+        }
+        Ok(d)
     }
-}
-
-fn message_to_py<'py>(py: Python<'py>, m: &Message) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("seq", m.seq)?;
-    d.set_item(
-        "state",
-        match m.state {
-            agentstate::MessageState::Active => "active",
-            agentstate::MessageState::CompactedOut => "compacted_out",
-        },
-    )?;
-    d.set_item("created_at", m.created_at)?;
-    d.set_item("role", &m.role)?;
-    if let Some(c) = &m.content {
-        d.set_item("content", c)?;
-    }
-    if let Some(n) = &m.name {
-        d.set_item("name", n)?;
-    }
-    if let Some(t) = &m.tool_calls {
-        d.set_item("tool_calls", json_to_py(py, t)?)?;
-    }
-    if let Some(t) = &m.tool_call_id {
-        d.set_item("tool_call_id", t)?;
-    }
-    if let Some(r) = m.round_index {
-        d.set_item("round_index", r)?;
-    }
-    if let Some(meta) = &m.meta {
-        d.set_item("meta", json_to_py(py, meta)?)?;
-    }
-    Ok(d)
 }
 
 impl<'py> IntoPyObject<'py> for Json {

@@ -70,7 +70,30 @@ pub async fn put_writes(
 /// of a long list's time in the binding.
 impl ToDict for GraphTuple {
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        tuple_to_py(py, self)
+        let d = PyDict::new(py);
+        d.set_item(intern!(py, "ns"), &self.ns)?;
+        d.set_item(intern!(py, "id"), &self.id)?;
+        d.set_item(intern!(py, "parent"), &self.parent)?;
+        d.set_item(
+            intern!(py, "checkpoint"),
+            json_text_to_py(py, &self.checkpoint)?,
+        )?;
+        d.set_item(
+            intern!(py, "metadata"),
+            json_text_to_py(py, &self.metadata)?,
+        )?;
+        d.set_item(intern!(py, "created_at"), self.created_at)?;
+        let values = PyDict::new(py);
+        for (ch, value) in &self.values {
+            values.set_item(ch, value)?;
+        }
+        d.set_item(intern!(py, "values"), values)?;
+        let writes = PyList::empty(py);
+        for w in &self.writes {
+            writes.append((&w.task_id, &w.channel, &w.value))?;
+        }
+        d.set_item(intern!(py, "writes"), writes)?;
+        Ok(d)
     }
 }
 
@@ -94,30 +117,6 @@ fn json_text_to_py<'py>(py: Python<'py>, text: &RawValue) -> PyResult<Bound<'py,
         return Err(PyValueError::new_err("stored JSON has trailing text"));
     }
     Ok(value)
-}
-
-fn tuple_to_py<'py>(py: Python<'py>, t: &GraphTuple) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item(intern!(py, "ns"), &t.ns)?;
-    d.set_item(intern!(py, "id"), &t.id)?;
-    d.set_item(intern!(py, "parent"), &t.parent)?;
-    d.set_item(
-        intern!(py, "checkpoint"),
-        json_text_to_py(py, &t.checkpoint)?,
-    )?;
-    d.set_item(intern!(py, "metadata"), json_text_to_py(py, &t.metadata)?)?;
-    d.set_item(intern!(py, "created_at"), t.created_at)?;
-    let values = PyDict::new(py);
-    for (ch, value) in &t.values {
-        values.set_item(ch, value)?;
-    }
-    d.set_item(intern!(py, "values"), values)?;
-    let writes = PyList::empty(py);
-    for w in &t.writes {
-        writes.append((&w.task_id, &w.channel, &w.value))?;
-    }
-    d.set_item(intern!(py, "writes"), writes)?;
-    Ok(d)
 }
 
 pub async fn get(
