@@ -46,7 +46,8 @@ end
 -- keys of one session 11 ms apart).
 --   k        the session's keys (KEYS, or the slice of a batch)
 --   ttl      the idle TTL, seconds (meta `ttl`), or nil: read here if a key gets a moment
---            (the hot path's writes leave it unread: most of their calls set none)
+--            (appends and working-state writes leave it unread: most of their calls
+--            set none)
 --   now      the script's now_ms()
 --   due      meta `ttl_at` as read: its decimal text (nil/false: refresh now — create,
 --            restore, touch, an older session without the field)
