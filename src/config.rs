@@ -30,6 +30,34 @@ pub enum Durability {
 
 /// Default Redis URL when neither `--redis` nor `AGENTSTATE_REDIS_URL` is given.
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+/// Default key prefix when neither `--prefix` nor `AGENTSTATE_PREFIX` is given.
+pub const DEFAULT_PREFIX: &str = "as";
+/// Default SQLite file of the spill daemon when neither `--db` nor `AGENTSTATE_DB` is given.
+pub const DEFAULT_DB: &str = "./agentstate.db";
+
+/// The environment variables every front end (the CLI, the Python package and its
+/// adapters) reads, with one precedence: an explicit argument, else the variable, else the
+/// default above.
+pub mod env {
+    /// The Redis URL (`--redis`, `Store(url)`).
+    pub const REDIS_URL: &str = "AGENTSTATE_REDIS_URL";
+    /// The spill daemon's SQLite file (`--db`, `SpillDaemon(db=...)`).
+    pub const DB: &str = "AGENTSTATE_DB";
+    /// The namespace's key prefix (`--prefix`, `prefix=`).
+    pub const PREFIX: &str = "AGENTSTATE_PREFIX";
+
+    /// The variable's value; an empty variable counts as unset.
+    pub fn var(name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    /// `given`, else the variable `name`, else `default`.
+    pub fn resolve(given: Option<String>, name: &str, default: &str) -> String {
+        given
+            .or_else(|| var(name))
+            .unwrap_or_else(|| default.to_string())
+    }
+}
 
 /// Where keys live: every key starts with `prefix`, ids are spread over `partitions`.
 ///
@@ -46,7 +74,7 @@ pub struct Namespace {
 impl Default for Namespace {
     fn default() -> Self {
         Namespace {
-            prefix: "as".into(),
+            prefix: DEFAULT_PREFIX.into(),
             partitions: 16,
         }
     }

@@ -123,6 +123,13 @@ pub enum Error {
     /// A durable write was not committed to SQLite within the bounded wait.
     #[error("durable write not confirmed within {0:?}: is `agentstate spill` running?")]
     DurabilityTimeout(Duration),
+    /// Redis lost a durable write before the spill daemon committed it (flushed, or
+    /// restarted without its data): the write is in neither tier. Repeating it is safe
+    /// with an idempotency key.
+    #[error(
+        "redis lost {0} before the spill daemon committed it; it is in neither Redis nor SQLite"
+    )]
+    WriteLost(String),
     /// An error from the SQLite side (spill daemon, export).
     #[error("sqlite: {message}")]
     Sqlite {

@@ -41,9 +41,16 @@
 //! - [`redis_server`]: a private `redis-server` child (the CLI's embedded default, tests)
 //!   and the long-lived one of `agentstate server` (AOF in a data dir).
 //! - [`address`]: how a Redis URL is shown to people (its address; never a password).
+//! - [`advice`]: an error worded for the person who hit it: what failed, the address, the
+//!   next step in the words of their front end (the CLI's flags, Python's arguments).
+//! - `cli` (cargo feature `cli`, on by default): the `agentstate` command line, entered by
+//!   the binary and by the Python wheel's `agentstate` command ([`cli::run_from`]).
 
 pub mod address;
+pub mod advice;
 pub mod checkpoints;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod consumer;

@@ -1,6 +1,5 @@
-//! The `agentstate` command-line tool: parse with clap, call the library, print the value.
-
-mod cli;
+//! The `agentstate` command-line tool: the library's `cli` module, entered with this
+//! process' arguments (the Python wheel's `agentstate` command enters the same module).
 
 fn main() -> std::process::ExitCode {
     // Like other Unix tools, end quietly when the reader of stdout goes away
@@ -9,5 +8,5 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    cli::main()
+    std::process::ExitCode::from(agentstate::cli::run_from(std::env::args_os()))
 }

@@ -1,7 +1,7 @@
 //! `agentstate checkpoint ...`.
 
-use agentstate::spill::inspect;
-use agentstate::Result;
+use crate::spill::inspect;
+use crate::Result;
 use clap::Subcommand;
 use serde_json::json;
 

@@ -1,6 +1,6 @@
 //! `agentstate decide`, `outcome` and `decisions ...`.
 
-use agentstate::{NewDecision, Result};
+use crate::{NewDecision, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 

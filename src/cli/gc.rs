@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use agentstate::spill::retention::{self, Retention};
-use agentstate::{Error, Result};
+use crate::spill::retention::{self, Retention};
+use crate::{Error, Result};
 
 use super::{print_json, Ctx};
 

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agentstate::{Error, Result};
+use crate::{Error, Result};
 use serde_json::Value;
 
 /// Set once an argument has read stdin: a second `-` in the same command is refused.

@@ -7,7 +7,6 @@ mod bench;
 mod checkpoint;
 mod decisions;
 mod demo;
-mod errors;
 mod gc;
 mod help;
 mod input;
@@ -23,15 +22,14 @@ mod work;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
-use agentstate::redis_server::{redis_server_available, RedisServer};
-use agentstate::{Config, Durability, Error, Result, Store};
+use crate::redis_server::{redis_server_available, RedisServer};
+use crate::{Config, Durability, Error, Result, Store};
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::Value;
 
-pub use errors::Situation;
+pub(crate) use crate::advice::Situation;
 
 /// Shared live session store for AI agents: Redis live tier, SQLite durable tier.
 #[derive(Debug, Parser)]
@@ -42,7 +40,7 @@ pub use errors::Situation;
     propagate_version = true,
     after_help = help::TOP
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     global: Global,
     #[command(subcommand)]
@@ -56,7 +54,7 @@ const GLOBAL: &str = "Global options";
 /// after parsing (not through clap's `env`, which would show them in usage lines as if
 /// they were required).
 #[derive(Debug, clap::Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// Redis URL: redis://[user:password@]host:port, rediss://... for TLS, or a cluster
     /// seed list [env: AGENTSTATE_REDIS_URL]. Unset: 127.0.0.1:6379 when something answers
     /// there, else a private redis-server that lives only as long as the command.
@@ -66,8 +64,11 @@ pub struct Global {
     /// `demo`: ./agentstate-demo.db, recreated by each run].
     #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     db: Option<PathBuf>,
-    /// Key prefix of the namespace.
-    #[arg(long, default_value = "as", global = true, help_heading = GLOBAL)]
+    /// Key prefix of the namespace [env: AGENTSTATE_PREFIX] [default: as].
+    #[arg(long = "prefix", global = true, value_name = "PREFIX", help_heading = GLOBAL)]
+    prefix_arg: Option<String>,
+    /// The prefix in use: `--prefix`, else `AGENTSTATE_PREFIX`, else `as` (see `read_env`).
+    #[arg(skip)]
     prefix: String,
     /// Partition count of the namespace (fixed per namespace).
     #[arg(long, default_value_t = 16, global = true, value_name = "N", help_heading = GLOBAL)]
@@ -80,28 +81,30 @@ pub struct Global {
     redis_from_env: bool,
 }
 
-/// The SQLite file when `--db` is not given.
-pub const DEFAULT_DB: &str = "./agentstate.db";
 /// The demo's SQLite file when `--db` is not given (recreated by each demo run).
-pub const DEMO_DB: &str = "./agentstate-demo.db";
+pub(crate) const DEMO_DB: &str = "./agentstate-demo.db";
 
 impl Global {
-    /// Fills `--redis` and `--db` from `AGENTSTATE_REDIS_URL` / `AGENTSTATE_DB` when they
-    /// were not given (an empty variable counts as unset).
+    /// Fills `--redis`, `--db` and `--prefix` from `AGENTSTATE_REDIS_URL` / `AGENTSTATE_DB` /
+    /// `AGENTSTATE_PREFIX` when they were not given (an empty variable counts as unset),
+    /// the precedence the Python package follows too.
     fn read_env(&mut self) {
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        use crate::config::{env, DEFAULT_PREFIX};
         if self.redis.is_none() {
-            self.redis = var("AGENTSTATE_REDIS_URL");
+            self.redis = env::var(env::REDIS_URL);
             self.redis_from_env = self.redis.is_some();
         }
         if self.db.is_none() {
-            self.db = var("AGENTSTATE_DB").map(PathBuf::from);
+            self.db = env::var(env::DB).map(PathBuf::from);
         }
+        self.prefix = env::resolve(self.prefix_arg.take(), env::PREFIX, DEFAULT_PREFIX);
     }
 
     /// The SQLite file: `--db`, or `./agentstate.db`.
     pub fn db(&self) -> PathBuf {
-        self.db.clone().unwrap_or_else(|| DEFAULT_DB.into())
+        self.db
+            .clone()
+            .unwrap_or_else(|| crate::config::DEFAULT_DB.into())
     }
 
     /// The demo's SQLite file: `--db`, or `./agentstate-demo.db`.
@@ -198,7 +201,7 @@ enum Command {
 }
 
 /// Everything a command needs at run time.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// The connected store.
     pub store: Store,
     /// Global options.
@@ -245,9 +248,16 @@ fn verb_of(matches: &ArgMatches) -> String {
     words.join(" ")
 }
 
-/// Parses the arguments, runs the command, and maps the outcome to the exit code.
-pub fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+/// Runs the command line `args` (the program name first, as `std::env::args_os` gives it)
+/// and returns the exit code: 0 on success, 1 on a runtime error (its one `error:` line
+/// printed on stderr), 2 on bad usage. `--help`, `--version` and usage errors end the
+/// process through clap, as for any command-line tool.
+pub fn run_from<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = Cli::command().get_matches_from(args);
     let mut cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -256,6 +266,7 @@ pub fn main() -> ExitCode {
     let mut at = Situation {
         verb: verb_of(&matches),
         db: cli.global.db(),
+        prefix: cli.global.prefix.clone(),
         ..Situation::default()
     };
     // The demo narrates its own steps and checks every one; the embedded daemon's expected
@@ -278,19 +289,21 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         // Colour only for people: a log written to a file or a pipe stays plain text.
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        // A second run in one process (the Python wheel's) keeps the first one's subscriber.
+        .try_init()
+        .ok();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            return 1;
         }
     };
     match runtime.block_on(run(cli, &mut at)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {}", errors::line(&e, &at));
-            ExitCode::from(1)
+            eprintln!("error: {}", crate::advice::line(&e, &at));
+            1
         }
     }
 }
@@ -342,7 +355,7 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
 async fn connect(global: Global, at: &mut Situation) -> Result<Ctx> {
     if let Some(url) = &global.redis {
         at.url = Some(url.clone());
-        if let Err(why) = agentstate::address::check(url) {
+        if let Err(why) = crate::address::check(url) {
             let source = if global.redis_from_env {
                 "AGENTSTATE_REDIS_URL"
             } else {
@@ -350,8 +363,8 @@ async fn connect(global: Global, at: &mut Situation) -> Result<Ctx> {
             };
             return Err(Error::InvalidInput(format!(
                 "{source} {} is not a Redis URL: {why} — {}",
-                agentstate::address::redacted(url),
-                errors::URL_FORMS
+                crate::address::redacted(url),
+                crate::advice::URL_FORMS
             )));
         }
     } else {
@@ -376,7 +389,7 @@ async fn connect(global: Global, at: &mut Situation) -> Result<Ctx> {
 
 /// What a command on the embedded default says on stderr: where the private Redis is, that
 /// it and its data end with the command, and how to keep them.
-pub fn private_notice(url: &str) -> String {
+pub(crate) fn private_notice(url: &str) -> String {
     format!(
         "agentstate: nothing answers on 127.0.0.1:6379; started a private redis-server on {url} for this command only: \
 it and its data are gone when the command ends. To keep them between commands, run `agentstate server` \
@@ -385,7 +398,7 @@ it and its data are gone when the command ends. To keep them between commands, r
 }
 
 /// The message when no Redis can be found or started.
-pub const NO_REDIS_HELP: &str =
+pub(crate) const NO_REDIS_HELP: &str =
     "nothing answers on 127.0.0.1:6379 and no redis-server is on PATH — \
 start one with `docker compose up -d redis`, or install the system package `redis-server` \
 (e.g. `sudo apt-get install -y redis-server`) and run `agentstate server`, or pass --redis URL";
@@ -394,7 +407,7 @@ start one with `docker compose up -d redis`, or install the system package `redi
 /// `AGENTSTATE_DEFAULT_REDIS_URL` (lets tests play "nothing answers on the default address").
 fn default_redis_url() -> String {
     std::env::var("AGENTSTATE_DEFAULT_REDIS_URL")
-        .unwrap_or_else(|_| agentstate::config::DEFAULT_REDIS_URL.to_string())
+        .unwrap_or_else(|_| crate::config::DEFAULT_REDIS_URL.to_string())
 }
 
 /// The Redis to use: `--redis` (or its env var); else the default address when something
@@ -435,13 +448,13 @@ async fn redis_answers(url: &str) -> bool {
 }
 
 /// Prints one JSON value on its own line.
-pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<()> {
     println!("{}", serde_json::to_string(value)?);
     Ok(())
 }
 
 /// Prints the value, or `null` when absent.
-pub fn print_opt_json<T: serde::Serialize>(value: Option<T>) -> Result<()> {
+pub(crate) fn print_opt_json<T: serde::Serialize>(value: Option<T>) -> Result<()> {
     match value {
         Some(v) => print_json(&v),
         None => {

@@ -1,6 +1,6 @@
 //! `agentstate msg ...`, `compact` and `usage`.
 
-use agentstate::{AppendOptions, Compaction, MessageQuery, NewMessage, Result, Usage};
+use crate::{AppendOptions, Compaction, MessageQuery, NewMessage, Result, Usage};
 use clap::{Args, Subcommand};
 use serde_json::json;
 

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use agentstate::redis_server::{self, redis_server_available, RedisServer};
-use agentstate::{Error, Result};
+use crate::redis_server::{self, redis_server_available, RedisServer};
+use crate::{Error, Result};
 use clap::Args;
 use serde_json::json;
 

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use agentstate::{
-    Checkpoint, Decision, Lifecycle, Message, MessageQuery, NewSession, Result, Session,
-};
+use crate::{Checkpoint, Decision, Lifecycle, Message, MessageQuery, NewSession, Result, Session};
 use clap::Subcommand;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -268,11 +266,11 @@ pub async fn keys(ctx: &Ctx, sid: &str) -> Result<()> {
             .query_async(&mut conn)
             .await?;
         if indexed {
-            return Err(agentstate::Error::InvalidInput(format!(
+            return Err(crate::Error::InvalidInput(format!(
                 "session {sid} has no keys in Redis: it is not live (it expired or Redis lost it; SQLite may hold it) — `agentstate restore {sid}` brings it back"
             )));
         }
-        return Err(agentstate::Error::UnknownSession(sid.to_string()));
+        return Err(crate::Error::UnknownSession(sid.to_string()));
     }
     if !ctx.json() {
         for key in names {

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use std::io::IsTerminal;
 
-use agentstate::spill::inspect;
-use agentstate::{Result, SpillConfig, SpillDaemon};
+use crate::spill::inspect;
+use crate::{Result, SpillConfig, SpillDaemon};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +51,7 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
     if ctx.json() {
         print_json(&json!({
             "event": "started",
-            "redis": agentstate::address::redacted(&ctx.store.config().redis_url),
+            "redis": crate::address::redacted(&ctx.store.config().redis_url),
             "db": ctx.global.db(),
             "partitions": ctx.store.keys().partitions(),
             "lease_ms": lease.as_millis() as u64,
@@ -106,7 +106,7 @@ pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
     cancel.cancel();
     daemon
         .await
-        .map_err(|e| agentstate::Error::io(e.to_string()))??;
+        .map_err(|e| crate::Error::io(e.to_string()))??;
     result
 }
 
@@ -140,7 +140,7 @@ async fn restore_through_daemon(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
         (true, true) => ctx.store.list_sessions(None).await?,
         (false, false) => args.sids,
         _ => {
-            return Err(agentstate::Error::InvalidInput(
+            return Err(crate::Error::InvalidInput(
                 "give session ids or --all, not both or neither".into(),
             ))
         }
@@ -204,7 +204,7 @@ pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
     std::io::Write::flush(&mut out)?;
     bar.finish_and_clear();
     if lines == 0 {
-        return Err(agentstate::Error::UnknownSession(format!(
+        return Err(crate::Error::UnknownSession(format!(
             "{sid} (not in {})",
             ctx.global.db().display()
         )));
@@ -239,7 +239,7 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Result<()> {
             print!("\x1b[H\x1b[2J");
             println!(
                 "agentstate stats — {} every {} ms (Ctrl-C stops)\n",
-                agentstate::address::address(&ctx.store.config().redis_url),
+                crate::address::address(&ctx.store.config().redis_url),
                 args.interval_ms
             );
         } else if args.watch && !ctx.json() && !first {

@@ -1,6 +1,6 @@
 //! `agentstate state ...`: the StateService rounds.
 
-use agentstate::Result;
+use crate::Result;
 use clap::Subcommand;
 use serde_json::json;
 

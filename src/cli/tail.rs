@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use agentstate::{ConsumerOptions, Result, StartFrom};
+use crate::{ConsumerOptions, Result, StartFrom};
 use clap::Args;
 
 use super::{print_json, Ctx};

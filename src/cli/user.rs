@@ -1,6 +1,6 @@
 //! `agentstate user ...`: user-attributed data and erasure.
 
-use agentstate::Result;
+use crate::Result;
 use clap::Subcommand;
 use serde_json::json;
 

@@ -1,6 +1,6 @@
 //! `agentstate work ...`: working state.
 
-use agentstate::Result;
+use crate::Result;
 use clap::Subcommand;
 use serde_json::{json, Value};
 

@@ -14,13 +14,13 @@ use redis::AsyncCommands;
 use serde::Serialize;
 
 use super::harness::{Latencies, Row};
-use agentstate::consumer::{
+use crate::consumer::{
     blocking_connection, create_group, Consumer, ConsumerOptions, DecisionEvent,
 };
-use agentstate::NewDecision;
-use agentstate::NewSession;
-use agentstate::Store;
-use agentstate::{Error, Result};
+use crate::NewDecision;
+use crate::NewSession;
+use crate::Store;
+use crate::{Error, Result};
 
 /// Concurrent writers recording decisions (one call in flight each).
 pub const W4_WRITERS: usize = 8;
@@ -415,8 +415,8 @@ pub fn row(report: &W4Report) -> Row {
 
 #[cfg(test)]
 mod tests {
-    use agentstate::redis_server::RedisServer;
-    use agentstate::{Config, SpillConfig, SpillDaemon, Store};
+    use crate::redis_server::RedisServer;
+    use crate::{Config, SpillConfig, SpillDaemon, Store};
 
     #[tokio::test]
     async fn w4_benchmark_runs_both_sides_and_cleans_its_scratch_stream() {

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
-use agentstate::redis_server::RedisServer;
-use agentstate::{Error, Result, SpillConfig, SpillDaemon, Store};
+use crate::redis_server::RedisServer;
+use crate::{Error, Result, SpillConfig, SpillDaemon, Store};
 
 use super::decisions::{self, W4Report, W4Sizes};
 use super::live::{self, RawCommands};
@@ -255,7 +255,7 @@ pub async fn used_memory(store: &Store) -> Result<u64> {
 pub fn describe(command: &[String]) -> String {
     if let [evalsha, sha, keys, ..] = command {
         if evalsha == "EVALSHA" {
-            if let Some(name) = agentstate::scripts::name_of(sha) {
+            if let Some(name) = crate::scripts::name_of(sha) {
                 return format!("EVALSHA {name} ({keys} keys)");
             }
         }

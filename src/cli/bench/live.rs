@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::harness::{Latencies, Row, Sizes, CONTENT_CHARS};
-use agentstate::scripts::{self, LoadMode};
-use agentstate::NewSession;
-use agentstate::Store;
-use agentstate::{Error, Result};
-use agentstate::{MessageQuery, NewMessage};
+use crate::scripts::{self, LoadMode};
+use crate::NewSession;
+use crate::Store;
+use crate::{Error, Result};
+use crate::{MessageQuery, NewMessage};
 
 /// Distinct contents each W1 worker cycles through.
 const CONTENT_POOL: usize = 16;

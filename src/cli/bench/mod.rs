@@ -18,8 +18,8 @@ mod live;
 mod scaling;
 mod spill;
 
-use agentstate::redis_server::RedisServer;
-use agentstate::{Config, Error, Result, Store};
+use crate::redis_server::RedisServer;
+use crate::{Config, Error, Result, Store};
 use clap::Args;
 use harness::{Options, Report, Row};
 

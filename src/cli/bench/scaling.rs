@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::harness::{benchmark_on, command_calls, redis_cpu_secs, Sizes};
 use super::live;
-use agentstate::{NewMessage, Result, Store};
+use crate::{NewMessage, Result, Store};
 
 /// The worker counts W1 is measured at.
 pub const WORKER_COUNTS: [usize; 3] = [1, 8, 64];

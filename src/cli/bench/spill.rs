@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use agentstate::redis_server::RedisServer;
-use agentstate::scripts;
-use agentstate::spill::restore_from_sqlite;
-use agentstate::NewMessage;
-use agentstate::NewSession;
-use agentstate::Store;
-use agentstate::{Error, Result};
-use agentstate::{SpillConfig, SpillDaemon};
+use crate::redis_server::RedisServer;
+use crate::scripts;
+use crate::spill::restore_from_sqlite;
+use crate::NewMessage;
+use crate::NewSession;
+use crate::Store;
+use crate::{Error, Result};
+use crate::{SpillConfig, SpillDaemon};
 
 /// What W5 measured.
 #[derive(Debug, Clone, Serialize)]
@@ -224,8 +224,8 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
-    use agentstate::redis_server::RedisServer;
-    use agentstate::{Config, Store};
+    use crate::redis_server::RedisServer;
+    use crate::{Config, Store};
 
     /// Flusher throughput and rehydration time. Run in release mode:
     /// `cargo test --release --bin agentstate spill_bench -- --ignored --nocapture`

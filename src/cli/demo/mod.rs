@@ -9,9 +9,9 @@ mod steps;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agentstate::redis_server::RedisServer;
-use agentstate::spill::{SpillConfig, SpillDaemon};
-use agentstate::{Config, Error, Result, Store};
+use crate::redis_server::RedisServer;
+use crate::spill::{SpillConfig, SpillDaemon};
+use crate::{Config, Error, Result, Store};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
@@ -88,7 +88,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         DemoRedis::Shared(url) => {
             n.intro(format!(
                 "Redis:  {}, namespace `{}` (wiped to play the loss of Redis)",
-                agentstate::address::redacted(url),
+                crate::address::redacted(url),
                 store.keys().namespace_pattern()
             ));
             store.wipe_namespace().await?;
@@ -234,12 +234,12 @@ fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) -> Vec<String> {
              run `{me} server --detach` (or `docker compose up -d redis`), then the demo again"
         )),
         DemoRedis::Shared(url) => {
-            let cli = if *url == agentstate::config::DEFAULT_REDIS_URL {
+            let cli = if *url == crate::config::DEFAULT_REDIS_URL {
                 "redis-cli".to_string()
             } else {
                 format!("redis-cli -u {}", sh_quote(url))
             };
-            let redis_opt = if *url == agentstate::config::DEFAULT_REDIS_URL {
+            let redis_opt = if *url == crate::config::DEFAULT_REDIS_URL {
                 String::new()
             } else {
                 format!(" --redis {}", sh_quote(url))

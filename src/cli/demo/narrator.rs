@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use agentstate::{Error, Result};
+use crate::{Error, Result};
 use serde::Serialize;
 
 /// One step as the JSON document carries it.

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use agentstate::spill::inspect;
-use agentstate::{MessageQuery, Result, Store};
+use crate::spill::inspect;
+use crate::{MessageQuery, Result, Store};
 use serde_json::{json, Value};
 
 /// Waits until no partition has wal or decisions entries SQLite has not committed.

@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use agentstate::consumer::{Consumer, ConsumerOptions, DecisionEvent, StartFrom};
-use agentstate::{
+use crate::consumer::{Consumer, ConsumerOptions, DecisionEvent, StartFrom};
+use crate::{
     AppendOptions, Compaction, Error, Lifecycle, MessageQuery, NewDecision, NewMessage, NewSession,
     Result, Store, Usage,
 };

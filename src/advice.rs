@@ -1,0 +1,265 @@
+//! The wording of an error for the person who hit it: what failed, then (after ` — `) the
+//! next step. The library's errors say what happened; a [`Situation`] knows where the call
+//! ran (the Redis address, the namespace, the SQLite file, whether it was a private
+//! redis-server) and which front end made it ([`Front`]: the CLI names its flags, Python its
+//! arguments), so the next step is one the reader can run as written. Always one line.
+
+use std::path::PathBuf;
+
+use crate::address::{address, redacted};
+use crate::config::{DEFAULT_DB, DEFAULT_PREFIX};
+use crate::Error;
+
+/// Which front end made the call: decides how a next step names a setting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Front {
+    /// The `agentstate` command line (`--redis`, `--prefix`, ...).
+    #[default]
+    Cli,
+    /// The Python package (`Store(url, prefix=...)`, `SpillDaemon(...)`).
+    Python,
+}
+
+/// Where the call ran, filled in as it gets there; read when it fails.
+#[derive(Debug, Default)]
+pub struct Situation {
+    /// The front end that made the call.
+    pub front: Front,
+    /// The Redis URL the call uses (or was told to use), once known.
+    pub url: Option<String>,
+    /// True when the command runs on a private redis-server of its own.
+    pub private: bool,
+    /// The CLI's verb path, e.g. `msg append` (empty elsewhere).
+    pub verb: String,
+    /// The namespace's key prefix (empty: the default).
+    pub prefix: String,
+    /// The spill daemon's SQLite file (empty: the default).
+    pub db: PathBuf,
+}
+
+impl Situation {
+    /// The command that starts a spill daemon for this namespace, with the options that
+    /// differ from the defaults (`--redis`, `--prefix`, `--db`).
+    pub fn spill_command(&self) -> String {
+        self.command("spill")
+    }
+
+    /// `agentstate <verb>` with this namespace's options that differ from the defaults.
+    fn command(&self, verb: &str) -> String {
+        let mut cmd = format!("agentstate {verb}");
+        if let Some(url) = self.url.as_deref().filter(|_| !self.private) {
+            cmd.push_str(&format!(" --redis {}", redacted(url)));
+        }
+        if !self.prefix.is_empty() && self.prefix != DEFAULT_PREFIX {
+            cmd.push_str(&format!(" --prefix {}", self.prefix));
+        }
+        if !self.db.as_os_str().is_empty() && self.db != std::path::Path::new(DEFAULT_DB) {
+            cmd.push_str(&format!(" --db {}", self.db.display()));
+        }
+        cmd
+    }
+
+    /// How to run a daemon: the command, and for Python the in-process way too.
+    fn start_daemon(&self) -> String {
+        match self.front {
+            Front::Cli => format!("start one with `{}`", self.spill_command()),
+            Front::Python => {
+                let prefix = if self.prefix.is_empty() || self.prefix == DEFAULT_PREFIX {
+                    String::new()
+                } else {
+                    format!(", prefix={:?}", self.prefix)
+                };
+                format!(
+                    "start one with `{}` (the command this package installs), or in this process with `agentstate.SpillDaemon(url, db{prefix}).start()`",
+                    self.spill_command()
+                )
+            }
+        }
+    }
+
+    /// How this front end names a setting: `--prefix` or `prefix=`.
+    fn setting(&self, name: &str) -> String {
+        match self.front {
+            Front::Cli => format!("--{name}"),
+            Front::Python => format!("{name}="),
+        }
+    }
+
+    /// The Redis address, for messages (empty when unknown).
+    fn addr(&self) -> String {
+        self.url.as_deref().map(address).unwrap_or_default()
+    }
+}
+
+/// The one line that says what failed and what to do for `err`, where it happened.
+pub fn line(err: &Error, at: &Situation) -> String {
+    let python = at.front == Front::Python;
+    let text = match err {
+        Error::RedisUnavailable {
+            message,
+            retry_safe,
+            ..
+        } => match &at.url {
+            _ if message.contains(" — ") => message.clone(),
+            None => message.clone(),
+            Some(url) => {
+                let addr = address(url);
+                let reason = reason(message);
+                if reason.to_ascii_lowercase().contains("certificate") {
+                    format!("Redis at {addr} presented a TLS certificate this machine does not trust: {reason} — for a private CA, set SSL_CERT_FILE=/path/to/ca.pem (PEM); `#insecure` at the end of a rediss:// URL skips verification (tests only)")
+                } else if *retry_safe {
+                    let start = match at.front {
+                        Front::Cli => "start one with `agentstate server` (or `docker compose up -d redis`), or pass --redis URL".to_string(),
+                        Front::Python => format!("start one with `agentstate server` (a command this package installs) or `docker compose up -d redis`, or connect elsewhere: Store(url) or {}", crate::config::env::REDIS_URL),
+                    };
+                    format!("cannot reach Redis at {addr}: {reason} — {start}")
+                } else {
+                    format!("lost Redis at {addr} during the call: {reason}; the call may have been applied — check Redis answers (`redis-cli -u {} ping`), then repeat the call only if it is safe to repeat (an append with an idempotency key is)", redacted(url))
+                }
+            }
+        },
+        Error::Redis { message, .. } => redis_error(message, at),
+        Error::UnknownSession(detail) => {
+            let mut text = format!("unknown session {detail}");
+            if at.private {
+                text.push_str(" — this command ran on a fresh private redis-server that holds nothing from earlier commands; keep one running with `agentstate server` (or `docker compose up -d redis`)");
+            } else if !detail.contains("(not in") {
+                text.push_str(if python {
+                    " — store.list_sessions() lists the sessions; store.create_session(id) makes one"
+                } else {
+                    " — `agentstate session list` lists the sessions; `agentstate session create --id ...` makes one"
+                });
+            }
+            text
+        }
+        Error::NotLive { sid, waited } => format!(
+            "session {sid} is not live in Redis at {} and no spill daemon answered for it within {waited:?} (SQLite may hold its history, so it is neither restored nor created anew) — {}, then retry (the call is safe to repeat); or restore it without a daemon: `{}`",
+            at.addr(),
+            at.start_daemon(),
+            at.command(&format!("restore {sid}"))
+        ),
+        Error::DurabilityTimeout(waited) => format!(
+            "durable write not confirmed by SQLite within {waited:?}: Redis has it, but no spill daemon committed it in time — is one running for this namespace? {}",
+            at.start_daemon()
+        ),
+        Error::WriteLost(what) => format!(
+            "Redis at {} lost {what} before a spill daemon committed it to SQLite (Redis was flushed, or restarted without its data): it is in neither — repeat the write; with an idempotency key a repeat cannot apply it twice",
+            at.addr()
+        ),
+        Error::Conflict { expected, current } => format!(
+            "conflict: expected {expected}, current is {current} — another writer got there first; read the current state and retry against {current}"
+        ),
+        Error::BadRange { from, to, detail } => format!(
+            "bad seq range {from} to {to}: {detail} — {} shows the seqs",
+            if python {
+                "store.messages(sid, all=True)"
+            } else {
+                "`agentstate msg list <session> --all`"
+            }
+        ),
+        Error::AlreadyExists(what) => format!(
+            "{what} already exists — choose another {id}, or leave {id} out for a generated one",
+            id = if python { "id" } else { "--id" }
+        ),
+        Error::SpawnDepthExceeded { .. } => {
+            format!("{err} — create the sub-agent under a shallower parent")
+        }
+        Error::TooLarge { what, .. } => match at.front {
+            Front::Cli => format!(
+                "{err} — keep large payloads elsewhere and store a reference (limits: message 1 MiB, working value 512 KiB, state 16 MiB; a program sets them: `Config::limits`, or `Store(max_message_bytes=...)` in Python)"
+            ),
+            Front::Python => format!(
+                "{err} — keep large payloads elsewhere and store a reference, or raise the limit: Store(..., {}=N)",
+                limit_setting(what)
+            ),
+        },
+        Error::MalformedJson { .. } if python => {
+            format!("{err} — pass a value made of dict, list, str, int, float, bool and None")
+        }
+        Error::MalformedJson { .. } => format!(
+            "{err} — give one JSON value, e.g. '{{\"step\":1}}' or '\"text\"' (quoted for the shell), or `-` to read it from stdin, `@FILE` from a file"
+        ),
+        // The CLI's own checks already end with their next step: printed as they are.
+        Error::InvalidInput(message) | Error::Io { message, .. } if message.contains(" — ") => {
+            message.clone()
+        }
+        Error::InvalidInput(_) if !at.verb.is_empty() => {
+            format!("{err} — see `agentstate {} --help`", at.verb)
+        }
+        Error::NamespaceMismatch(_) => format!(
+            "{err} — a namespace's partition count is fixed: pass its {}, or use another {}",
+            at.setting("partitions"),
+            at.setting("prefix")
+        ),
+        Error::OutOfMemory { .. } => format!(
+            "Redis at {} is out of memory (maxmemory, noeviction) and refused the write; nothing was written — free memory (is `agentstate spill` running and trimming the streams?) or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
+            at.addr()
+        ),
+        Error::DatabaseUnusable { .. } => format!(
+            "{err} — the daemon stopped and committed nothing more; Redis still holds every entry SQLite has not committed (the streams are trimmed only below the last commit). Put the original file back (or restore it from a backup) and start `agentstate spill` again"
+        ),
+        Error::Sqlite { message, .. } => format!(
+            "SQLite file {}: {message} — check {} (env {}) names a writable file",
+            at.db.display(),
+            at.setting("db"),
+            crate::config::env::DB
+        ),
+        other => other.to_string(),
+    };
+    one_line(&text)
+}
+
+/// The Python `Store` option that sets the limit a [`Error::TooLarge`] names.
+fn limit_setting(what: &str) -> &'static str {
+    match what {
+        "working value" => "max_working_value_bytes",
+        "state" => "max_state_bytes",
+        // "message", and a Lua-side refusal, which does not say which payload.
+        _ => "max_message_bytes",
+    }
+}
+
+/// The transport's reason in lower case, without the OS error number.
+fn reason(message: &str) -> String {
+    let trimmed = match message.find(" (os error") {
+        Some(i) => &message[..i],
+        None => message,
+    };
+    let mut chars = trimmed.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Error replies and client-side failures that are not about reachability.
+fn redis_error(message: &str, at: &Situation) -> String {
+    let addr = at.addr();
+    let upper = message.to_ascii_uppercase();
+    if upper.contains("NOAUTH") {
+        format!("Redis at {addr} requires a password — put it in the URL: redis://[user]:password@host:port")
+    } else if upper.contains("WRONGPASS") || upper.contains("AUTHENTICATION") {
+        format!("Redis at {addr} refused the user or password: {message} — check user:password in the URL (redis://user:password@host:port)")
+    } else if upper.contains("NOPERM") {
+        format!("Redis at {addr} refused a command to this user: {message} — grant the ACL user the namespace's keys and the commands agentstate sends (README \"Least privilege\" gives the `ACL SETUSER` line: `~<prefix>:*` and the command list)")
+    } else if message.contains("did not parse") || message.contains("InvalidClientConfig") {
+        format!(
+            "{} is not a usable Redis URL: {message} — {URL_FORMS}",
+            at.url.as_deref().map(redacted).unwrap_or_default()
+        )
+    } else {
+        format!("Redis at {addr} answered with an error: {message}")
+    }
+}
+
+/// The URL forms a Redis URL may take.
+pub const URL_FORMS: &str = "use redis://[user:password@]host:port[/db], rediss://... for TLS, or a cluster seed list (redis://h1:p1,redis://h2:p2)";
+
+/// `text` on one line: line breaks become `; `.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
