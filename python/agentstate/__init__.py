@@ -5,7 +5,8 @@ Every call is one Rust call on a shared tokio runtime: the sync methods (``store
 release the GIL around the Redis I/O; their async twins (``await store.aappend``) never block
 the event loop. One ``Store`` may be shared by any number of threads and event loops.
 
->>> from agentstate import Store
+>>> from agentstate import SpillDaemon, Store
+>>> daemon = SpillDaemon("redis://127.0.0.1:6379", "agentstate.db").start()  # doctest: +SKIP
 >>> store = Store("redis://127.0.0.1:6379")                     # doctest: +SKIP
 >>> sid = store.create_session(user="alice")                     # doctest: +SKIP
 >>> store.append(sid, "user", "hello")                           # doctest: +SKIP
@@ -14,6 +15,11 @@ the event loop. One ``Store`` may be shared by any number of threads and event l
 Adapters: :mod:`agentstate.openai_agents` (OpenAI Agents SDK ``Session``) and
 :mod:`agentstate.strands` (Strands Agents ``SessionRepository``); :mod:`agentstate.langgraph`
 (LangGraph checkpointer ``AgentStateSaver``).
+
+Configuration: ``Store``, ``SpillDaemon``, the adapters and the ``agentstate`` command read
+``AGENTSTATE_REDIS_URL``, ``AGENTSTATE_DB`` and ``AGENTSTATE_PREFIX`` when no argument names
+them. The package installs the ``agentstate`` command (also ``python -m agentstate``); its
+pytest plugin ``agentstate.testing`` gives tests a private Redis and a connected store.
 """
 
 from ._agentstate import (
@@ -26,9 +32,11 @@ from ._agentstate import (
     NamespaceMismatch,
     NotLive,
     RedisUnavailable,
+    SpillDaemon,
     Store,
     TooLarge,
     UnknownSession,
+    WriteLost,
     __version__,
 )
 from ._shared import shared_store, ashared_store
@@ -43,9 +51,11 @@ __all__ = [
     "NamespaceMismatch",
     "NotLive",
     "RedisUnavailable",
+    "SpillDaemon",
     "Store",
     "TooLarge",
     "UnknownSession",
+    "WriteLost",
     "__version__",
     "shared_store",
     "ashared_store",

@@ -1,6 +1,7 @@
 """Type stubs of the extension module ``agentstate._agentstate`` (the Rust binding)."""
 
-from typing import Any, Awaitable, Dict, List, Optional, Sequence, Tuple
+import os
+from typing import Any, Awaitable, Dict, List, Optional, Sequence, Tuple, Union
 
 JSON = Any
 """A value made of dict (str keys), list/tuple, str, int, float, bool and None."""
@@ -52,6 +53,48 @@ class NamespaceMismatch(AgentStateError):
 class DurabilityTimeout(AgentStateError):
     """A durable write was not committed to SQLite in time."""
 
+class WriteLost(AgentStateError):
+    """Redis lost a durable write before SQLite committed it; repeat it (an idempotency key
+    makes the repeat safe)."""
+
+class SpillDaemon:
+    """The spill daemon in a background task of this process (the same leases as
+    ``agentstate spill``). ``url``/``db``/``prefix`` default to ``AGENTSTATE_REDIS_URL``,
+    ``AGENTSTATE_DB``, ``AGENTSTATE_PREFIX``, then redis://127.0.0.1:6379, ./agentstate.db,
+    "as". A context manager: ``with SpillDaemon(url, db): ...``."""
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        db: Optional[Union[str, "os.PathLike[str]"]] = None,
+        *,
+        prefix: Optional[str] = None,
+        partitions: int = 16,
+        interval: float = 0.05,
+        lease: float = 3.0,
+    ) -> None: ...
+    def start(self) -> "SpillDaemon": ...
+    def stop(self) -> None: ...
+    @property
+    def running(self) -> bool: ...
+    @property
+    def owner(self) -> Optional[str]: ...
+    @property
+    def db(self) -> "os.PathLike[str]": ...
+    def __enter__(self) -> "SpillDaemon": ...
+    def __exit__(self, *exc: Any) -> bool: ...
+
+class RedisServer:
+    """A private redis-server on a free loopback port (no persistence), for tests."""
+
+    def __init__(self) -> None: ...
+    @property
+    def url(self) -> str: ...
+    def stop(self) -> None: ...
+
+def run_cli(argv: List[str]) -> int:
+    """Runs the ``agentstate`` command line ``argv`` (program name first); the exit code."""
+
 class Consumer:
     """A member of a consumer group over every partition's decisions stream."""
     @property
@@ -77,25 +120,31 @@ class Store:
 
     def __init__(
         self,
-        url: str = "redis://127.0.0.1:6379",
+        url: Optional[str] = None,
         *,
-        prefix: str = "as",
+        prefix: Optional[str] = None,
         partitions: int = 16,
         session_ttl: Optional[float] = None,
         pool_size: Optional[int] = None,
         daemon_wait: Optional[float] = None,
         durable: bool = False,
+        max_message_bytes: Optional[int] = None,
+        max_working_value_bytes: Optional[int] = None,
+        max_state_bytes: Optional[int] = None,
     ) -> None: ...
     @staticmethod
     def aconnect(
-        url: str = "redis://127.0.0.1:6379",
+        url: Optional[str] = None,
         *,
-        prefix: str = "as",
+        prefix: Optional[str] = None,
         partitions: int = 16,
         session_ttl: Optional[float] = None,
         pool_size: Optional[int] = None,
         daemon_wait: Optional[float] = None,
         durable: bool = False,
+        max_message_bytes: Optional[int] = None,
+        max_working_value_bytes: Optional[int] = None,
+        max_state_bytes: Optional[int] = None,
     ) -> Awaitable["Store"]: ...
     def with_durability(self, durable: bool) -> "Store": ...
     @property
@@ -104,6 +153,10 @@ class Store:
     def prefix(self) -> str: ...
     @property
     def partitions(self) -> int: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def limits(self) -> Dict[str, int]: ...
 
     # sessions
     def create_session(
@@ -352,3 +405,7 @@ class Store:
     def adelete_user_value(self, user: str, key: str) -> Awaitable[bool]: ...
     def forget_user(self, user: str) -> Dict[str, Any]: ...
     def aforget_user(self, user: str) -> Awaitable[Dict[str, Any]]: ...
+
+def resolved(url: Optional[str] = None, prefix: Optional[str] = None) -> Tuple[str, str]:
+    """The Redis URL and key prefix in use: the arguments, else ``AGENTSTATE_REDIS_URL`` /
+    ``AGENTSTATE_PREFIX``, else redis://127.0.0.1:6379 and "as"."""

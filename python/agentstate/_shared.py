@@ -1,20 +1,25 @@
 """One connected :class:`~agentstate.Store` per (url, prefix, partitions) in the process, so
-every adapter object (a session per conversation) shares one connection pool."""
+every adapter object (a session per conversation) shares one connection pool. ``url`` and
+``prefix`` left as None resolve as ``Store``'s do (``AGENTSTATE_REDIS_URL``,
+``AGENTSTATE_PREFIX``, then the defaults)."""
 
 from __future__ import annotations
 
 import threading
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
-from ._agentstate import Store
+from ._agentstate import Store, resolved
 
 _Key = Tuple[str, str, int]
 _stores: Dict[_Key, Store] = {}
 _lock = threading.Lock()
 
 
-def shared_store(url: str, prefix: str = "as", partitions: int = 16) -> Store:
+def shared_store(
+    url: Optional[str] = None, prefix: Optional[str] = None, partitions: int = 16
+) -> Store:
     """The process-wide store for this namespace, connecting (blocking) on first use."""
+    url, prefix = resolved(url, prefix)
     key = (url, prefix, partitions)
     with _lock:
         store = _stores.get(key)
@@ -24,8 +29,11 @@ def shared_store(url: str, prefix: str = "as", partitions: int = 16) -> Store:
         return store
 
 
-async def ashared_store(url: str, prefix: str = "as", partitions: int = 16) -> Store:
+async def ashared_store(
+    url: Optional[str] = None, prefix: Optional[str] = None, partitions: int = 16
+) -> Store:
     """Like :func:`shared_store`, but connects without blocking the event loop."""
+    url, prefix = resolved(url, prefix)
     key = (url, prefix, partitions)
     store = _stores.get(key)
     if store is not None:

@@ -54,12 +54,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import _ids
-from ._agentstate import Store, plain_json
+from ._agentstate import Store, plain_json, resolved
 from ._shared import ashared_store, shared_store
 
 __all__ = ["AgentStateSaver"]
 
-DEFAULT_URL = "redis://127.0.0.1:6379"
 
 EMPTY = "empty:"
 """The stored value of a channel versioned without a value (skipped on load)."""
@@ -87,7 +86,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver storing threads in agentstate (sync and async methods).
 
     Args:
-        url: Redis URL; default ``$AGENTSTATE_REDIS_URL`` or ``redis://127.0.0.1:6379``
+        url: Redis URL; default ``$AGENTSTATE_REDIS_URL``, else ``redis://127.0.0.1:6379``; ``prefix``
+            likewise ``$AGENTSTATE_PREFIX``, else ``as``
             (a cluster URL works too: a thread lives in one hash slot).
         prefix: agentstate namespace prefix.
         id_prefix: prepended to every LangGraph ``thread_id`` to form the agentstate session
@@ -106,15 +106,14 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         self,
         url: Optional[str] = None,
         *,
-        prefix: str = "as",
+        prefix: Optional[str] = None,
         id_prefix: str = "",
         serde: Optional[SerializerProtocol] = None,
         partitions: int = 16,
         store: Optional[Store] = None,
     ) -> None:
         super().__init__(serde=serde)
-        self._url = url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL
-        self._prefix = prefix
+        self._url, self._prefix = resolved(url, prefix)
         self._id_prefix = id_prefix
         self._partitions = partitions
         self._store = store

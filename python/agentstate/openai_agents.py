@@ -23,20 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from typing import Any, Dict, List, Optional, TypeVar, Union
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
 from . import _ids
-from ._agentstate import AlreadyExists, Store, UnknownSession
+from ._agentstate import AlreadyExists, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
 __all__ = ["AgentStateSession"]
 
 _T = TypeVar("_T")
 
-DEFAULT_URL = "redis://127.0.0.1:6379"
 
 
 def _encode(item: Any) -> Dict[str, Any]:
@@ -82,7 +80,8 @@ class AgentStateSession:
     Args:
         session_id: the conversation's id (an agentstate session of the same id when it is
             1-128 chars of ``[A-Za-z0-9._+-]``, else a stable digest of it).
-        url: Redis URL; default ``$AGENTSTATE_REDIS_URL`` or ``redis://127.0.0.1:6379``.
+        url: Redis URL; default ``$AGENTSTATE_REDIS_URL``, else ``redis://127.0.0.1:6379``; ``prefix``
+            likewise ``$AGENTSTATE_PREFIX``, else ``as``.
         prefix: agentstate namespace prefix.
         session_settings: a ``SessionSettings`` or a dict (``{"limit": n}``), normalised as
             the SDK does; its ``limit`` is used when ``get_items`` gets none.
@@ -103,7 +102,7 @@ class AgentStateSession:
         session_id: str,
         *,
         url: Optional[str] = None,
-        prefix: str = "as",
+        prefix: Optional[str] = None,
         session_settings: Union[SessionSettings, Dict[str, Any], None] = None,
         partitions: int = 16,
         store: Optional[Store] = None,
@@ -116,8 +115,7 @@ class AgentStateSession:
             else SessionSettings()
         )
         self._sid = _ids.part(id_prefix + session_id)
-        self._url = url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL
-        self._prefix = prefix
+        self._url, self._prefix = resolved(url, prefix)
         self._partitions = partitions
         self._store = store
         self._closed = False

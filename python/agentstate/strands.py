@@ -30,7 +30,6 @@ missing returns ``None`` (``[]`` for a message list).
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from strands.session.session_repository import SessionRepository
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentStateSessionRepository"]
 
-DEFAULT_URL = "redis://127.0.0.1:6379"
 AGENT_LABEL = "agent"
 
 
@@ -59,7 +57,8 @@ class AgentStateSessionRepository(SessionRepository):
     state in agentstate.
 
     Args:
-        url: Redis URL; default ``$AGENTSTATE_REDIS_URL`` or ``redis://127.0.0.1:6379``.
+        url: Redis URL; default ``$AGENTSTATE_REDIS_URL``, else ``redis://127.0.0.1:6379``; ``prefix``
+            likewise ``$AGENTSTATE_PREFIX``, else ``as``.
         prefix: agentstate namespace prefix.
         partitions: the namespace's partition count.
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
@@ -74,15 +73,13 @@ class AgentStateSessionRepository(SessionRepository):
         self,
         *,
         url: Optional[str] = None,
-        prefix: str = "as",
+        prefix: Optional[str] = None,
         partitions: int = 16,
         store: Optional[Store] = None,
         id_prefix: str = "",
     ) -> None:
         self._prefix = id_prefix
-        self._store = store or shared_store(
-            url or os.environ.get("AGENTSTATE_REDIS_URL") or DEFAULT_URL, prefix, partitions
-        )
+        self._store = store or shared_store(url, prefix, partitions)
 
     def _sid(self, session_id: str) -> str:
         return _ids.part(self._prefix + session_id)

@@ -1,7 +1,8 @@
 //! The runtime every call runs on, and the two ways a Rust future meets Python:
 //! [`block`] (sync methods: the calling thread drives it with the GIL released) and
 //! [`awaitable`] (async twins: spawned on the runtime; the result comes back to the caller's
-//! event loop through that loop's [`LoopBridge`]).
+//! event loop through that loop's [`LoopBridge`]). Both word a failure for where the call
+//! ran (a [`Situation`]: the Redis address, the namespace).
 //!
 //! Runtime threads never take the GIL. A finished call pushes a [`Completion`] (the asyncio
 //! future plus a closure that builds the Python result) onto its loop's queue and, when the
@@ -15,8 +16,9 @@ use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use agentstate::advice::Situation;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::IntoPyObjectExt;
@@ -36,13 +38,15 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// Runs `fut` to completion on the calling thread with the GIL released (the sync methods).
-pub fn block<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+/// Runs `fut` to completion on the calling thread with the GIL released (the sync methods);
+/// an error is worded for where the call ran (`at`).
+pub fn block<F, T>(py: Python<'_>, at: &Arc<Situation>, fut: F) -> PyResult<T>
 where
     F: Future<Output = agentstate::Result<T>> + Send,
     T: Send,
 {
-    py.detach(|| runtime().block_on(fut)).map_err(errors::to_py)
+    py.detach(|| runtime().block_on(fut))
+        .map_err(|e| errors::to_py(e, at))
 }
 
 /// Builds a call's Python result (or exception) on the loop thread, with the GIL.
@@ -153,7 +157,11 @@ fn bridge_of<'py>(event_loop: &Bound<'py, PyAny>) -> PyResult<Bound<'py, LoopBri
 
 /// Spawns `fut` on the runtime and returns an asyncio future of the caller's running loop
 /// that gets its result (the async twins). Cancelling the asyncio future aborts the task.
-pub fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+pub fn awaitable<'py, F, T>(
+    py: Python<'py>,
+    at: &Arc<Situation>,
+    fut: F,
+) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = agentstate::Result<T>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
@@ -165,13 +173,14 @@ where
     let bridge = bridge_of(&event_loop)?.unbind();
     let py_future = event_loop.call_method0("create_future")?;
     let future = py_future.clone().unbind();
+    let at = Arc::clone(at);
     let task = runtime().spawn(async move {
         let result = fut.await;
         bridge.get().complete(Completion {
             future,
             outcome: Box::new(move |py| match result {
                 Ok(v) => v.into_py_any(py),
-                Err(e) => Err(errors::to_py(e)),
+                Err(e) => Err(errors::to_py(e, &at)),
             }),
         });
     });

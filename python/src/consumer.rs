@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use agentstate::advice::Situation;
 use agentstate::{Consumer, Delivery};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
@@ -23,11 +24,14 @@ pub struct PyConsumer {
     outstanding: Outstanding,
     group: String,
     name: String,
+    /// Where its store's calls run, for the wording of errors.
+    at: Arc<Situation>,
 }
 
 impl PyConsumer {
-    pub fn new(c: Consumer) -> Self {
+    pub fn new(c: Consumer, at: Arc<Situation>) -> Self {
         PyConsumer {
+            at,
             group: c.group().to_string(),
             name: c.name().to_string(),
             inner: Arc::new(tokio::sync::Mutex::new(c)),
@@ -91,19 +95,23 @@ impl PyConsumer {
     /// Waits up to `block` for decisions/outcomes (claiming stale ones of dead consumers
     /// first) and returns them as dicts (`partition`, `entry_id`, `deliveries`, `type`, ...).
     fn read(&self, py: Python<'_>) -> PyResult<Json> {
-        block(py, self.read_fut())
+        block(py, &self.at, self.read_fut())
     }
 
     /// Async twin of `read`.
     fn aread<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.read_fut())
+        awaitable(py, &self.at, self.read_fut())
     }
 
     /// Acknowledges deliveries returned by `read`; returns how many the group still held.
     fn ack(&self, py: Python<'_>, deliveries: Vec<Bound<'_, PyAny>>) -> PyResult<usize> {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
-        block(py, async move { inner.lock().await.ack(&ds).await })
+        block(
+            py,
+            &self.at,
+            async move { inner.lock().await.ack(&ds).await },
+        )
     }
 
     /// Async twin of `ack`.
@@ -114,7 +122,11 @@ impl PyConsumer {
     ) -> PyResult<Bound<'py, PyAny>> {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
-        awaitable(py, async move { inner.lock().await.ack(&ds).await })
+        awaitable(
+            py,
+            &self.at,
+            async move { inner.lock().await.ack(&ds).await },
+        )
     }
 
     /// Hands deliveries back to the group unprocessed (the next claim of any consumer takes
@@ -122,7 +134,9 @@ impl PyConsumer {
     fn release(&self, py: Python<'_>, deliveries: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
-        block(py, async move { inner.lock().await.release(&ds).await })
+        block(py, &self.at, async move {
+            inner.lock().await.release(&ds).await
+        })
     }
 
     /// Async twin of `release`.
@@ -133,7 +147,9 @@ impl PyConsumer {
     ) -> PyResult<Bound<'py, PyAny>> {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
-        awaitable(py, async move { inner.lock().await.release(&ds).await })
+        awaitable(py, &self.at, async move {
+            inner.lock().await.release(&ds).await
+        })
     }
 
     fn __repr__(&self) -> String {

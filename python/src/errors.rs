@@ -10,9 +10,11 @@
 //! ├── AlreadyExists         a create of something that exists
 //! ├── RedisUnavailable      Redis cannot be reached (retryable)
 //! ├── NamespaceMismatch     prefix/partitions differ from what Redis or SQLite recorded
-//! └── DurabilityTimeout     a durable write not committed to SQLite in time
+//! ├── DurabilityTimeout     a durable write not committed to SQLite in time
+//! └── WriteLost             Redis lost a durable write before SQLite committed it
 //! ```
 
+use agentstate::advice::{Front, Situation};
 use agentstate::Error;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -68,10 +70,26 @@ create_exception!(
     AgentStateError,
     "A durable write was not committed to SQLite within the wait (is a spill daemon running?)."
 );
+create_exception!(
+    agentstate,
+    WriteLost,
+    AgentStateError,
+    "Redis lost a durable write before a spill daemon committed it: it is in neither tier; repeat it (an idempotency key makes the repeat safe)."
+);
 
-/// Maps a core error to its Python exception, with the structured fields as attributes.
-pub fn to_py(err: Error) -> PyErr {
-    let msg = err.to_string();
+/// A situation that knows only the front end, for errors raised before a store exists.
+pub fn python() -> Situation {
+    Situation {
+        front: Front::Python,
+        ..Situation::default()
+    }
+}
+
+/// Maps a core error to its Python exception, with the structured fields as attributes; its
+/// text is the CLI's kind of line (`agentstate::advice`): what failed, the address, the next
+/// step in Python's words.
+pub fn to_py(err: Error, at: &Situation) -> PyErr {
+    let msg = agentstate::advice::line(&err, at);
     match err {
         Error::UnknownSession(_) => UnknownSession::new_err(msg),
         Error::NotLive { .. } => NotLive::new_err(msg),
@@ -98,6 +116,7 @@ pub fn to_py(err: Error) -> PyErr {
         Error::RedisUnavailable { .. } => RedisUnavailable::new_err(msg),
         Error::NamespaceMismatch(_) => NamespaceMismatch::new_err(msg),
         Error::DurabilityTimeout(_) => DurabilityTimeout::new_err(msg),
+        Error::WriteLost(_) => WriteLost::new_err(msg),
         _ => AgentStateError::new_err(msg),
     }
 }
@@ -115,5 +134,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("RedisUnavailable", py.get_type::<RedisUnavailable>())?;
     m.add("NamespaceMismatch", py.get_type::<NamespaceMismatch>())?;
     m.add("DurabilityTimeout", py.get_type::<DurabilityTimeout>())?;
+    m.add("WriteLost", py.get_type::<WriteLost>())?;
     Ok(())
 }

@@ -8,16 +8,22 @@
 //!   socket wakes; runtime threads never take the GIL).
 //! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix).
 //! - `consumer`: `Consumer`, consumer groups over the decisions streams.
+//! - `daemon`: `SpillDaemon`, the spill daemon in a background task of this process.
+//! - `cli`: `run_cli`, the `agentstate` command line (the wheel's console script).
+//! - `server`: `RedisServer`, a private redis-server (for `agentstate.testing`).
 //! - `errors`: the exception hierarchy (`AgentStateError` > ...) and the mapping from
 //!   `agentstate::Error`.
 //! - `convert`: Python objects <-> JSON values and stored messages; `plain_json` (module
 //!   function: the JSON text of a value of exact JSON types, or None).
 
 mod bridge;
+mod cli;
 mod consumer;
 mod convert;
+mod daemon;
 mod errors;
 mod graph;
+mod server;
 mod store;
 
 use pyo3::prelude::*;
@@ -27,6 +33,10 @@ use pyo3::prelude::*;
 fn _agentstate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<consumer::PyConsumer>()?;
+    m.add_class::<daemon::PySpillDaemon>()?;
+    m.add_class::<server::PyRedisServer>()?;
+    m.add_function(wrap_pyfunction!(cli::run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(store::resolved, m)?)?;
     m.add_function(wrap_pyfunction!(convert::plain_json, m)?)?;
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

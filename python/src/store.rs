@@ -5,8 +5,10 @@
 //! bound to the caller's running loop, so one `Store` serves any number of threads and loops.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
+use agentstate::advice::{Front, Situation};
 use agentstate::{
     AppendOptions, Compaction, Config, ConsumerOptions, Durability, Lifecycle, MessageQuery,
     NewDecision, NewMessage, NewSession, StartFrom, Usage,
@@ -50,28 +52,99 @@ fn opt_json(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Value>> {
 #[pyclass(frozen, name = "Store", module = "agentstate")]
 pub struct PyStore {
     pub(crate) store: agentstate::Store,
+    /// Where this store's calls run, for the wording of their errors.
+    pub(crate) at: Arc<Situation>,
 }
 
-/// The connection settings both constructors take.
-fn config(
-    url: String,
-    prefix: String,
+/// The connection settings both constructors take. `url` and `prefix` fall back to
+/// `AGENTSTATE_REDIS_URL` / `AGENTSTATE_PREFIX`, then to the defaults (the CLI's precedence).
+#[derive(Debug)]
+struct Settings {
+    url: Option<String>,
+    prefix: Option<String>,
     partitions: u32,
     session_ttl: Option<f64>,
     pool_size: Option<usize>,
     daemon_wait: Option<f64>,
-) -> PyResult<Config> {
-    let mut c = Config::new(url).prefix(prefix).partitions(partitions);
-    if let Some(t) = session_ttl {
-        c = c.session_ttl(secs("session_ttl", t)?);
+    max_message_bytes: Option<usize>,
+    max_working_value_bytes: Option<usize>,
+    max_state_bytes: Option<usize>,
+}
+
+/// The Redis URL and key prefix a front end uses: the arguments, else `AGENTSTATE_REDIS_URL` /
+/// `AGENTSTATE_PREFIX`, else the defaults (the adapters resolve theirs with it).
+#[pyfunction]
+#[pyo3(signature = (url = None, prefix = None))]
+pub fn resolved(url: Option<String>, prefix: Option<String>) -> (String, String) {
+    use agentstate::config::{env, DEFAULT_PREFIX, DEFAULT_REDIS_URL};
+    (
+        env::resolve(url, env::REDIS_URL, DEFAULT_REDIS_URL),
+        env::resolve(prefix, env::PREFIX, DEFAULT_PREFIX),
+    )
+}
+
+impl Settings {
+    /// The core configuration, and the situation its errors are worded for. A URL that is
+    /// not a Redis URL is refused here, naming where it came from.
+    fn config(self) -> PyResult<(Config, Arc<Situation>)> {
+        use agentstate::config::{env, DEFAULT_DB, DEFAULT_PREFIX, DEFAULT_REDIS_URL};
+        let source = if self.url.is_some() {
+            "Store url"
+        } else {
+            env::REDIS_URL
+        };
+        let url = env::resolve(self.url, env::REDIS_URL, DEFAULT_REDIS_URL);
+        let prefix = env::resolve(self.prefix, env::PREFIX, DEFAULT_PREFIX);
+        let at = Arc::new(Situation {
+            front: Front::Python,
+            url: Some(url.clone()),
+            prefix: prefix.clone(),
+            db: env::resolve(None, env::DB, DEFAULT_DB).into(),
+            ..Situation::default()
+        });
+        if let Err(why) = agentstate::address::check(&url) {
+            return Err(PyValueError::new_err(format!(
+                "{source} {} is not a Redis URL: {why} — {}",
+                agentstate::address::redacted(&url),
+                agentstate::advice::URL_FORMS
+            )));
+        }
+        let mut c = Config::new(url).prefix(prefix).partitions(self.partitions);
+        if let Some(t) = self.session_ttl {
+            c = c.session_ttl(secs("session_ttl", t)?);
+        }
+        if let Some(n) = self.pool_size {
+            c.pool_size = n.max(1);
+        }
+        if let Some(w) = self.daemon_wait {
+            c = c.daemon_wait(secs("daemon_wait", w)?);
+        }
+        let mut limits = c.limits;
+        for (name, given, limit) in [
+            (
+                "max_message_bytes",
+                self.max_message_bytes,
+                &mut limits.message,
+            ),
+            (
+                "max_working_value_bytes",
+                self.max_working_value_bytes,
+                &mut limits.working_value,
+            ),
+            ("max_state_bytes", self.max_state_bytes, &mut limits.state),
+        ] {
+            match given {
+                Some(0) => {
+                    return Err(PyValueError::new_err(format!(
+                        "{name} must be a positive number of bytes"
+                    )))
+                }
+                Some(n) => *limit = n,
+                None => {}
+            }
+        }
+        Ok((c.limits(limits), at))
     }
-    if let Some(n) = pool_size {
-        c.pool_size = n.max(1);
-    }
-    if let Some(w) = daemon_wait {
-        c = c.daemon_wait(secs("daemon_wait", w)?);
-    }
-    Ok(c)
 }
 
 fn durability(durable: bool) -> Durability {
@@ -102,7 +175,9 @@ fn new_session(
         n = n.user(u);
     }
     if let Some(p) = parent {
-        let lc: Lifecycle = lifecycle.parse().map_err(errors::to_py)?;
+        let lc: Lifecycle = lifecycle
+            .parse()
+            .map_err(|e| errors::to_py(e, &errors::python()))?;
         n = n.parent(p, lc);
     }
     if let Some(t) = ttl {
@@ -203,6 +278,21 @@ impl PyStore {
         async move { s.append_many(&sid, &ms, expect_seq).await }
     }
 
+    /// The session's meta (restored when Redis lost it), or None when it exists nowhere.
+    fn session_fut(
+        &self,
+        sid: String,
+    ) -> impl Future<Output = agentstate::Result<Option<Json>>> + Send + 'static {
+        let s = self.s();
+        async move {
+            match s.require_session(&sid).await {
+                Ok(meta) => Ok(Some(to_json(&meta))),
+                Err(agentstate::Error::UnknownSession(_)) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
     fn pop_fut(
         &self,
         sid: String,
@@ -236,45 +326,79 @@ impl PyStore {
 #[pymethods]
 impl PyStore {
     /// Connects (blocking) to `url` and checks the namespace (`prefix`, `partitions`).
+    /// `url` defaults to `AGENTSTATE_REDIS_URL`, else redis://127.0.0.1:6379; `prefix` to
+    /// `AGENTSTATE_PREFIX`, else "as". The `max_*_bytes` limits bound payloads (message
+    /// 1 MiB, working value 512 KiB, state 16 MiB by default).
     #[new]
-    #[pyo3(signature = (url = "redis://127.0.0.1:6379".to_string(), *, prefix = "as".to_string(), partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false))]
+    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        url: String,
-        prefix: String,
+        url: Option<String>,
+        prefix: Option<String>,
         partitions: u32,
         session_ttl: Option<f64>,
         pool_size: Option<usize>,
         daemon_wait: Option<f64>,
         durable: bool,
+        max_message_bytes: Option<usize>,
+        max_working_value_bytes: Option<usize>,
+        max_state_bytes: Option<usize>,
     ) -> PyResult<Self> {
-        let c = config(url, prefix, partitions, session_ttl, pool_size, daemon_wait)?;
-        let store = block(py, agentstate::Store::connect(c))?;
+        let (c, at) = Settings {
+            url,
+            prefix,
+            partitions,
+            session_ttl,
+            pool_size,
+            daemon_wait,
+            max_message_bytes,
+            max_working_value_bytes,
+            max_state_bytes,
+        }
+        .config()?;
+        let store = block(py, &at, agentstate::Store::connect(c))?;
         Ok(PyStore {
             store: store.with_durability(durability(durable)),
+            at,
         })
     }
 
     /// Connects without blocking the event loop; same arguments as the constructor.
     #[staticmethod]
-    #[pyo3(signature = (url = "redis://127.0.0.1:6379".to_string(), *, prefix = "as".to_string(), partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false))]
+    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn aconnect<'py>(
         py: Python<'py>,
-        url: String,
-        prefix: String,
+        url: Option<String>,
+        prefix: Option<String>,
         partitions: u32,
         session_ttl: Option<f64>,
         pool_size: Option<usize>,
         daemon_wait: Option<f64>,
         durable: bool,
+        max_message_bytes: Option<usize>,
+        max_working_value_bytes: Option<usize>,
+        max_state_bytes: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let c = config(url, prefix, partitions, session_ttl, pool_size, daemon_wait)?;
-        awaitable(py, async move {
+        let (c, at) = Settings {
+            url,
+            prefix,
+            partitions,
+            session_ttl,
+            pool_size,
+            daemon_wait,
+            max_message_bytes,
+            max_working_value_bytes,
+            max_state_bytes,
+        }
+        .config()?;
+        let kept = Arc::clone(&at);
+        awaitable(py, &at, async move {
             let store = agentstate::Store::connect(c).await?;
             Ok(PyStore {
                 store: store.with_durability(durability(durable)),
+                at: kept,
             })
         })
     }
@@ -284,6 +408,7 @@ impl PyStore {
     fn with_durability(&self, durable: bool) -> PyStore {
         PyStore {
             store: self.store.with_durability(durability(durable)),
+            at: Arc::clone(&self.at),
         }
     }
 
@@ -305,12 +430,32 @@ impl PyStore {
         self.store.keys().partitions()
     }
 
+    /// The Redis URL this store connected to (any password shown as `***`).
+    #[getter]
+    fn url(&self) -> String {
+        agentstate::address::redacted(&self.store.config().redis_url)
+    }
+
+    /// The limits on payload sizes in bytes: `{"message", "working_value", "state"}`.
+    #[getter]
+    fn limits(&self) -> std::collections::HashMap<&'static str, usize> {
+        let l = self.store.config().limits;
+        [
+            ("message", l.message),
+            ("working_value", l.working_value),
+            ("state", l.state),
+        ]
+        .into_iter()
+        .collect()
+    }
+
     fn __repr__(&self) -> String {
         format!(
-            "Store(prefix={:?}, partitions={}, durable={})",
+            "Store(url='{}', prefix='{}', partitions={}, durable={})",
+            self.url(),
             self.store.keys().prefix(),
             self.store.keys().partitions(),
-            self.durable()
+            if self.durable() { "True" } else { "False" }
         )
     }
 
@@ -344,7 +489,7 @@ impl PyStore {
             opt_json(metadata.as_ref())?,
         )?;
         let s = self.s();
-        block(py, async move { s.create_session(&n).await })
+        block(py, &self.at, async move { s.create_session(&n).await })
     }
 
     /// Async twin of `create_session`.
@@ -375,33 +520,26 @@ impl PyStore {
             opt_json(metadata.as_ref())?,
         )?;
         let s = self.s();
-        awaitable(py, async move { s.create_session(&n).await })
+        awaitable(py, &self.at, async move { s.create_session(&n).await })
     }
 
-    /// The session's meta as a dict as Redis holds it, or None when it is not live there (no
-    /// restore: `require_session` restores an expired or lost session first).
+    /// The session's meta as a dict, or None when the session exists nowhere. Like every
+    /// other read it restores a session Redis lost (or that expired) from SQLite through the
+    /// spill daemon first; `NotLive` when no daemon restored it in time.
     fn session(&self, py: Python<'_>, sid: String) -> PyResult<Option<Json>> {
-        let s = self.s();
-        block(py, async move {
-            Ok(s.session(&sid).await?.as_ref().map(to_json))
-        })
+        block(py, &self.at, self.session_fut(sid))
     }
 
     /// Async twin of `session`.
     fn asession<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
-        let s = self.s();
-        awaitable(py, async move {
-            Ok(OptJson(
-                s.session(&sid).await?.as_ref().map(|x| to_json(x).0),
-            ))
-        })
+        awaitable(py, &self.at, self.session_fut(sid))
     }
 
     /// The session's meta, restoring it from SQLite through the spill daemon when Redis lost
     /// it; `UnknownSession` when it exists nowhere, `NotLive` when no daemon restored it in time.
     fn require_session(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             s.require_session(&sid).await.map(|x| to_json(&x))
         })
     }
@@ -409,7 +547,7 @@ impl PyStore {
     /// Async twin of `require_session`.
     fn arequire_session<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             s.require_session(&sid).await.map(|x| to_json(&x))
         })
     }
@@ -418,7 +556,9 @@ impl PyStore {
     #[pyo3(signature = (user = None))]
     fn list_sessions(&self, py: Python<'_>, user: Option<String>) -> PyResult<Vec<String>> {
         let s = self.s();
-        block(py, async move { s.list_sessions(user.as_deref()).await })
+        block(py, &self.at, async move {
+            s.list_sessions(user.as_deref()).await
+        })
     }
 
     /// Async twin of `list_sessions`.
@@ -429,43 +569,45 @@ impl PyStore {
         user: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.list_sessions(user.as_deref()).await })
+        awaitable(py, &self.at, async move {
+            s.list_sessions(user.as_deref()).await
+        })
     }
 
     /// Sub-agent session ids of `sid`.
     fn children(&self, py: Python<'_>, sid: String) -> PyResult<Vec<String>> {
         let s = self.s();
-        block(py, async move { s.children(&sid).await })
+        block(py, &self.at, async move { s.children(&sid).await })
     }
 
     /// Async twin of `children`.
     fn achildren<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.children(&sid).await })
+        awaitable(py, &self.at, async move { s.children(&sid).await })
     }
 
     /// Heartbeat: refreshes the session's idle TTL.
     fn touch(&self, py: Python<'_>, sid: String) -> PyResult<()> {
         let s = self.s();
-        block(py, async move { s.touch(&sid).await })
+        block(py, &self.at, async move { s.touch(&sid).await })
     }
 
     /// Async twin of `touch`.
     fn atouch<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.touch(&sid).await })
+        awaitable(py, &self.at, async move { s.touch(&sid).await })
     }
 
     /// Marks the session archived.
     fn archive(&self, py: Python<'_>, sid: String) -> PyResult<()> {
         let s = self.s();
-        block(py, async move { s.archive(&sid).await })
+        block(py, &self.at, async move { s.archive(&sid).await })
     }
 
     /// Async twin of `archive`.
     fn aarchive<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.archive(&sid).await })
+        awaitable(py, &self.at, async move { s.archive(&sid).await })
     }
 
     /// Puts checkpoint `checkpoint_id` of namespace `ns` into graph thread `thread` (created
@@ -496,7 +638,7 @@ impl PyStore {
             channels,
             blobs,
         );
-        block(py, graph::put(self.s(), a))
+        block(py, &self.at, graph::put(self.s(), a))
     }
 
     /// Async twin of `graph_put`.
@@ -524,7 +666,7 @@ impl PyStore {
             channels,
             blobs,
         );
-        awaitable(py, graph::put(self.s(), a))
+        awaitable(py, &self.at, graph::put(self.s(), a))
     }
 
     /// Stores task `task_id`'s pending writes, (idx, channel, value) triples, for checkpoint
@@ -541,7 +683,7 @@ impl PyStore {
         writes: Vec<(i64, String, String)>,
     ) -> PyResult<()> {
         let at = (thread, ns, checkpoint_id, task_id, task_path);
-        block(py, graph::put_writes(self.s(), at, writes))
+        block(py, &self.at, graph::put_writes(self.s(), at, writes))
     }
 
     /// Async twin of `graph_put_writes`.
@@ -557,7 +699,7 @@ impl PyStore {
         writes: Vec<(i64, String, String)>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let at = (thread, ns, checkpoint_id, task_id, task_path);
-        awaitable(py, graph::put_writes(self.s(), at, writes))
+        awaitable(py, &self.at, graph::put_writes(self.s(), at, writes))
     }
 
     /// Checkpoint `checkpoint_id` of `ns` (the greatest id when None) as a tuple dict with its
@@ -570,7 +712,11 @@ impl PyStore {
         ns: String,
         checkpoint_id: Option<String>,
     ) -> PyResult<OptDict<agentstate::GraphTuple>> {
-        block(py, graph::get(self.s(), thread, ns, checkpoint_id))
+        block(
+            py,
+            &self.at,
+            graph::get(self.s(), thread, ns, checkpoint_id),
+        )
     }
 
     /// Async twin of `graph_get`.
@@ -582,7 +728,11 @@ impl PyStore {
         ns: String,
         checkpoint_id: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, graph::get(self.s(), thread, ns, checkpoint_id))
+        awaitable(
+            py,
+            &self.at,
+            graph::get(self.s(), thread, ns, checkpoint_id),
+        )
     }
 
     /// Tuple dicts newest first: of `ns` (every namespace when None), below checkpoint
@@ -599,7 +749,11 @@ impl PyStore {
         limit: Option<usize>,
     ) -> PyResult<Dicts<agentstate::GraphTuple>> {
         let filter = json_object("filter", filter.as_ref())?;
-        block(py, graph::list(self.s(), thread, ns, before, filter, limit))
+        block(
+            py,
+            &self.at,
+            graph::list(self.s(), thread, ns, before, filter, limit),
+        )
     }
 
     /// Async twin of `graph_list`.
@@ -614,24 +768,28 @@ impl PyStore {
         limit: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let filter = json_object("filter", filter.as_ref())?;
-        awaitable(py, graph::list(self.s(), thread, ns, before, filter, limit))
+        awaitable(
+            py,
+            &self.at,
+            graph::list(self.s(), thread, ns, before, filter, limit),
+        )
     }
 
     /// Deletes graph thread `thread` (every namespace) in Redis and SQLite; False when it
     /// did not exist.
     fn graph_delete(&self, py: Python<'_>, thread: String) -> PyResult<bool> {
-        block(py, graph::delete(self.s(), thread))
+        block(py, &self.at, graph::delete(self.s(), thread))
     }
 
     /// Async twin of `graph_delete`.
     fn agraph_delete<'py>(&self, py: Python<'py>, thread: String) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, graph::delete(self.s(), thread))
+        awaitable(py, &self.at, graph::delete(self.s(), thread))
     }
 
     /// Keeps the latest checkpoint of each namespace (`keep_latest`) or none; returns the
     /// number of checkpoints removed.
     fn graph_prune(&self, py: Python<'_>, thread: String, keep_latest: bool) -> PyResult<u64> {
-        block(py, graph::prune(self.s(), thread, keep_latest))
+        block(py, &self.at, graph::prune(self.s(), thread, keep_latest))
     }
 
     /// Async twin of `graph_prune`.
@@ -641,13 +799,13 @@ impl PyStore {
         thread: String,
         keep_latest: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, graph::prune(self.s(), thread, keep_latest))
+        awaitable(py, &self.at, graph::prune(self.s(), thread, keep_latest))
     }
 
     /// Removes every checkpoint whose metadata `run_id` is listed, in every thread; returns
     /// the number removed.
     fn graph_delete_runs(&self, py: Python<'_>, run_ids: Vec<String>) -> PyResult<u64> {
-        block(py, graph::delete_runs(self.s(), run_ids))
+        block(py, &self.at, graph::delete_runs(self.s(), run_ids))
     }
 
     /// Async twin of `graph_delete_runs`.
@@ -656,13 +814,13 @@ impl PyStore {
         py: Python<'py>,
         run_ids: Vec<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, graph::delete_runs(self.s(), run_ids))
+        awaitable(py, &self.at, graph::delete_runs(self.s(), run_ids))
     }
 
     /// Copies every checkpoint, value and write of thread `source` into `target` (a fork);
     /// returns the number of checkpoints copied.
     fn graph_copy(&self, py: Python<'_>, source: String, target: String) -> PyResult<u64> {
-        block(py, graph::copy(self.s(), source, target))
+        block(py, &self.at, graph::copy(self.s(), source, target))
     }
 
     /// Async twin of `graph_copy`.
@@ -672,7 +830,7 @@ impl PyStore {
         source: String,
         target: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, graph::copy(self.s(), source, target))
+        awaitable(py, &self.at, graph::copy(self.s(), source, target))
     }
 
     /// Deletes the session everywhere (Redis and SQLite); with `cascade` its linked and
@@ -680,7 +838,11 @@ impl PyStore {
     #[pyo3(signature = (sid, cascade = true))]
     fn close_session(&self, py: Python<'_>, sid: String, cascade: bool) -> PyResult<u64> {
         let s = self.s();
-        block(py, async move { s.close_session(&sid, cascade).await })
+        block(
+            py,
+            &self.at,
+            async move { s.close_session(&sid, cascade).await },
+        )
     }
 
     /// Async twin of `close_session`.
@@ -692,7 +854,11 @@ impl PyStore {
         cascade: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.close_session(&sid, cascade).await })
+        awaitable(
+            py,
+            &self.at,
+            async move { s.close_session(&sid, cascade).await },
+        )
     }
 
     /// Sets (or, with None, clears) the pending tool calls.
@@ -704,7 +870,9 @@ impl PyStore {
     ) -> PyResult<()> {
         let v = opt_json(pending.as_ref())?;
         let s = self.s();
-        block(py, async move { s.set_pending(&sid, v.as_ref()).await })
+        block(py, &self.at, async move {
+            s.set_pending(&sid, v.as_ref()).await
+        })
     }
 
     /// Async twin of `set_pending`.
@@ -716,19 +884,29 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let v = opt_json(pending.as_ref())?;
         let s = self.s();
-        awaitable(py, async move { s.set_pending(&sid, v.as_ref()).await })
+        awaitable(py, &self.at, async move {
+            s.set_pending(&sid, v.as_ref()).await
+        })
     }
 
     /// The pending tool calls, or None.
     fn pending(&self, py: Python<'_>, sid: String) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move { s.pending(&sid).await.map(OptJson) })
+        block(
+            py,
+            &self.at,
+            async move { s.pending(&sid).await.map(OptJson) },
+        )
     }
 
     /// Async twin of `pending`.
     fn apending<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.pending(&sid).await.map(OptJson) })
+        awaitable(
+            py,
+            &self.at,
+            async move { s.pending(&sid).await.map(OptJson) },
+        )
     }
 
     // ---- messages -------------------------------------------------------------------------
@@ -761,7 +939,11 @@ impl PyStore {
             round_index,
             opt_json(meta.as_ref())?,
         );
-        block(py, self.append_fut(sid, m, idempotency_key, expect_seq))
+        block(
+            py,
+            &self.at,
+            self.append_fut(sid, m, idempotency_key, expect_seq),
+        )
     }
 
     /// Async twin of `append`.
@@ -790,7 +972,11 @@ impl PyStore {
             round_index,
             opt_json(meta.as_ref())?,
         );
-        awaitable(py, self.append_fut(sid, m, idempotency_key, expect_seq))
+        awaitable(
+            py,
+            &self.at,
+            self.append_fut(sid, m, idempotency_key, expect_seq),
+        )
     }
 
     /// Appends message dicts (``role`` required; ``content``, ``name``, ``tool_calls``,
@@ -808,7 +994,7 @@ impl PyStore {
             .iter()
             .map(message_from_py)
             .collect::<PyResult<Vec<_>>>()?;
-        block(py, self.append_many_fut(sid, ms, expect_seq))
+        block(py, &self.at, self.append_many_fut(sid, ms, expect_seq))
     }
 
     /// Async twin of `append_many`.
@@ -824,18 +1010,18 @@ impl PyStore {
             .iter()
             .map(message_from_py)
             .collect::<PyResult<Vec<_>>>()?;
-        awaitable(py, self.append_many_fut(sid, ms, expect_seq))
+        awaitable(py, &self.at, self.append_many_fut(sid, ms, expect_seq))
     }
 
     /// Removes the newest message and returns it (None when there is none); the next append
     /// gets its seq again. `InvalidInput` when it is the note of the latest compaction.
     fn pop_message(&self, py: Python<'_>, sid: String) -> PyResult<OptJson> {
-        block(py, self.pop_fut(sid))
+        block(py, &self.at, self.pop_fut(sid))
     }
 
     /// Async twin of `pop_message`.
     fn apop_message<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.pop_fut(sid))
+        awaitable(py, &self.at, self.pop_fut(sid))
     }
 
     /// Replaces active message `seq` with the message dict `message` (a redaction, an edit);
@@ -850,7 +1036,9 @@ impl PyStore {
     ) -> PyResult<()> {
         let m = message_from_py(&message)?;
         let s = self.s();
-        block(py, async move { s.replace_message(&sid, seq, &m).await })
+        block(py, &self.at, async move {
+            s.replace_message(&sid, seq, &m).await
+        })
     }
 
     /// Async twin of `replace_message`.
@@ -863,7 +1051,9 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let m = message_from_py(&message)?;
         let s = self.s();
-        awaitable(py, async move { s.replace_message(&sid, seq, &m).await })
+        awaitable(py, &self.at, async move {
+            s.replace_message(&sid, seq, &m).await
+        })
     }
 
     /// Messages in seq order: active ones (or `all`), only seqs after `after`, only the
@@ -878,7 +1068,11 @@ impl PyStore {
         after: Option<u64>,
         last: Option<usize>,
     ) -> PyResult<Dicts<agentstate::Message>> {
-        block(py, self.messages_fut(sid, query(all, after, last)))
+        block(
+            py,
+            &self.at,
+            self.messages_fut(sid, query(all, after, last)),
+        )
     }
 
     /// Async twin of `messages`.
@@ -891,7 +1085,11 @@ impl PyStore {
         after: Option<u64>,
         last: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.messages_fut(sid, query(all, after, last)))
+        awaitable(
+            py,
+            &self.at,
+            self.messages_fut(sid, query(all, after, last)),
+        )
     }
 
     /// Only the contents (str, or None for a message without content) of the messages
@@ -906,7 +1104,11 @@ impl PyStore {
         after: Option<u64>,
         last: Option<usize>,
     ) -> PyResult<Vec<Option<String>>> {
-        block(py, self.contents_fut(sid, query(all, after, last)))
+        block(
+            py,
+            &self.at,
+            self.contents_fut(sid, query(all, after, last)),
+        )
     }
 
     /// Async twin of `contents`.
@@ -919,13 +1121,17 @@ impl PyStore {
         after: Option<u64>,
         last: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.contents_fut(sid, query(all, after, last)))
+        awaitable(
+            py,
+            &self.at,
+            self.contents_fut(sid, query(all, after, last)),
+        )
     }
 
     /// The message with `seq` (any state), or None.
     fn message(&self, py: Python<'_>, sid: String, seq: u64) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             Ok(OptJson(s.message(&sid, seq).await?.map(|m| to_json(&m).0)))
         })
     }
@@ -933,7 +1139,7 @@ impl PyStore {
     /// Async twin of `message`.
     fn amessage<'py>(&self, py: Python<'py>, sid: String, seq: u64) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             Ok(OptJson(s.message(&sid, seq).await?.map(|m| to_json(&m).0)))
         })
     }
@@ -962,7 +1168,7 @@ impl PyStore {
             round_index,
         );
         let s = self.s();
-        block(py, async move { s.compact(&sid, &c).await })
+        block(py, &self.at, async move { s.compact(&sid, &c).await })
     }
 
     /// Async twin of `compact`.
@@ -988,25 +1194,23 @@ impl PyStore {
             round_index,
         );
         let s = self.s();
-        awaitable(py, async move { s.compact(&sid, &c).await })
+        awaitable(py, &self.at, async move { s.compact(&sid, &c).await })
     }
 
     /// The compaction audit.
     fn compactions(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
         let s = self.s();
-        block(
-            py,
-            async move { s.compactions(&sid).await.map(|v| to_json(&v)) },
-        )
+        block(py, &self.at, async move {
+            s.compactions(&sid).await.map(|v| to_json(&v))
+        })
     }
 
     /// Async twin of `compactions`.
     fn acompactions<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(
-            py,
-            async move { s.compactions(&sid).await.map(|v| to_json(&v)) },
-        )
+        awaitable(py, &self.at, async move {
+            s.compactions(&sid).await.map(|v| to_json(&v))
+        })
     }
 
     /// Upserts the token usage of a round.
@@ -1030,7 +1234,7 @@ impl PyStore {
             model,
         );
         let s = self.s();
-        block(py, async move { s.record_usage(&sid, &u).await })
+        block(py, &self.at, async move { s.record_usage(&sid, &u).await })
     }
 
     /// Async twin of `record_usage`.
@@ -1054,19 +1258,23 @@ impl PyStore {
             model,
         );
         let s = self.s();
-        awaitable(py, async move { s.record_usage(&sid, &u).await })
+        awaitable(py, &self.at, async move { s.record_usage(&sid, &u).await })
     }
 
     /// Usage per round.
     fn usage(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move { s.usage(&sid).await.map(|v| to_json(&v)) })
+        block(py, &self.at, async move {
+            s.usage(&sid).await.map(|v| to_json(&v))
+        })
     }
 
     /// Async twin of `usage`.
     fn ausage<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.usage(&sid).await.map(|v| to_json(&v)) })
+        awaitable(py, &self.at, async move {
+            s.usage(&sid).await.map(|v| to_json(&v))
+        })
     }
 
     // ---- working state --------------------------------------------------------------------
@@ -1084,7 +1292,7 @@ impl PyStore {
     ) -> PyResult<u64> {
         let v = py_to_json(&value)?;
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             set_working(&s, &sid, &key, &v, if_version).await
         })
     }
@@ -1101,7 +1309,7 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let v = py_to_json(&value)?;
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             set_working(&s, &sid, &key, &v, if_version).await
         })
     }
@@ -1109,10 +1317,9 @@ impl PyStore {
     /// One working-state value, or None.
     fn get_working(&self, py: Python<'_>, sid: String, key: String) -> PyResult<OptJson> {
         let s = self.s();
-        block(
-            py,
-            async move { s.get_working(&sid, &key).await.map(OptJson) },
-        )
+        block(py, &self.at, async move {
+            s.get_working(&sid, &key).await.map(OptJson)
+        })
     }
 
     /// Async twin of `get_working`.
@@ -1123,28 +1330,35 @@ impl PyStore {
         key: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(
-            py,
-            async move { s.get_working(&sid, &key).await.map(OptJson) },
-        )
+        awaitable(py, &self.at, async move {
+            s.get_working(&sid, &key).await.map(OptJson)
+        })
     }
 
     /// All working state: `{"version": n, "values": {...}}`.
     fn working(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move { s.working(&sid).await.map(working_json) })
+        block(py, &self.at, async move {
+            s.working(&sid).await.map(working_json)
+        })
     }
 
     /// Async twin of `working`.
     fn aworking<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.working(&sid).await.map(working_json) })
+        awaitable(py, &self.at, async move {
+            s.working(&sid).await.map(working_json)
+        })
     }
 
     /// Deletes a working-state key; returns the new version.
     fn delete_working(&self, py: Python<'_>, sid: String, key: String) -> PyResult<u64> {
         let s = self.s();
-        block(py, async move { s.delete_working(&sid, &key).await })
+        block(
+            py,
+            &self.at,
+            async move { s.delete_working(&sid, &key).await },
+        )
     }
 
     /// Async twin of `delete_working`.
@@ -1155,19 +1369,23 @@ impl PyStore {
         key: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.delete_working(&sid, &key).await })
+        awaitable(
+            py,
+            &self.at,
+            async move { s.delete_working(&sid, &key).await },
+        )
     }
 
     /// Clears all working state; returns the new version.
     fn clear_working(&self, py: Python<'_>, sid: String) -> PyResult<u64> {
         let s = self.s();
-        block(py, async move { s.clear_working(&sid).await })
+        block(py, &self.at, async move { s.clear_working(&sid).await })
     }
 
     /// Async twin of `clear_working`.
     fn aclear_working<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.clear_working(&sid).await })
+        awaitable(py, &self.at, async move { s.clear_working(&sid).await })
     }
 
     // ---- checkpoints ----------------------------------------------------------------------
@@ -1183,7 +1401,7 @@ impl PyStore {
         include_keys: Option<Vec<String>>,
     ) -> PyResult<String> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             checkpoint(&s, &sid, &label, include_keys).await
         })
     }
@@ -1198,7 +1416,7 @@ impl PyStore {
         include_keys: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             checkpoint(&s, &sid, &label, include_keys).await
         })
     }
@@ -1214,7 +1432,9 @@ impl PyStore {
     ) -> PyResult<String> {
         let v = py_to_json(&payload)?;
         let s = self.s();
-        block(py, async move { s.put_checkpoint(&sid, &label, &v).await })
+        block(py, &self.at, async move {
+            s.put_checkpoint(&sid, &label, &v).await
+        })
     }
 
     /// Async twin of `put_checkpoint`.
@@ -1227,14 +1447,16 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let v = py_to_json(&payload)?;
         let s = self.s();
-        awaitable(py, async move { s.put_checkpoint(&sid, &label, &v).await })
+        awaitable(py, &self.at, async move {
+            s.put_checkpoint(&sid, &label, &v).await
+        })
     }
 
     /// The latest checkpoint with `label` (`id`, `session_id`, `label`, `created_at`,
     /// `payload`), or None.
     fn checkpoint_latest(&self, py: Python<'_>, sid: String, label: String) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             Ok(OptJson(
                 s.checkpoint_latest(&sid, &label)
                     .await?
@@ -1251,7 +1473,7 @@ impl PyStore {
         label: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             Ok(OptJson(
                 s.checkpoint_latest(&sid, &label)
                     .await?
@@ -1263,19 +1485,17 @@ impl PyStore {
     /// The latest checkpoint of every label.
     fn checkpoints(&self, py: Python<'_>, sid: String) -> PyResult<Json> {
         let s = self.s();
-        block(
-            py,
-            async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) },
-        )
+        block(py, &self.at, async move {
+            s.checkpoints(&sid).await.map(|v| to_json(&v))
+        })
     }
 
     /// Async twin of `checkpoints`.
     fn acheckpoints<'py>(&self, py: Python<'py>, sid: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(
-            py,
-            async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) },
-        )
+        awaitable(py, &self.at, async move {
+            s.checkpoints(&sid).await.map(|v| to_json(&v))
+        })
     }
 
     // ---- rounds (StateService) ------------------------------------------------------------
@@ -1293,7 +1513,7 @@ impl PyStore {
     ) -> PyResult<u64> {
         let v = py_to_json(&state)?;
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             s.save_state(&user_id, &v, session_id.as_deref(), round_id)
                 .await
         })
@@ -1311,7 +1531,7 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let v = py_to_json(&state)?;
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             s.save_state(&user_id, &v, session_id.as_deref(), round_id)
                 .await
         })
@@ -1327,7 +1547,7 @@ impl PyStore {
         round_id: Option<u64>,
     ) -> PyResult<OptJson> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             s.export_state(&user_id, session_id.as_deref(), round_id)
                 .await
                 .map(OptJson)
@@ -1344,7 +1564,7 @@ impl PyStore {
         round_id: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             s.export_state(&user_id, session_id.as_deref(), round_id)
                 .await
                 .map(OptJson)
@@ -1366,7 +1586,11 @@ impl PyStore {
     ) -> PyResult<String> {
         let d = new_decision(decision, rationale, action, opt_json(meta.as_ref())?);
         let s = self.s();
-        block(py, async move { s.record_decision(&sid, &d).await })
+        block(
+            py,
+            &self.at,
+            async move { s.record_decision(&sid, &d).await },
+        )
     }
 
     /// Async twin of `record_decision`.
@@ -1382,7 +1606,11 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let d = new_decision(decision, rationale, action, opt_json(meta.as_ref())?);
         let s = self.s();
-        awaitable(py, async move { s.record_decision(&sid, &d).await })
+        awaitable(
+            py,
+            &self.at,
+            async move { s.record_decision(&sid, &d).await },
+        )
     }
 
     /// Records the outcome of a decision; False when it had one already.
@@ -1393,10 +1621,9 @@ impl PyStore {
         outcome: String,
     ) -> PyResult<bool> {
         let s = self.s();
-        block(
-            py,
-            async move { s.record_outcome(&decision_id, &outcome).await },
-        )
+        block(py, &self.at, async move {
+            s.record_outcome(&decision_id, &outcome).await
+        })
     }
 
     /// Async twin of `record_outcome`.
@@ -1407,17 +1634,16 @@ impl PyStore {
         outcome: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(
-            py,
-            async move { s.record_outcome(&decision_id, &outcome).await },
-        )
+        awaitable(py, &self.at, async move {
+            s.record_outcome(&decision_id, &outcome).await
+        })
     }
 
     /// Decisions without an outcome (all sessions, or one), oldest first.
     #[pyo3(signature = (sid = None))]
     fn incomplete_decisions(&self, py: Python<'_>, sid: Option<String>) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             s.incomplete_decisions(sid.as_deref())
                 .await
                 .map(|v| to_json(&v))
@@ -1432,7 +1658,7 @@ impl PyStore {
         sid: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             s.incomplete_decisions(sid.as_deref())
                 .await
                 .map(|v| to_json(&v))
@@ -1457,8 +1683,12 @@ impl PyStore {
     ) -> PyResult<PyConsumer> {
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
         let s = self.s();
-        let c = self::block(py, async move { s.consumer(&group, &name, o).await })?;
-        Ok(PyConsumer::new(c))
+        let c = self::block(
+            py,
+            &self.at,
+            async move { s.consumer(&group, &name, o).await },
+        )?;
+        Ok(PyConsumer::new(c, Arc::clone(&self.at)))
     }
 
     /// Async twin of `consumer`.
@@ -1477,8 +1707,11 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
         let s = self.s();
-        awaitable(py, async move {
-            s.consumer(&group, &name, o).await.map(PyConsumer::new)
+        let at = Arc::clone(&self.at);
+        awaitable(py, &self.at, async move {
+            s.consumer(&group, &name, o)
+                .await
+                .map(|c| PyConsumer::new(c, at))
         })
     }
 
@@ -1486,7 +1719,7 @@ impl PyStore {
     #[pyo3(signature = (count = 100))]
     fn dead_letters(&self, py: Python<'_>, count: usize) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             s.dead_letters(count).await.map(|v| to_json(&v))
         })
     }
@@ -1495,7 +1728,7 @@ impl PyStore {
     #[pyo3(signature = (count = 100))]
     fn adead_letters<'py>(&self, py: Python<'py>, count: usize) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             s.dead_letters(count).await.map(|v| to_json(&v))
         })
     }
@@ -1512,7 +1745,9 @@ impl PyStore {
     ) -> PyResult<()> {
         let v = py_to_json(&value)?;
         let s = self.s();
-        block(py, async move { s.set_user_value(&user, &key, &v).await })
+        block(py, &self.at, async move {
+            s.set_user_value(&user, &key, &v).await
+        })
     }
 
     /// Async twin of `set_user_value`.
@@ -1525,16 +1760,17 @@ impl PyStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let v = py_to_json(&value)?;
         let s = self.s();
-        awaitable(py, async move { s.set_user_value(&user, &key, &v).await })
+        awaitable(py, &self.at, async move {
+            s.set_user_value(&user, &key, &v).await
+        })
     }
 
     /// A user-attributed value, or None.
     fn user_value(&self, py: Python<'_>, user: String, key: String) -> PyResult<OptJson> {
         let s = self.s();
-        block(
-            py,
-            async move { s.user_value(&user, &key).await.map(OptJson) },
-        )
+        block(py, &self.at, async move {
+            s.user_value(&user, &key).await.map(OptJson)
+        })
     }
 
     /// Async twin of `user_value`.
@@ -1545,16 +1781,17 @@ impl PyStore {
         key: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(
-            py,
-            async move { s.user_value(&user, &key).await.map(OptJson) },
-        )
+        awaitable(py, &self.at, async move {
+            s.user_value(&user, &key).await.map(OptJson)
+        })
     }
 
     /// Deletes one user value; False when there was none.
     fn delete_user_value(&self, py: Python<'_>, user: String, key: String) -> PyResult<bool> {
         let s = self.s();
-        block(py, async move { s.delete_user_value(&user, &key).await })
+        block(py, &self.at, async move {
+            s.delete_user_value(&user, &key).await
+        })
     }
 
     /// Async twin of `delete_user_value`.
@@ -1565,14 +1802,16 @@ impl PyStore {
         key: String,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move { s.delete_user_value(&user, &key).await })
+        awaitable(py, &self.at, async move {
+            s.delete_user_value(&user, &key).await
+        })
     }
 
     /// Erases everything stored for the user (Redis now, SQLite at the next flush); returns
     /// the receipt.
     fn forget_user(&self, py: Python<'_>, user: String) -> PyResult<Json> {
         let s = self.s();
-        block(py, async move {
+        block(py, &self.at, async move {
             s.forget_user(&user).await.map(|r| to_json(&r))
         })
     }
@@ -1580,7 +1819,7 @@ impl PyStore {
     /// Async twin of `forget_user`.
     fn aforget_user<'py>(&self, py: Python<'py>, user: String) -> PyResult<Bound<'py, PyAny>> {
         let s = self.s();
-        awaitable(py, async move {
+        awaitable(py, &self.at, async move {
             s.forget_user(&user).await.map(|r| to_json(&r))
         })
     }

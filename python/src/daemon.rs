@@ -1,0 +1,188 @@
+//! `agentstate.SpillDaemon`: the spill daemon of `agentstate spill`, run in this process on
+//! the shared runtime. It takes partitions through the same leases as every other daemon,
+//! so it runs beside `agentstate spill` processes and other in-process daemons.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentstate::advice::{Front, Situation};
+use agentstate::config::{env, DEFAULT_DB, DEFAULT_PREFIX, DEFAULT_REDIS_URL};
+use agentstate::{Config, SpillConfig};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::bridge::{block, runtime};
+use crate::errors;
+
+/// A running daemon: how to stop it and the task to wait for.
+struct Running {
+    cancel: CancellationToken,
+    task: JoinHandle<agentstate::Result<()>>,
+    owner: String,
+}
+
+/// The spill daemon in a background task of this process: flushes the namespace's streams
+/// to SQLite, restores sessions Redis lost, trims. ``start()`` returns once its first pass
+/// has checked the namespace (creates are allowed from then on); ``stop()`` drains what it
+/// took, commits, and releases its leases. Also a context manager.
+#[pyclass(frozen, name = "SpillDaemon", module = "agentstate")]
+pub struct PySpillDaemon {
+    config: Config,
+    spill: SpillConfig,
+    at: Arc<Situation>,
+    running: Mutex<Option<Running>>,
+}
+
+fn secs(what: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            PyValueError::new_err(format!("{what} must be a positive number of seconds"))
+        })
+}
+
+impl PySpillDaemon {
+    fn state(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[pymethods]
+impl PySpillDaemon {
+    /// A daemon for namespace `prefix` of the Redis at `url`, writing SQLite file `db`.
+    /// `url`, `db` and `prefix` default to `AGENTSTATE_REDIS_URL`, `AGENTSTATE_DB`,
+    /// `AGENTSTATE_PREFIX`, then to redis://127.0.0.1:6379, ./agentstate.db and "as" (the
+    /// CLI's precedence). `interval`: pause between idle passes; `lease`: how long after
+    /// this daemon dies a standby takes its partitions (seconds).
+    #[new]
+    #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = 16, interval = 0.05, lease = 3.0))]
+    fn new(
+        url: Option<String>,
+        db: Option<PathBuf>,
+        prefix: Option<String>,
+        partitions: u32,
+        interval: f64,
+        lease: f64,
+    ) -> PyResult<Self> {
+        let url = env::resolve(url, env::REDIS_URL, DEFAULT_REDIS_URL);
+        let prefix = env::resolve(prefix, env::PREFIX, DEFAULT_PREFIX);
+        let db = db.unwrap_or_else(|| env::resolve(None, env::DB, DEFAULT_DB).into());
+        if let Err(why) = agentstate::address::check(&url) {
+            return Err(PyValueError::new_err(format!(
+                "SpillDaemon url {} is not a Redis URL: {why} — {}",
+                agentstate::address::redacted(&url),
+                agentstate::advice::URL_FORMS
+            )));
+        }
+        let at = Arc::new(Situation {
+            front: Front::Python,
+            url: Some(url.clone()),
+            prefix: prefix.clone(),
+            db: db.clone(),
+            ..Situation::default()
+        });
+        Ok(PySpillDaemon {
+            config: Config::new(url).prefix(prefix).partitions(partitions),
+            spill: SpillConfig::new(db)
+                .interval(secs("interval", interval)?)
+                .lease_ttl(secs("lease", lease)?),
+            at,
+            running: Mutex::new(None),
+        })
+    }
+
+    /// Starts the daemon (a no-op when it runs): connects, opens SQLite, runs a first pass
+    /// (taking the partitions no other daemon holds), then keeps running in the background.
+    /// Returns the daemon, so ``d = SpillDaemon(url, db).start()`` reads naturally.
+    fn start(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        let this = slf.get();
+        if this.state().is_some() {
+            return Ok(slf);
+        }
+        let (config, spill) = (this.config.clone(), this.spill.clone());
+        let daemon = block(slf.py(), &this.at, async move {
+            let store = agentstate::Store::connect(config).await?;
+            let mut daemon = agentstate::SpillDaemon::open(store, spill).await?;
+            daemon.pass().await?;
+            Ok(daemon)
+        })?;
+        let cancel = CancellationToken::new();
+        let owner = daemon.owner().to_string();
+        let task = runtime().spawn(daemon.run(cancel.clone()));
+        *this.state() = Some(Running {
+            cancel,
+            task,
+            owner,
+        });
+        Ok(slf)
+    }
+
+    /// Stops the daemon and waits for it: it drains the batch it took, commits it to SQLite
+    /// and releases its leases (entries it had not taken stay in Redis for the next daemon;
+    /// a `durable=True` write returned only once committed). Raises the error that ended the
+    /// daemon, if one did.
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        let Some(running) = self.state().take() else {
+            return Ok(());
+        };
+        running.cancel.cancel();
+        match py.detach(|| runtime().block_on(running.task)) {
+            Ok(result) => result.map_err(|e| errors::to_py(e, &self.at)),
+            Err(join) => Err(PyRuntimeError::new_err(format!(
+                "the spill daemon task failed: {join}"
+            ))),
+        }
+    }
+
+    /// True while the daemon runs (started, not stopped, and not ended by an error).
+    #[getter(running)]
+    fn is_running(&self) -> bool {
+        self.state().as_ref().is_some_and(|r| !r.task.is_finished())
+    }
+
+    /// This daemon's owner id (as its leases and `agentstate stats` show it), once started.
+    #[getter]
+    fn owner(&self) -> Option<String> {
+        self.state().as_ref().map(|r| r.owner.clone())
+    }
+
+    /// The SQLite file it writes.
+    #[getter]
+    fn db(&self) -> PathBuf {
+        self.spill.db_path.clone()
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        Self::start(slf)
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.stop(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SpillDaemon(url='{}', db='{}', prefix='{}', running={})",
+            agentstate::address::redacted(&self.config.redis_url),
+            self.spill.db_path.display(),
+            self.config.namespace.prefix,
+            if self.is_running() { "True" } else { "False" }
+        )
+    }
+}
+
+impl Drop for PySpillDaemon {
+    /// A daemon dropped without `stop()` still drains, commits and releases its leases (in
+    /// the background).
+    fn drop(&mut self) {
+        if let Some(running) = self.state().take() {
+            running.cancel.cancel();
+        }
+    }
+}
