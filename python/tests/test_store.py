@@ -162,36 +162,39 @@ def test_stubs_match_the_extension_and_every_method_has_an_async_twin():
     import ast
     from pathlib import Path
 
+    from agentstate.testing import RedisServer
+
     stub = ast.parse((Path(agentstate.__file__).parent / "_agentstate.pyi").read_text())
     classes = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
-    for cls in (agentstate.Store, agentstate.Consumer):
+    for cls in (agentstate.Store, agentstate.Consumer, agentstate.SpillDaemon, RedisServer):
         runtime = {n for n in dir(cls) if not n.startswith("_")}
         stubbed = {
-            n.name for n in classes[cls.__name__].body if isinstance(n, ast.FunctionDef)
-        } - {"__init__"}
+            n.name for n in classes[cls.__name__].body
+            if isinstance(n, ast.FunctionDef) and not n.name.startswith("__")
+        }
         assert runtime == stubbed, (cls.__name__, runtime ^ stubbed)
         for name in runtime:
             assert getattr(cls, name).__doc__, f"{cls.__name__}.{name} has no docstring"
     names = {n for n in dir(Store) if not n.startswith("_")}
     twins = {n for n in names if n.startswith("a") and n[1:] in names}
-    plain = names - twins - {"aconnect", "with_durability", "durable", "prefix", "partitions"}
+    plain = names - twins - {"aconnect", "with_durability", "durable", "prefix", "partitions", "url", "limits"}
     assert plain and all("a" + n in names for n in plain), sorted(n for n in plain if "a" + n not in names)
-    for exc in ("Conflict", "InvalidInput", "TooLarge", "UnknownSession", "NotLive", "RedisUnavailable"):
+    for exc in ("Conflict", "InvalidInput", "TooLarge", "UnknownSession", "NotLive", "RedisUnavailable",
+                "DurabilityTimeout", "WriteLost"):
         assert exc in classes and issubclass(getattr(agentstate, exc), agentstate.AgentStateError)
 
 
-def test_the_readme_example_runs(redis_server, tmp_path):
+def test_the_readme_example_runs(redis_server, tmp_path, monkeypatch):
     import re
     from pathlib import Path
 
-    from support import prepare_namespace
-
-    prepare_namespace(redis_server.url, "as", tmp_path / "readme.db")  # the daemon runs first
+    monkeypatch.setenv("AGENTSTATE_REDIS_URL", redis_server.url)
+    monkeypatch.chdir(tmp_path)  # the example's daemon writes ./agentstate.db
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     code = re.search(r"## Python.*?```python\n(.*?)```", readme, re.S).group(1)
     assert len(code.strip().splitlines()) <= 10
     scope: dict = {}
-    exec(code.replace("redis://127.0.0.1:6379", redis_server.url), scope)
+    exec(code, scope)
     assert [m["content"] for m in scope["store"].messages(scope["sid"])] == ["plan the release"]
     assert asyncio.run(scope["session"].get_items()) == [{"role": "user", "content": "hi"}]
 

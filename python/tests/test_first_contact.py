@@ -1,0 +1,258 @@
+"""A Python user's first contact (issue 23): the wheel carries the ``agentstate`` command and
+an in-process spill daemon, ``Store`` reads the same variables as the CLI and the adapters,
+errors say what failed, where, and what to do, ``session()`` restores like every other read,
+and a durable write lost with Redis says so."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import agentstate
+from agentstate import SpillDaemon, Store
+from support import RedisServer, sqlite_rows, wait_until
+
+
+def redis_cli(url: str, *args: str) -> str:
+    port = url.rsplit(":", 1)[1]
+    return subprocess.run(
+        ["redis-cli", "-p", port, *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def namespace_keys(url: str, prefix: str) -> list:
+    return sorted(redis_cli(url, "--scan", "--pattern", f"{prefix}:*").split())
+
+
+def wal_length(url: str, prefix: str) -> int:
+    """Entries in the namespace's 16 wal streams."""
+    return sum(int(redis_cli(url, "XLEN", f"{prefix}:{{{p}}}:wal")) for p in range(16))
+
+
+@pytest.fixture
+def own_redis():
+    """A Redis of this test alone (the tests here flush it)."""
+    server = RedisServer()
+    yield server.url
+    server.close()
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("AGENTSTATE_REDIS_URL", "AGENTSTATE_DB", "AGENTSTATE_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+# ---- one configuration ----------------------------------------------------------------------
+
+
+def test_store_and_daemon_read_the_environment(own_redis, clean_env, tmp_path, prefix):
+    db = tmp_path / "env.db"
+    clean_env.setenv("AGENTSTATE_REDIS_URL", own_redis)
+    clean_env.setenv("AGENTSTATE_PREFIX", prefix)
+    clean_env.setenv("AGENTSTATE_DB", str(db))
+    daemon = SpillDaemon()
+    assert daemon.db == db
+    with daemon:
+        store = Store()
+        assert (store.url, store.prefix) == (own_redis, prefix)
+        assert repr(store) == f"Store(url='{own_redis}', prefix='{prefix}', partitions=16, durable=False)"
+        store.with_durability(True).create_session("envs")
+    # Everything went to that Redis, in that namespace, and the daemon wrote that file.
+    assert namespace_keys(own_redis, "as") == []
+    assert f"{prefix}:config" in namespace_keys(own_redis, prefix)
+    assert sqlite_rows(db, "SELECT id FROM sessions") == [("envs",)]
+
+
+def test_an_argument_beats_the_environment(own_redis, redis_server, clean_env, prefix):
+    clean_env.setenv("AGENTSTATE_REDIS_URL", redis_server.url)
+    clean_env.setenv("AGENTSTATE_PREFIX", "from-env")
+    store = Store(own_redis, prefix=prefix)
+    assert (store.url, store.prefix) == (own_redis, prefix)
+
+
+def test_an_empty_variable_counts_as_unset(clean_env):
+    clean_env.setenv("AGENTSTATE_REDIS_URL", "")
+    clean_env.setenv("AGENTSTATE_PREFIX", "")
+    clean_env.setenv("AGENTSTATE_DB", "")
+    daemon = SpillDaemon()
+    assert repr(daemon) == (
+        "SpillDaemon(url='redis://127.0.0.1:6379', db='./agentstate.db', prefix='as', running=False)"
+    )
+
+
+def test_the_cli_reads_the_same_variables(own_redis, clean_env, tmp_path, prefix):
+    clean_env.setenv("AGENTSTATE_REDIS_URL", own_redis)
+    clean_env.setenv("AGENTSTATE_PREFIX", prefix)
+    with SpillDaemon(own_redis, tmp_path / "cli.db", prefix=prefix):
+        out = subprocess.run(
+            [agentstate_command(), "session", "create", "--id", "from-cli"],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        assert out == "from-cli\n"
+        assert Store(own_redis, prefix=prefix).session("from-cli")["id"] == "from-cli"
+    assert namespace_keys(own_redis, "as") == []
+
+
+# ---- the wheel's command line and daemon -----------------------------------------------------
+
+
+def agentstate_command() -> str:
+    """The ``agentstate`` console script installed beside this interpreter."""
+    path = Path(sys.executable).parent / "agentstate"
+    assert path.exists(), f"the package installed no agentstate command next to {sys.executable}"
+    return str(path)
+
+
+def test_the_package_installs_the_agentstate_command():
+    for cmd in ([agentstate_command()], [sys.executable, "-m", "agentstate"]):
+        done = subprocess.run([*cmd, "--version"], capture_output=True, text=True)
+        assert (done.returncode, done.stdout) == (0, f"agentstate {agentstate.__version__}\n")
+        # Bad usage exits 2 with clap's message, as the binary does.
+        done = subprocess.run([*cmd, "no-such-verb"], capture_output=True, text=True)
+        assert done.returncode == 2 and "unrecognized subcommand 'no-such-verb'" in done.stderr
+
+
+def test_a_runtime_error_is_one_line_and_exit_1(own_redis):
+    done = subprocess.run(
+        [agentstate_command(), "--redis", own_redis, "msg", "list", "nobody"],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: unknown session nobody") and done.stderr.count("\n") == 1
+
+
+def lease_owners(url: str, prefix: str) -> set:
+    return {redis_cli(url, "GET", f"{prefix}:{{{p}}}:lease").split(" ")[0] for p in range(16)}
+
+
+def test_an_in_process_daemon_and_agentstate_spill_share_the_leases(own_redis, tmp_path, prefix):
+    """The in-process daemon takes the partitions through the same leases as `agentstate
+    spill`: started first it owns all 16 and the command stands by; stopped, it hands them
+    over, and every write is committed exactly once."""
+    db = tmp_path / "shared.db"
+    inproc = SpillDaemon(own_redis, db, prefix=prefix).start()
+    assert inproc.running and lease_owners(own_redis, prefix) == {inproc.owner}
+    log_path = tmp_path / "spill.log"
+    with open(log_path, "w") as log:
+        standby = subprocess.Popen(
+            [agentstate_command(), "--redis", own_redis, "--db", str(db), "--prefix", prefix,
+             "spill", "--interval-ms", "20", "--lease-ms", "500"],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )
+    try:
+        wait_until(lambda: "spill daemon started" in log_path.read_text(),
+                   what="agentstate spill to start")
+        durable = Store(own_redis, prefix=prefix, durable=True)
+        sids = [f"s{i}" for i in range(24)]  # spread over the partitions
+        for sid in sids:
+            durable.create_session(sid)
+            durable.append(sid, "user", f"hello {sid}")
+        assert lease_owners(own_redis, prefix) == {inproc.owner}
+        inproc.stop()
+        assert not inproc.running
+        for sid in sids:
+            durable.append(sid, "assistant", f"bye {sid}")
+        [owner] = lease_owners(own_redis, prefix)
+        assert owner not in ("", inproc.owner)
+        rows = sqlite_rows(db, "SELECT session_id, seq FROM messages ORDER BY session_id, seq")
+        assert rows == sorted((sid, seq) for sid in sids for seq in (1, 2))
+    finally:
+        standby.terminate()
+        assert standby.wait(timeout=20) == 0
+
+
+# ---- errors that say what to do --------------------------------------------------------------
+
+
+def test_a_url_that_is_not_redis_is_refused_naming_it(clean_env):
+    with pytest.raises(ValueError) as e:
+        Store("http://localhost:1")
+    assert str(e.value).startswith("Store url http://localhost:1 is not a Redis URL: the scheme http:// is not a Redis scheme — use redis://")
+    clean_env.setenv("AGENTSTATE_REDIS_URL", "http://user:secret@localhost:1")
+    with pytest.raises(ValueError) as e:
+        Store()
+    assert str(e.value).startswith("AGENTSTATE_REDIS_URL http://user:***@localhost:1 is not a Redis URL")
+
+
+def test_an_unreachable_redis_names_the_address_and_the_fix():
+    with pytest.raises(agentstate.RedisUnavailable) as e:
+        Store("redis://127.0.0.1:1")
+    assert str(e.value) == (
+        "cannot reach Redis at 127.0.0.1:1: connection refused — start one with `agentstate server` "
+        "(a command this package installs) or `docker compose up -d redis`, or connect elsewhere: "
+        "Store(url) or AGENTSTATE_REDIS_URL"
+    )
+
+
+def test_no_daemon_names_the_command_with_its_prefix(own_redis, prefix):
+    store = Store(own_redis, prefix=prefix, daemon_wait=0.2)
+    with pytest.raises(agentstate.NotLive) as e:
+        store.create_session("first")
+    text = str(e.value)
+    assert f"`agentstate spill --redis {own_redis} --prefix {prefix}`" in text
+    assert f'agentstate.SpillDaemon(url, db, prefix="{prefix}").start()' in text
+    assert namespace_keys(own_redis, prefix) == [f"{prefix}:config"]  # refused: no session
+
+
+def test_too_large_names_its_setting_and_the_limit_is_an_option(store):
+    sid = store.create_session()
+    big = "x" * (1 << 20)
+    with pytest.raises(agentstate.TooLarge) as e:
+        store.append(sid, "user", big)
+    assert (e.value.size, e.value.limit) > (1 << 20, 0) and e.value.limit == 1 << 20
+    assert "raise the limit: Store(..., max_message_bytes=N)" in str(e.value)
+    assert store.messages(sid) == []
+    roomy = Store(store.url, prefix=store.prefix, max_message_bytes=2 << 20)
+    assert roomy.limits == {"message": 2 << 20, "working_value": 512 << 10, "state": 16 << 20}
+    assert roomy.append(sid, "user", big) == 1
+    assert [m["content"] for m in store.messages(sid)] == [big]
+    with pytest.raises(ValueError, match="max_state_bytes must be a positive number of bytes"):
+        Store(store.url, prefix=store.prefix, max_state_bytes=0)
+
+
+# ---- restore and Redis loss ------------------------------------------------------------------
+
+
+def test_session_restores_after_redis_lost_it(own_redis, tmp_path, prefix):
+    with SpillDaemon(own_redis, tmp_path / "r.db", prefix=prefix):
+        store = Store(own_redis, prefix=prefix, durable=True)
+        store.create_session("kept", user="alice")
+        assert store.append("kept", "user", "remember me") == 1
+        redis_cli(own_redis, "FLUSHALL")
+        meta = store.session("kept")
+        assert (meta["id"], meta["user_id"]) == ("kept", "alice")
+        assert [m["content"] for m in store.messages("kept")] == ["remember me"]
+        assert store.session("never-existed") is None
+
+
+def test_a_durable_write_lost_with_redis_says_so(own_redis, tmp_path, prefix):
+    daemon = SpillDaemon(own_redis, tmp_path / "lost.db", prefix=prefix).start()
+    store = Store(own_redis, prefix=prefix)
+    store.with_durability(True).create_session("s")
+    daemon.stop()  # nothing commits the next write: it stays in Redis alone
+    before = wal_length(own_redis, prefix)
+    outcome = []
+
+    def write():
+        try:
+            outcome.append(store.with_durability(True).append("s", "user", "lost", idempotency_key="k1"))
+        except agentstate.AgentStateError as e:
+            outcome.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    wait_until(lambda: wal_length(own_redis, prefix) > before, what="the write in the wal")
+    redis_cli(own_redis, "FLUSHALL")
+    writer.join(timeout=30)
+    [err] = outcome
+    assert type(err) is agentstate.WriteLost
+    assert str(err).startswith(f"Redis at {own_redis[len('redis://'):]} lost entry ")
+    assert "with an idempotency key a repeat cannot apply it twice" in str(err)
+    assert "running" not in str(err)
+    assert sqlite_rows(tmp_path / "lost.db", "SELECT count(*) FROM messages") == [(0,)]
