@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The Python package's tests (issue 12), from a fresh clone: creates a venv under the cargo
-# target dir, installs the pinned tools and frameworks (python/tests/requirements.txt), builds
-# the extension with maturin (debug, reusing the cargo build of `cargo test`), then runs
-#   1. our tests (python/tests: binding, Redis-loss survival with a real `agentstate spill`,
-#      two processes interleaving),
+# The Python package's tests (issues 12, 23), from a fresh clone, as a Python user gets it:
+#   0. builds the wheel once (`maturin build --release`: the binding, the `agentstate`
+#      command and the spill daemon in one extension), creates a fresh venv and installs the
+#      pinned tools and frameworks (python/tests/requirements.txt) and the wheel into it with
+#      no cargo on PATH; everything below runs from that installed wheel, cargo off PATH,
+#      and the spill daemon the tests start is the wheel's own `agentstate` command,
+# then runs
+#   1. our tests (python/tests: binding, first contact, Redis-loss survival with a real
+#      `agentstate spill`, two processes interleaving), and a user's test file
+#      (python/examples) with our pytest plugin (`pytest -p agentstate.testing`),
 #   2. openai-agents' own tests/memory suite from its sdist, SQLiteSession swapped for
 #      AgentStateSession,
 #   3. strands-agents' own session-manager and agent tests from its sdist, the mocked
@@ -18,7 +23,7 @@ ROOT=$PWD
 OPENAI_AGENTS=0.24.0
 STRANDS_AGENTS=1.61.1   # 1.62.0's sdist no longer ships tests/
 
-scripts/ensure-tools.sh redis-server
+scripts/ensure-tools.sh redis-server redis-cli
 command -v python3 >/dev/null || { echo "error: python3 (>= 3.9) is required" >&2; exit 1; }
 if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
   scripts/ensure-tools.sh python3-venv >/dev/null 2>&1 || true
@@ -26,20 +31,35 @@ if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
 fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 WORK="$CARGO_TARGET_DIR/python"
-VENV="$WORK/venv"
+BUILD_VENV="$WORK/build-venv"   # maturin only, kept between runs
+VENV="$WORK/venv"               # the user's environment, made afresh each run
+PIP="python -m pip --disable-pip-version-check -q"
 mkdir -p "$WORK/sdists"
 
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-fi
-export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
-PIP="python -m pip --disable-pip-version-check -q"
-$PIP install -r python/tests/requirements.txt
+echo "== build: the wheel (maturin build --release)"
+[ -x "$BUILD_VENV/bin/python" ] || python3 -m venv "$BUILD_VENV"
+"$BUILD_VENV/bin/python" -m pip --disable-pip-version-check -q install "$(grep '^maturin==' python/tests/requirements.txt)"
+rm -rf "$WORK/wheels"
+(cd python && "$BUILD_VENV/bin/maturin" build --release --locked --quiet --out "$WORK/wheels")
+WHEEL=$(ls "$WORK"/wheels/agentstate-*.whl)
 
-echo "== build: agentstate CLI (the spill daemon the tests run) and the extension (maturin develop)"
-cargo build --locked --bin agentstate
-(cd python && maturin develop --locked -q)
-export AGENTSTATE_BIN="$CARGO_TARGET_DIR/debug/agentstate"
+echo "== install: a fresh venv, the frameworks and the wheel, with no cargo on PATH"
+export PATH
+PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/\.cargo/' | paste -sd: -)
+if command -v cargo >/dev/null; then
+  echo "error: cargo is still on PATH ($(command -v cargo)): the wheel must install without it" >&2
+  exit 1
+fi
+rm -rf "$VENV"
+python3 -m venv "$VENV"
+export VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH"
+$PIP install -r python/tests/requirements.txt
+$PIP install --no-deps --no-index "$WHEEL"
+# The tests import the installed package, never the source folder; the daemon they start is
+# the wheel's own command.
+(cd / && python -c 'import agentstate, sys; f = agentstate.__file__; sys.exit(0 if "site-packages" in f else "agentstate imported from " + f)')
+export AGENTSTATE_BIN="$VENV/bin/agentstate"
+"$AGENTSTATE_BIN" --version
 
 # A framework's sdist, unpacked once per version: prints its folder.
 sdist() { # name version dir
@@ -60,6 +80,9 @@ PYTEST="python -m pytest -p no:cacheprovider -p no:warnings -q"
 
 echo "== agentstate's Python tests"
 $PYTEST python/tests
+
+echo "== a user's own tests with the pytest plugin (pytest -p agentstate.testing)"
+(cd python/examples && $PYTEST -p agentstate.testing test_my_agent.py)
 
 echo "== openai-agents $OPENAI_AGENTS: tests/memory with SQLiteSession -> AgentStateSession"
 (cd "$OPENAI_DIR" && $PYTEST -p agentstate_openai_swap tests/memory)
