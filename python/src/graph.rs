@@ -1,64 +1,16 @@
-//! The graph checkpoint log capabilities of `agentstate.Store` (the storage of
-//! `agentstate.langgraph.AgentStateSaver`): one future per capability, behind the sync method
-//! and its async twin in `store.rs`. Checkpoint tuples come back as dicts (see the stubs),
-//! built straight from the core's [`GraphTuple`]s under the GIL once the I/O is over; their
+//! Graph checkpoint tuples as Python sees them (the methods are in `store/graphs.rs`): dicts
+//! (see the stubs), built straight from the core's [`GraphTuple`]s under the GIL once the I/O is over; their
 //! documents and metadata, JSON text in the tuple, by Python's own C JSON scanner.
 
-use agentstate::{GraphPut, GraphTuple, Store};
+use agentstate::GraphTuple;
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
-use crate::convert::{Dicts, OptDict, ToDict};
-
-/// What `graph_put` takes from Python, gathered under the GIL.
-pub struct PutArgs {
-    pub thread: String,
-    pub put: GraphPut,
-}
-
-impl PutArgs {
-    /// A checkpoint put from the method's arguments.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        thread: String,
-        ns: String,
-        checkpoint_id: String,
-        parent_id: Option<String>,
-        checkpoint: Value,
-        metadata: Value,
-        channels: Vec<(String, String)>,
-        blobs: Vec<(String, String, String)>,
-    ) -> Self {
-        let mut put = GraphPut::new(ns, checkpoint_id);
-        put.parent = parent_id;
-        put.checkpoint = checkpoint;
-        put.metadata = metadata;
-        put.channels = channels;
-        put.blobs = blobs;
-        PutArgs { thread, put }
-    }
-}
-
-pub async fn put(s: Store, a: PutArgs) -> agentstate::Result<()> {
-    s.graph_put(&a.thread, &a.put).await
-}
-
-/// Where a write goes: thread, namespace, checkpoint id, task id, task path.
-pub type WriteTarget = (String, String, String, String, String);
-
-pub async fn put_writes(
-    s: Store,
-    (thread, ns, id, task_id, task_path): WriteTarget,
-    writes: Vec<(i64, String, String)>,
-) -> agentstate::Result<()> {
-    s.graph_put_writes(&thread, &ns, &id, &task_id, &task_path, &writes)
-        .await
-}
+use crate::convert::ToDict;
 
 /// The dict of one graph tuple: `ns`, `id`, `parent`, `checkpoint`, `metadata`,
 /// `created_at`, `values` (channel → stored value) and `writes` (`(task_id, channel,
@@ -117,49 +69,4 @@ fn json_text_to_py<'py>(py: Python<'py>, text: &RawValue) -> PyResult<Bound<'py,
         return Err(PyValueError::new_err("stored JSON has trailing text"));
     }
     Ok(value)
-}
-
-pub async fn get(
-    s: Store,
-    thread: String,
-    ns: String,
-    id: Option<String>,
-) -> agentstate::Result<OptDict<GraphTuple>> {
-    s.graph_get(&thread, &ns, id.as_deref()).await.map(OptDict)
-}
-
-pub async fn list(
-    s: Store,
-    thread: String,
-    ns: Option<String>,
-    before: Option<String>,
-    filter: Option<Map<String, Value>>,
-    limit: Option<usize>,
-) -> agentstate::Result<Dicts<GraphTuple>> {
-    s.graph_list(
-        &thread,
-        ns.as_deref(),
-        before.as_deref(),
-        filter.as_ref(),
-        limit,
-    )
-    .await
-    .map(Dicts)
-}
-
-pub async fn delete(s: Store, thread: String) -> agentstate::Result<bool> {
-    s.graph_delete(&thread).await
-}
-
-pub async fn prune(s: Store, thread: String, keep_latest: bool) -> agentstate::Result<u64> {
-    s.graph_prune(&thread, keep_latest).await
-}
-
-pub async fn delete_runs(s: Store, run_ids: Vec<String>) -> agentstate::Result<u64> {
-    let refs: Vec<&str> = run_ids.iter().map(String::as_str).collect();
-    s.graph_delete_runs(&refs).await
-}
-
-pub async fn copy(s: Store, source: String, target: String) -> agentstate::Result<u64> {
-    s.graph_copy(&source, &target).await
 }

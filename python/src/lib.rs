@@ -16,6 +16,8 @@
 //! - `convert`: Python objects <-> JSON values and stored messages; `plain_json` (module
 //!   function: the JSON text of a value of exact JSON types, or None).
 
+#[macro_use]
+mod twins;
 mod bridge;
 mod cli;
 mod consumer;

@@ -236,3 +236,43 @@ def test_blocking_calls_release_the_gil_and_async_twins_leave_the_loop_free(stor
         return beats
 
     assert asyncio.run(main()) >= 20  # the loop kept beating during the 0.5 s read
+
+
+def test_stub_signatures_match_the_extension():
+    """Every method and constructor in `_agentstate.pyi` takes the parameters the extension
+    takes: same names, same kinds (positional / keyword-only), defaults in the same places."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    from agentstate.testing import RedisServer
+
+    stub = ast.parse((Path(agentstate.__file__).parent / "_agentstate.pyi").read_text())
+    classes = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
+
+    def stubbed(fn: ast.FunctionDef) -> list:
+        a = fn.args
+        positional = a.posonlyargs + a.args
+        defaults = [False] * (len(positional) - len(a.defaults)) + [True] * len(a.defaults)
+        out = [(x.arg, "POSITIONAL_OR_KEYWORD", d) for x, d in zip(positional, defaults)]
+        out += [(x.arg, "KEYWORD_ONLY", d is not None) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+        if a.vararg:
+            out.append((a.vararg.arg, "VAR_POSITIONAL", False))
+        return [p for p in out if p[0] != "self"]
+
+    checked = 0
+    for cls in (agentstate.Store, agentstate.Consumer, agentstate.SpillDaemon, RedisServer):
+        for fn in classes[cls.__name__].body:
+            if not isinstance(fn, ast.FunctionDef) or fn.name in ("__enter__", "__exit__"):
+                continue
+            if any(isinstance(d, ast.Name) and d.id == "property" for d in fn.decorator_list):
+                continue
+            sig = inspect.signature(cls if fn.name == "__init__" else getattr(cls, fn.name))
+            runtime = [
+                (p.name, p.kind.name, p.default is not inspect.Parameter.empty)
+                for p in sig.parameters.values()
+                if p.name not in ("self", "$self")
+            ]
+            assert runtime == stubbed(fn), (cls.__name__, fn.name)
+            checked += 1
+    assert checked > 100

@@ -1,0 +1,64 @@
+//! Checkpoints of a session's working state.
+
+use super::*;
+
+twins! {
+    impl PyStore;
+
+    /// Promotes working state (all of it, or `include_keys`) to a durable checkpoint; returns
+    /// its id.
+    #[pyo3(signature = (sid, label, include_keys = None))]
+    fn checkpoint / acheckpoint(
+        self,
+        py,
+        sid: String,
+        label: String,
+        include_keys: Option<Vec<String>>,
+    ) -> String {
+        let s = self.s();
+
+        async move {
+            checkpoint(&s, &sid, &label, include_keys).await
+        }
+    }
+
+    /// Stores a checkpoint of `label` with the given `payload` (a dict) instead of a
+    /// snapshot of working state; returns its id. Durable and restored like every checkpoint.
+    fn put_checkpoint / aput_checkpoint(
+        self,
+        py,
+        sid: String,
+        label: String,
+        payload: Bound<'_, PyAny>,
+    ) -> String {
+        let v = py_to_json(&payload)?;
+        let s = self.s();
+
+        async move {
+            s.put_checkpoint(&sid, &label, &v).await
+        }
+    }
+
+    /// The latest checkpoint with `label` (`id`, `session_id`, `label`, `created_at`,
+    /// `payload`), or None.
+    fn checkpoint_latest / acheckpoint_latest(self, py, sid: String, label: String) -> OptJson {
+        let s = self.s();
+
+        async move {
+            Ok(OptJson(
+                s.checkpoint_latest(&sid, &label)
+                    .await?
+                    .map(|c| to_json(&c).0),
+            ))
+        }
+    }
+
+    /// The latest checkpoint of every label.
+    fn checkpoints / acheckpoints(self, py, sid: String) -> Json {
+        let s = self.s();
+
+        async move {
+            s.checkpoints(&sid).await.map(|v| to_json(&v))
+        }
+    }
+}

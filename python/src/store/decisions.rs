@@ -1,0 +1,115 @@
+//! Decisions: record, outcomes, the incomplete ones, consumers and dead letters.
+
+use super::*;
+
+twins! {
+    impl PyStore;
+
+    /// Records a decision in the write-ahead decision log; returns its id.
+    #[pyo3(signature = (sid, decision, rationale, *, action = None, meta = None))]
+    fn record_decision / arecord_decision(
+        self,
+        py,
+        sid: String,
+        decision: String,
+        rationale: String,
+        action: Option<String>,
+        meta: Option<Bound<'_, PyAny>>,
+    ) -> String {
+        let d = new_decision(decision, rationale, action, opt_json(meta.as_ref())?);
+        let s = self.s();
+
+        async move { s.record_decision(&sid, &d).await }
+    }
+
+    /// Records the outcome of a decision; False when it had one already.
+    fn record_outcome / arecord_outcome(self, py, decision_id: String, outcome: String) -> bool {
+        let s = self.s();
+
+        async move {
+            s.record_outcome(&decision_id, &outcome).await
+        }
+    }
+
+    /// Decisions without an outcome (all sessions, or one), oldest first.
+    #[pyo3(signature = (sid = None))]
+    fn incomplete_decisions / aincomplete_decisions(self, py, sid: Option<String>) -> Json {
+        let s = self.s();
+
+        async move {
+            s.incomplete_decisions(sid.as_deref())
+                .await
+                .map(|v| to_json(&v))
+        }
+    }
+
+    /// Joins consumer group `group` as `name` on every partition's decisions stream.
+    /// `from_start`: a group created now starts from the oldest retained entry. Times are
+    /// seconds.
+    #[pyo3(signature = (group, name, *, from_start = false, min_idle = 30.0, max_deliveries = 5, block = 2.0, count = 100))]
+    fn consumer / aconsumer(
+        self,
+        py,
+        group: String,
+        name: String,
+        from_start: bool,
+        min_idle: f64,
+        max_deliveries: u32,
+        block: f64,
+        count: usize,
+    ) -> PyConsumer {
+        let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
+        let s = self.s();
+        let at = Arc::clone(&self.at);
+        async move {
+            s.consumer(&group, &name, o)
+                .await
+                .map(|c| PyConsumer::new(c, at))
+        }
+    }
+
+    /// Up to `count` dead letters per partition.
+    #[pyo3(signature = (count = 100))]
+    fn dead_letters / adead_letters(self, py, count: usize) -> Json {
+        let s = self.s();
+
+        async move {
+            s.dead_letters(count).await.map(|v| to_json(&v))
+        }
+    }
+}
+
+fn new_decision(
+    decision: String,
+    rationale: String,
+    action: Option<String>,
+    meta: Option<Value>,
+) -> NewDecision {
+    let mut d = NewDecision::new(decision, rationale);
+    if let Some(a) = action {
+        d = d.action(a);
+    }
+    if let Some(m) = meta {
+        d = d.meta(m);
+    }
+    d
+}
+
+fn consumer_options(
+    from_start: bool,
+    min_idle: f64,
+    max_deliveries: u32,
+    block: f64,
+    count: usize,
+) -> PyResult<ConsumerOptions> {
+    Ok(ConsumerOptions::new()
+        .start(if from_start {
+            StartFrom::Beginning
+        } else {
+            StartFrom::Now
+        })
+        .min_idle(secs("min_idle", min_idle)?)
+        .max_deliveries(max_deliveries)
+        .block(secs("block", block)?)
+        .count(count))
+}

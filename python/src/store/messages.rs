@@ -1,0 +1,280 @@
+//! Messages: append (one, many), pop, replace, read, compact, usage.
+
+use super::*;
+
+twins! {
+    impl PyStore;
+
+    /// Appends one message and returns its seq. `idempotency_key`: a repeat returns the
+    /// original seq and writes nothing; `expect_seq`: the seq the caller believes comes next
+    /// (else `Conflict`).
+    #[pyo3(signature = (sid, role, content = None, *, name = None, tool_calls = None, tool_call_id = None, round_index = None, meta = None, idempotency_key = None, expect_seq = None))]
+    fn append / aappend(
+        self,
+        py,
+        sid: String,
+        role: String,
+        content: Option<String>,
+        name: Option<String>,
+        tool_calls: Option<Bound<'_, PyAny>>,
+        tool_call_id: Option<String>,
+        round_index: Option<i64>,
+        meta: Option<Bound<'_, PyAny>>,
+        idempotency_key: Option<String>,
+        expect_seq: Option<u64>,
+    ) -> u64 {
+        let m = new_message(
+            role,
+            content,
+            name,
+            opt_json(tool_calls.as_ref())?,
+            tool_call_id,
+            round_index,
+            opt_json(meta.as_ref())?,
+        );
+
+        let s = self.s();
+        async move {
+            let mut o = AppendOptions::new();
+            if let Some(k) = idempotency_key {
+                o = o.idempotency_key(k);
+            }
+            if let Some(e) = expect_seq {
+                o = o.expect_seq(e);
+            }
+            s.append_with(&sid, &m, &o).await
+        }
+    }
+
+    /// Appends message dicts (``role`` required; ``content``, ``name``, ``tool_calls``,
+    /// ``tool_call_id``, ``round_index``, ``meta`` optional) in one atomic step — consecutive
+    /// seqs, no other writer in between — and returns their seqs.
+    #[pyo3(signature = (sid, messages, *, expect_seq = None))]
+    fn append_many / aappend_many(
+        self,
+        py,
+        sid: String,
+        messages: Vec<Bound<'_, PyAny>>,
+        expect_seq: Option<u64>,
+    ) -> Vec<u64> {
+        let ms = messages
+            .iter()
+            .map(message_from_py)
+            .collect::<PyResult<Vec<_>>>()?;
+
+        let s = self.s();
+        async move { s.append_many(&sid, &ms, expect_seq).await }
+    }
+
+    /// Removes the newest message and returns it (None when there is none); the next append
+    /// gets its seq again. `InvalidInput` when it is the note of the latest compaction.
+    fn pop_message / apop_message(self, py, sid: String) -> OptJson {
+        let s = self.s();
+        async move { Ok(OptJson(s.pop_message(&sid).await?.map(|m| to_json(&m).0))) }
+    }
+
+    /// Replaces active message `seq` with the message dict `message` (a redaction, an edit);
+    /// seq, state and `created_at` stay. `InvalidInput` when there is no such message or it
+    /// is compacted out.
+    fn replace_message / areplace_message(
+        self,
+        py,
+        sid: String,
+        seq: u64,
+        message: Bound<'_, PyAny>,
+    ) -> () {
+        let m = message_from_py(&message)?;
+        let s = self.s();
+
+        async move {
+            s.replace_message(&sid, seq, &m).await
+        }
+    }
+
+    /// Messages in seq order: active ones (or `all`), only seqs after `after`, only the
+    /// `last` n — one round trip. Each is a dict with `seq`, `state`, `created_at`, `role`
+    /// and the optional fields that were set.
+    #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
+    fn messages / amessages(
+        self,
+        py,
+        sid: String,
+        all: bool,
+        after: Option<u64>,
+        last: Option<usize>,
+    ) -> Dicts<agentstate::Message> {
+        let (s, q) = (self.s(), query(all, after, last));
+        async move { s.messages(&sid, q).await.map(Dicts) }
+    }
+
+    /// Only the contents (str, or None for a message without content) of the messages
+    /// `messages(sid, all=..., after=..., last=...)` returns, in seq order: the cheap read
+    /// for adapters that keep a whole item as a message's content.
+    #[pyo3(signature = (sid, *, all = false, after = None, last = None))]
+    fn contents / acontents(
+        self,
+        py,
+        sid: String,
+        all: bool,
+        after: Option<u64>,
+        last: Option<usize>,
+    ) -> Vec<Option<String>> {
+        let (s, q) = (self.s(), query(all, after, last));
+        async move {
+            let ms = s.messages(&sid, q).await?;
+            Ok(ms.into_iter().map(|m| m.content).collect())
+        }
+    }
+
+    /// The message with `seq` (any state), or None.
+    fn message / amessage(self, py, sid: String, seq: u64) -> OptJson {
+        let s = self.s();
+
+        async move {
+            Ok(OptJson(s.message(&sid, seq).await?.map(|m| to_json(&m).0)))
+        }
+    }
+
+    /// Compacts `[from_seq, to_seq]` into a system `compact_note`; returns
+    /// `(compact_seq, note_seq)`.
+    #[pyo3(signature = (sid, from_seq, to_seq, note, *, before_tokens = None, after_tokens = None, round_index = None))]
+    fn compact / acompact(
+        self,
+        py,
+        sid: String,
+        from_seq: u64,
+        to_seq: u64,
+        note: String,
+        before_tokens: Option<i64>,
+        after_tokens: Option<i64>,
+        round_index: Option<i64>,
+    ) -> (u64, u64) {
+        let c = compaction(
+            from_seq,
+            to_seq,
+            note,
+            before_tokens,
+            after_tokens,
+            round_index,
+        );
+        let s = self.s();
+
+        async move { s.compact(&sid, &c).await }
+    }
+
+    /// The compaction audit.
+    fn compactions / acompactions(self, py, sid: String) -> Json {
+        let s = self.s();
+
+        async move {
+            s.compactions(&sid).await.map(|v| to_json(&v))
+        }
+    }
+
+    /// Upserts the token usage of a round.
+    #[pyo3(signature = (sid, round_index, prompt_tokens, completion_tokens, *, total_tokens = None, model = None))]
+    fn record_usage / arecord_usage(
+        self,
+        py,
+        sid: String,
+        round_index: i64,
+        prompt_tokens: i64,
+        completion_tokens: i64,
+        total_tokens: Option<i64>,
+        model: Option<String>,
+    ) -> () {
+        let u = usage(
+            round_index,
+            prompt_tokens,
+            completion_tokens,
+            total_tokens,
+            model,
+        );
+        let s = self.s();
+
+        async move { s.record_usage(&sid, &u).await }
+    }
+
+    /// Usage per round.
+    fn usage / ausage(self, py, sid: String) -> Json {
+        let s = self.s();
+
+        async move {
+            s.usage(&sid).await.map(|v| to_json(&v))
+        }
+    }
+}
+
+/// Reads one message dict (`role` required; `content`, `name`, `tool_calls`,
+/// `tool_call_id`, `round_index`, `meta` optional).
+pub fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<NewMessage> {
+    serde_json::from_value(py_to_json(obj)?)
+        .map_err(|e| errors::InvalidInput::new_err(format!("message: {e}")))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn new_message(
+    role: String,
+    content: Option<String>,
+    name: Option<String>,
+    tool_calls: Option<Value>,
+    tool_call_id: Option<String>,
+    round_index: Option<i64>,
+    meta: Option<Value>,
+) -> NewMessage {
+    let mut m = NewMessage::new(role);
+    m.content = content;
+    m.name = name;
+    m.tool_calls = tool_calls;
+    m.tool_call_id = tool_call_id;
+    m.round_index = round_index;
+    m.meta = meta;
+    m
+}
+
+fn query(all: bool, after: Option<u64>, last: Option<usize>) -> MessageQuery {
+    let mut q = if all {
+        MessageQuery::all()
+    } else {
+        MessageQuery::active()
+    };
+    if let Some(a) = after {
+        q = q.after(a);
+    }
+    if let Some(n) = last {
+        q = q.last(n);
+    }
+    q
+}
+
+fn compaction(
+    from: u64,
+    to: u64,
+    note: String,
+    before: Option<i64>,
+    after: Option<i64>,
+    round: Option<i64>,
+) -> Compaction {
+    let mut c = Compaction::new(from, to, note);
+    c.before_tokens = before;
+    c.after_tokens = after;
+    c.round_index = round;
+    c
+}
+
+fn usage(
+    round: i64,
+    prompt: i64,
+    completion: i64,
+    total: Option<i64>,
+    model: Option<String>,
+) -> Usage {
+    let mut u = Usage::new(round, prompt, completion);
+    if let Some(t) = total {
+        u = u.total(t);
+    }
+    if let Some(m) = model {
+        u = u.model(m);
+    }
+    u
+}

@@ -1,0 +1,332 @@
+//! `agentstate.Store`: the Python face of `agentstate::Store`. Every capability comes as a
+//! sync method (`append`) and an async twin (`aappend`). Both build the same Rust future
+//! (one `*_fut` helper per capability); the sync one runs it on the shared tokio runtime with
+//! the GIL released, the async one hands it to that runtime and returns an asyncio awaitable
+//! bound to the caller's running loop, so one `Store` serves any number of threads and loops.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentstate::advice::{Front, Situation};
+use agentstate::{
+    AppendOptions, Compaction, Config, ConsumerOptions, Durability, Lifecycle, MessageQuery,
+    NewDecision, NewMessage, NewSession, StartFrom, Usage,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use serde_json::Value;
+
+mod checkpoints;
+mod decisions;
+mod graphs;
+mod messages;
+mod rounds;
+mod sessions;
+mod users;
+mod working;
+
+use crate::bridge::{awaitable, block};
+use crate::consumer::PyConsumer;
+use crate::convert::{py_to_json, to_json, Dicts, Json, OptDict, OptJson};
+use crate::errors;
+
+fn secs(what: &str, s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| {
+        PyValueError::new_err(format!("{what} must be a non-negative number of seconds"))
+    })
+}
+
+/// A JSON object argument (`filter`), or None.
+fn json_object(
+    what: &str,
+    v: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<serde_json::Map<String, Value>>> {
+    match opt_json(v)? {
+        None => Ok(None),
+        Some(Value::Object(m)) => Ok(Some(m)),
+        Some(_) => Err(PyValueError::new_err(format!("{what} must be a dict"))),
+    }
+}
+
+fn opt_json(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Value>> {
+    v.filter(|o| !o.is_none()).map(py_to_json).transpose()
+}
+
+/// A client of one agentstate namespace in one Redis: cheap to share between threads, tasks
+/// and event loops (all calls share one connection pool and one tokio runtime).
+///
+/// Build it with ``Store(url, ...)`` (connects now, blocking) or ``await Store.aconnect(url, ...)``.
+#[pyclass(frozen, name = "Store", module = "agentstate")]
+pub struct PyStore {
+    pub(crate) store: agentstate::Store,
+    /// Where this store's calls run, for the wording of their errors.
+    pub(crate) at: Arc<Situation>,
+}
+
+/// The connection settings both constructors take. `url` and `prefix` fall back to
+/// `AGENTSTATE_REDIS_URL` / `AGENTSTATE_PREFIX`, then to the defaults (the CLI's precedence).
+#[derive(Debug)]
+struct Settings {
+    url: Option<String>,
+    prefix: Option<String>,
+    partitions: u32,
+    session_ttl: Option<f64>,
+    pool_size: Option<usize>,
+    daemon_wait: Option<f64>,
+    max_message_bytes: Option<usize>,
+    max_working_value_bytes: Option<usize>,
+    max_state_bytes: Option<usize>,
+}
+
+/// The Redis URL and key prefix a front end uses: the arguments, else `AGENTSTATE_REDIS_URL` /
+/// `AGENTSTATE_PREFIX`, else the defaults (the adapters resolve theirs with it).
+#[pyfunction]
+#[pyo3(signature = (url = None, prefix = None))]
+pub fn resolved(url: Option<String>, prefix: Option<String>) -> (String, String) {
+    use agentstate::config::{env, DEFAULT_PREFIX, DEFAULT_REDIS_URL};
+    (
+        env::resolve(url, env::REDIS_URL, DEFAULT_REDIS_URL),
+        env::resolve(prefix, env::PREFIX, DEFAULT_PREFIX),
+    )
+}
+
+impl Settings {
+    /// The core configuration, and the situation its errors are worded for. A URL that is
+    /// not a Redis URL is refused here, naming where it came from.
+    fn config(self) -> PyResult<(Config, Arc<Situation>)> {
+        use agentstate::config::{env, DEFAULT_DB, DEFAULT_PREFIX, DEFAULT_REDIS_URL};
+        let source = if self.url.is_some() {
+            "Store url"
+        } else {
+            env::REDIS_URL
+        };
+        let url = env::resolve(self.url, env::REDIS_URL, DEFAULT_REDIS_URL);
+        let prefix = env::resolve(self.prefix, env::PREFIX, DEFAULT_PREFIX);
+        let at = Arc::new(Situation {
+            front: Front::Python,
+            url: Some(url.clone()),
+            prefix: prefix.clone(),
+            db: env::resolve(None, env::DB, DEFAULT_DB).into(),
+            ..Situation::default()
+        });
+        if let Err(why) = agentstate::address::check(&url) {
+            return Err(PyValueError::new_err(format!(
+                "{source} {} is not a Redis URL: {why} — {}",
+                agentstate::address::redacted(&url),
+                agentstate::advice::URL_FORMS
+            )));
+        }
+        let mut c = Config::new(url).prefix(prefix).partitions(self.partitions);
+        if let Some(t) = self.session_ttl {
+            c = c.session_ttl(secs("session_ttl", t)?);
+        }
+        if let Some(n) = self.pool_size {
+            c.pool_size = n.max(1);
+        }
+        if let Some(w) = self.daemon_wait {
+            c = c.daemon_wait(secs("daemon_wait", w)?);
+        }
+        let mut limits = c.limits;
+        for (name, given, limit) in [
+            (
+                "max_message_bytes",
+                self.max_message_bytes,
+                &mut limits.message,
+            ),
+            (
+                "max_working_value_bytes",
+                self.max_working_value_bytes,
+                &mut limits.working_value,
+            ),
+            ("max_state_bytes", self.max_state_bytes, &mut limits.state),
+        ] {
+            match given {
+                Some(0) => {
+                    return Err(PyValueError::new_err(format!(
+                        "{name} must be a positive number of bytes"
+                    )))
+                }
+                Some(n) => *limit = n,
+                None => {}
+            }
+        }
+        Ok((c.limits(limits), at))
+    }
+}
+
+fn durability(durable: bool) -> Durability {
+    if durable {
+        Durability::Durable
+    } else {
+        Durability::Live
+    }
+}
+
+impl PyStore {
+    /// A clone of the core store, for a capability's future to own.
+    fn s(&self) -> agentstate::Store {
+        self.store.clone()
+    }
+}
+
+#[pymethods]
+impl PyStore {
+    /// Connects (blocking) to `url` and checks the namespace (`prefix`, `partitions`).
+    /// `url` defaults to `AGENTSTATE_REDIS_URL`, else redis://127.0.0.1:6379; `prefix` to
+    /// `AGENTSTATE_PREFIX`, else "as". The `max_*_bytes` limits bound payloads (message
+    /// 1 MiB, working value 512 KiB, state 16 MiB by default).
+    #[new]
+    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        url: Option<String>,
+        prefix: Option<String>,
+        partitions: u32,
+        session_ttl: Option<f64>,
+        pool_size: Option<usize>,
+        daemon_wait: Option<f64>,
+        durable: bool,
+        max_message_bytes: Option<usize>,
+        max_working_value_bytes: Option<usize>,
+        max_state_bytes: Option<usize>,
+    ) -> PyResult<Self> {
+        let (c, at) = Settings {
+            url,
+            prefix,
+            partitions,
+            session_ttl,
+            pool_size,
+            daemon_wait,
+            max_message_bytes,
+            max_working_value_bytes,
+            max_state_bytes,
+        }
+        .config()?;
+        let store = block(py, &at, agentstate::Store::connect(c))?;
+        Ok(PyStore {
+            store: store.with_durability(durability(durable)),
+            at,
+        })
+    }
+
+    /// Connects without blocking the event loop; same arguments as the constructor.
+    #[staticmethod]
+    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn aconnect<'py>(
+        py: Python<'py>,
+        url: Option<String>,
+        prefix: Option<String>,
+        partitions: u32,
+        session_ttl: Option<f64>,
+        pool_size: Option<usize>,
+        daemon_wait: Option<f64>,
+        durable: bool,
+        max_message_bytes: Option<usize>,
+        max_working_value_bytes: Option<usize>,
+        max_state_bytes: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (c, at) = Settings {
+            url,
+            prefix,
+            partitions,
+            session_ttl,
+            pool_size,
+            daemon_wait,
+            max_message_bytes,
+            max_working_value_bytes,
+            max_state_bytes,
+        }
+        .config()?;
+        let kept = Arc::clone(&at);
+        awaitable(py, &at, async move {
+            let store = agentstate::Store::connect(c).await?;
+            Ok(PyStore {
+                store: store.with_durability(durability(durable)),
+                at: kept,
+            })
+        })
+    }
+
+    /// A store sharing this one's pool whose writes return once Redis has them
+    /// (`durable=False`) or once SQLite committed them (`durable=True`).
+    fn with_durability(&self, durable: bool) -> PyStore {
+        PyStore {
+            store: self.store.with_durability(durability(durable)),
+            at: Arc::clone(&self.at),
+        }
+    }
+
+    /// True when writes wait for SQLite.
+    #[getter]
+    fn durable(&self) -> bool {
+        self.store.durability() == Durability::Durable
+    }
+
+    /// The namespace prefix.
+    #[getter]
+    fn prefix(&self) -> String {
+        self.store.keys().prefix().to_string()
+    }
+
+    /// The namespace's partition count.
+    #[getter]
+    fn partitions(&self) -> u32 {
+        self.store.keys().partitions()
+    }
+
+    /// The Redis URL this store connected to (any password shown as `***`).
+    #[getter]
+    fn url(&self) -> String {
+        agentstate::address::redacted(&self.store.config().redis_url)
+    }
+
+    /// The limits on payload sizes in bytes: `{"message", "working_value", "state"}`.
+    #[getter]
+    fn limits(&self) -> std::collections::HashMap<&'static str, usize> {
+        let l = self.store.config().limits;
+        [
+            ("message", l.message),
+            ("working_value", l.working_value),
+            ("state", l.state),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Store(url='{}', prefix='{}', partitions={}, durable={})",
+            self.url(),
+            self.store.keys().prefix(),
+            self.store.keys().partitions(),
+            if self.durable() { "True" } else { "False" }
+        )
+    }
+}
+
+async fn set_working(
+    s: &agentstate::Store,
+    sid: &str,
+    key: &str,
+    v: &Value,
+    if_version: Option<u64>,
+) -> agentstate::Result<u64> {
+    match if_version {
+        Some(ver) => s.set_working_if_version(sid, key, v, ver).await,
+        None => s.set_working(sid, key, v).await,
+    }
+}
+
+async fn checkpoint(
+    s: &agentstate::Store,
+    sid: &str,
+    label: &str,
+    keys: Option<Vec<String>>,
+) -> agentstate::Result<String> {
+    let refs: Option<Vec<&str>> = keys
+        .as_ref()
+        .map(|k| k.iter().map(String::as_str).collect());
+    s.checkpoint(sid, label, refs.as_deref()).await
+}

@@ -1,0 +1,162 @@
+//! Sessions: create, read (restoring), list, children, touch, archive, close, the pending marker.
+
+use super::*;
+
+twins! {
+    impl PyStore;
+
+    /// Creates a session (id generated when None) and returns its id.
+    #[pyo3(signature = (id = None, *, user = None, parent = None, lifecycle = "ephemeral", ttl = None, model = None, system_prompt = None, config = None, metadata = None))]
+    fn create_session / acreate_session(
+        self,
+        py,
+        id: Option<String>,
+        user: Option<String>,
+        parent: Option<String>,
+        lifecycle: &str,
+        ttl: Option<f64>,
+        model: Option<String>,
+        system_prompt: Option<String>,
+        config: Option<Bound<'_, PyAny>>,
+        metadata: Option<Bound<'_, PyAny>>,
+    ) -> String {
+        let n = new_session(
+            id,
+            user,
+            parent,
+            lifecycle,
+            ttl,
+            model,
+            system_prompt,
+            opt_json(config.as_ref())?,
+            opt_json(metadata.as_ref())?,
+        )?;
+        let s = self.s();
+
+        async move { s.create_session(&n).await }
+    }
+
+    /// The session's meta as a dict, or None when the session exists nowhere. Like every
+    /// other read it restores a session Redis lost (or that expired) from SQLite through the
+    /// spill daemon first; `NotLive` when no daemon restored it in time.
+    fn session / asession(self, py, sid: String) -> Option<Json> {
+        let s = self.s();
+        async move {
+            match s.require_session(&sid).await {
+                Ok(meta) => Ok(Some(to_json(&meta))),
+                Err(agentstate::Error::UnknownSession(_)) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// The session's meta, restoring it from SQLite through the spill daemon when Redis lost
+    /// it; `UnknownSession` when it exists nowhere, `NotLive` when no daemon restored it in time.
+    fn require_session / arequire_session(self, py, sid: String) -> Json {
+        let s = self.s();
+
+        async move {
+            s.require_session(&sid).await.map(|x| to_json(&x))
+        }
+    }
+
+    /// Session ids, all or one user's (live and restorable).
+    #[pyo3(signature = (user = None))]
+    fn list_sessions / alist_sessions(self, py, user: Option<String>) -> Vec<String> {
+        let s = self.s();
+
+        async move {
+            s.list_sessions(user.as_deref()).await
+        }
+    }
+
+    /// Sub-agent session ids of `sid`.
+    fn children / achildren(self, py, sid: String) -> Vec<String> {
+        let s = self.s();
+
+        async move { s.children(&sid).await }
+    }
+
+    /// Heartbeat: refreshes the session's idle TTL.
+    fn touch / atouch(self, py, sid: String) -> () {
+        let s = self.s();
+
+        async move { s.touch(&sid).await }
+    }
+
+    /// Marks the session archived.
+    fn archive / aarchive(self, py, sid: String) -> () {
+        let s = self.s();
+
+        async move { s.archive(&sid).await }
+    }
+
+    /// Deletes the session everywhere (Redis and SQLite); with `cascade` its linked and
+    /// ephemeral descendants too. Returns how many sessions were removed.
+    #[pyo3(signature = (sid, cascade = true))]
+    fn close_session / aclose_session(self, py, sid: String, cascade: bool) -> u64 {
+        let s = self.s();
+
+        async move { s.close_session(&sid, cascade).await }
+    }
+
+    /// Sets (or, with None, clears) the pending tool calls.
+    fn set_pending / aset_pending(self, py, sid: String, pending: Option<Bound<'_, PyAny>>) -> () {
+        let v = opt_json(pending.as_ref())?;
+        let s = self.s();
+
+        async move {
+            s.set_pending(&sid, v.as_ref()).await
+        }
+    }
+
+    /// The pending tool calls, or None.
+    fn pending / apending(self, py, sid: String) -> OptJson {
+        let s = self.s();
+
+        async move { s.pending(&sid).await.map(OptJson) }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn new_session(
+    id: Option<String>,
+    user: Option<String>,
+    parent: Option<String>,
+    lifecycle: &str,
+    ttl: Option<f64>,
+    model: Option<String>,
+    system_prompt: Option<String>,
+    config: Option<Value>,
+    metadata: Option<Value>,
+) -> PyResult<NewSession> {
+    let mut n = NewSession::new();
+    if let Some(id) = id {
+        n = n.id(id);
+    }
+    if let Some(u) = user {
+        n = n.user(u);
+    }
+    if let Some(p) = parent {
+        let lc: Lifecycle = lifecycle
+            .parse()
+            .map_err(|e| errors::to_py(e, &errors::python()))?;
+        n = n.parent(p, lc);
+    }
+    if let Some(t) = ttl {
+        n = n.ttl(secs("ttl", t)?);
+    }
+    if let Some(m) = model {
+        n = n.model(m);
+    }
+    if let Some(s) = system_prompt {
+        n = n.system_prompt(s);
+    }
+    if let Some(c) = config {
+        n = n.config(c);
+    }
+    if let Some(m) = metadata {
+        n = n.metadata(m);
+    }
+    Ok(n)
+}
