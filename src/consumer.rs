@@ -19,6 +19,7 @@ use redis::streams::{
 use redis::{AsyncCommands, RedisError};
 use serde::{Deserialize, Serialize};
 
+use crate::backoff::Backoff;
 use crate::decisions::Decision;
 use crate::error::{Error, Result};
 use crate::keys::validate_id;
@@ -521,8 +522,11 @@ impl Consumer {
         count: usize,
         block: bool,
     ) -> Result<Option<StreamReadReply>> {
-        let deadline = Instant::now() + self.options.block;
-        let mut pause = Duration::from_millis(5);
+        let mut backoff = Backoff::with_pauses(
+            self.options.block,
+            Duration::from_millis(5),
+            Duration::from_millis(50),
+        );
         loop {
             let opts = StreamReadOptions::default()
                 .group(&self.group, &self.name)
@@ -537,11 +541,9 @@ impl Consumer {
                 .collect();
             let replies: Vec<Option<StreamReadReply>> = self.store.fan_out(cmds).await?;
             let keys: Vec<_> = replies.into_iter().flatten().flat_map(|r| r.keys).collect();
-            if !keys.is_empty() || !block || Instant::now() >= deadline {
+            if !keys.is_empty() || !block || !backoff.pause().await {
                 return Ok(Some(StreamReadReply { keys }));
             }
-            tokio::time::sleep(pause.min(deadline - Instant::now())).await;
-            pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
 

@@ -1,43 +1,13 @@
 //! Durable writes: a [`Durability::Durable`] call returns only once SQLite committed it. The
 //! spill daemon publishes, per partition, the last stream id it committed in
 //! `<prefix>:{p}:committed` ([`crate::records::committed`]); a durable caller polls that hash,
-//! so it needs no SQLite access. Also the bounded [`Backoff`] every wait on the daemon uses.
+//! so it needs no SQLite access.
 
-use std::time::{Duration, Instant};
-
+use crate::backoff::Backoff;
 pub use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::records::{parse_stream_id, Stream};
 use crate::store::Store;
-
-/// Pauses between polls of Redis while waiting for the spill daemon: 1 ms, doubling up to
-/// 20 ms, until the wait is over.
-pub(crate) struct Backoff {
-    /// When the wait is over.
-    deadline: Instant,
-    /// The next pause.
-    pause: Duration,
-}
-
-impl Backoff {
-    /// A wait of `wait` starting now.
-    pub(crate) fn new(wait: Duration) -> Self {
-        Backoff {
-            deadline: Instant::now() + wait,
-            pause: Duration::from_millis(1),
-        }
-    }
-
-    /// Sleeps before the next poll; `false` (without sleeping) once the wait is over.
-    pub(crate) async fn pause(&mut self) -> bool {
-        if Instant::now() >= self.deadline {
-            return false;
-        }
-        tokio::time::sleep(self.pause).await;
-        self.pause = (self.pause * 2).min(Duration::from_millis(20));
-        true
-    }
-}
 
 impl Store {
     /// Waits, for a `Durable` store, until the daemon committed `wal_id` of partition `p`'s wal.

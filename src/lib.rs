@@ -48,6 +48,7 @@
 
 pub mod address;
 pub mod advice;
+mod backoff;
 pub mod checkpoints;
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -6,7 +6,7 @@
 //! scripts reach this through [`Store::invoke_session`], plain-key reads through
 //! [`Store::read_live`]. Needs only Redis.
 
-use crate::durability::Backoff;
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::store::Store;
 

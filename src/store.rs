@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use redis::FromRedisValue;
 
+use crate::backoff::Backoff;
 use crate::config::{Config, Durability};
 use crate::connection::{Backend, Connection};
-use crate::durability::Backoff;
 use crate::error::{Error, Result};
-use crate::group_commit::Lanes;
+use crate::group_commit::lanes::Lanes;
 use crate::keys::{Keys, SessionKeysCache};
 use crate::scripts::ScriptCall;
 

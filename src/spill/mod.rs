@@ -6,8 +6,8 @@
 //!
 //! # Layout
 //! - this module: the daemon loop (passes over the partitions, run / run_once, figures).
-//! - `ownership`: the partition lease with its fencing token; taking a partition, noticing
-//!   and recovering from a Redis loss.
+//! - `lease`: the partition lease with its fencing token (claim, release, its value).
+//! - `ownership`: taking a partition, noticing and recovering from a Redis loss.
 //! - `flusher`: one batch read from Redis → one SQLite transaction, cursors included
 //!   (exactly once); `flusher::sqlite` is the SQLite half.
 //! - `snapshot`: what is read from SQLite to be put back into Redis.
@@ -22,6 +22,7 @@ mod database;
 mod events;
 mod flusher;
 pub mod inspect;
+mod lease;
 mod ownership;
 mod rehydrator;
 pub mod retention;
@@ -450,7 +451,7 @@ impl SpillDaemon {
         report.restored += self.serve_restores(p).await?;
         if std::mem::take(&mut self.parts[p as usize].trim_due) {
             let part = &self.parts[p as usize];
-            let lease = ownership::value(&self.owner, part.token);
+            let lease = lease::value(&self.owner, part.token);
             let cap = self.config.decisions_cap;
             if !trimmer::trim(&self.store, p, &lease, &part.wal, &part.decisions, cap).await? {
                 self.lost_lease(p);

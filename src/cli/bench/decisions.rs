@@ -13,7 +13,7 @@ use redis::streams::{StreamReadOptions, StreamReadReply};
 use redis::AsyncCommands;
 use serde::Serialize;
 
-use super::harness::{Latencies, Row};
+use super::measure::{Latencies, Row};
 use crate::consumer::{
     blocking_connection, create_group, Consumer, ConsumerOptions, DecisionEvent,
 };

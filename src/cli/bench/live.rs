@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::harness::{Latencies, Row, Sizes, CONTENT_CHARS};
+use super::measure::{Latencies, Row, CONTENT_CHARS};
+use super::sizes::Sizes;
 use crate::scripts::{self, LoadMode};
 use crate::NewSession;
 use crate::Store;

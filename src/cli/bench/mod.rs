@@ -15,13 +15,16 @@
 mod decisions;
 mod harness;
 mod live;
+mod measure;
 mod scaling;
+mod sizes;
 mod spill;
 
 use crate::redis_server::RedisServer;
 use crate::{Config, Error, Result, Store};
 use clap::Args;
-use harness::{Options, Report, Row};
+use harness::{Options, Report};
+use measure::Row;
 
 use super::Global;
 

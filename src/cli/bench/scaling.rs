@@ -6,8 +6,9 @@
 
 use serde::Serialize;
 
-use super::harness::{benchmark_on, command_calls, redis_cpu_secs, Sizes};
 use super::live;
+use super::measure::{benchmark_on, command_calls, redis_cpu_secs};
+use super::sizes::Sizes;
 use crate::{NewMessage, Result, Store};
 
 /// The worker counts W1 is measured at.

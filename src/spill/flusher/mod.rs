@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use rusqlite::Connection;
 
-use super::{ownership, with_db, SpillDaemon};
+use super::{lease, with_db, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry, WalOp, WalRecord};
 use crate::scripts;
@@ -26,7 +26,7 @@ impl SpillDaemon {
         let keys = self.store.keys();
         let part = &self.parts[p as usize];
         let count = self.config.batch_size;
-        let lease = ownership::value(&self.owner, part.token);
+        let lease = lease::value(&self.owner, part.token);
         let mut conn = self.store.conn().await?;
         let (held, wal, decisions): (Option<String>, Vec<Entry>, Vec<Entry>) = redis::pipe()
             .get(keys.lease(p))

@@ -3,7 +3,7 @@
 //! flight. A caller that finds a free slot sends its call at once (its own script: no timer,
 //! no added latency at low load); callers that arrive while every slot is taken queue, and
 //! when a round trip returns what queued goes as one `session_batch.lua` (one EVALSHA, at
-//! most [`MAX_BATCH`] items). Two in flight, not one, so that Redis runs one batch while
+//! most [`MAX_BATCH`](lanes::MAX_BATCH) items). Two in flight, not one, so that Redis runs one batch while
 //! this process gathers the next (with one, Redis and the client took turns idling: at 8
 //! workers W1 fell to 0.7 of per-partition lanes). Each caller gets its own reply or typed
 //! error.
@@ -19,109 +19,17 @@
 //! lane; writes of different sessions commute. A caller that gives up (its future dropped)
 //! before its batch is sent is left out of it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use redis::{FromRedisValue, Value};
 use tokio::sync::oneshot;
 
+pub(crate) mod lanes;
+
 use crate::error::{Error, Result};
-use crate::keys::fnv1a_32;
 use crate::scripts::{self, BatchItem};
 use crate::store::Store;
-
-/// Most round trips of one lane in flight at once.
-pub const MAX_IN_FLIGHT: usize = 2;
-
-/// Most calls one batch carries; what queued beyond it goes with the next round trip. It
-/// bounds how long one script holds Redis (about 10 µs of Redis time per item).
-pub const MAX_BATCH: usize = 128;
-
-/// The lanes of a store: one per partition on a cluster, one in all on a single node.
-pub(crate) struct Lanes(Vec<Mutex<Lane>>);
-
-impl Lanes {
-    /// Idle lanes: `partitions` of them on a cluster, else one.
-    pub(crate) fn new(partitions: u32, cluster: bool) -> Self {
-        let count = if cluster { partitions } else { 1 };
-        Lanes((0..count).map(|_| Mutex::default()).collect())
-    }
-
-    /// The lane of partition `p`.
-    fn of(&self, p: u32) -> usize {
-        p as usize % self.0.len()
-    }
-
-    fn lock(&self, lane: usize) -> std::sync::MutexGuard<'_, Lane> {
-        // A panic while holding the lock cannot leave a half-updated lane (the critical
-        // sections only push or take), so a poisoned lock is used as is.
-        self.0[lane]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// One lane.
-#[derive(Default)]
-struct Lane {
-    /// The round trips in flight: each one's number and its sessions' tags.
-    flights: Vec<(u64, Vec<u32>)>,
-    /// The number the next round trip gets.
-    next_flight: u64,
-    /// Calls waiting for a round trip, in arrival order.
-    queue: Vec<Waiting>,
-}
-
-impl Lane {
-    /// Whether a round trip in flight carries a write of the session tagged `session`.
-    fn carries(flights: &[(u64, Vec<u32>)], session: u32) -> bool {
-        flights
-            .iter()
-            .any(|(_, sessions)| sessions.contains(&session))
-    }
-
-    /// Records a round trip of `sessions` in flight; returns its number.
-    fn take_off(&mut self, sessions: Vec<u32>) -> u64 {
-        let flight = self.next_flight;
-        self.next_flight += 1;
-        self.flights.push((flight, sessions));
-        flight
-    }
-
-    /// Takes the queued calls that may go now, in order, up to [`MAX_BATCH`]: none while
-    /// every slot is taken, and none of a session a round trip in flight carries (those
-    /// stay queued, in order, with every later call of their session).
-    fn boarding(&mut self) -> Vec<Waiting> {
-        if self.flights.len() >= MAX_IN_FLIGHT || self.queue.is_empty() {
-            return Vec::new();
-        }
-        let flights = &self.flights;
-        let mut batch = Vec::new();
-        let mut held = Vec::new();
-        for w in self.queue.drain(..) {
-            if batch.len() < MAX_BATCH && !Lane::carries(flights, w.session) {
-                batch.push(w);
-            } else {
-                held.push(w);
-            }
-        }
-        self.queue = held;
-        batch
-    }
-}
-
-/// A call waiting in a lane, with where its reply (its own script's reply) goes.
-struct Waiting {
-    item: Arc<BatchItem>,
-    /// Its session's tag ([`session_tag`]).
-    session: u32,
-    reply: oneshot::Sender<Result<Value>>,
-}
-
-/// A session's tag: [`fnv1a_32`] of its meta key. Two sessions that share one only wait for
-/// each other (the order check is conservative), never reorder.
-fn session_tag(item: &BatchItem) -> u32 {
-    fnv1a_32(item.session_key().as_bytes())
-}
+use lanes::{session_tag, Lane, Waiting, MAX_IN_FLIGHT};
 
 /// Round trip `flight` of lane `lane` is this holder's: dropping it (the round trip
 /// returned, or the holder's future was dropped) lands it and sends what may board next.

@@ -1,0 +1,58 @@
+//! The workloads' sizes: the published ones, or the `--quick` ones.
+
+use super::decisions::W4Sizes;
+use super::measure::WORKERS;
+
+/// Sizes of the workloads (`quick` shrinks them for a fast smoke run).
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// Concurrent workers of W1–W3 (and redis-benchmark's `-c` next to them).
+    pub workers: usize,
+    /// W1 sessions.
+    pub sessions: usize,
+    /// W1 messages per session.
+    pub messages: usize,
+    /// W2 loads of each session.
+    pub loads: usize,
+    /// W3 sessions.
+    pub state_sessions: usize,
+    /// W3 rounds per session.
+    pub rounds: usize,
+    /// Requests per redis-benchmark run.
+    pub raw_requests: usize,
+    /// W4 sizes.
+    pub w4: W4Sizes,
+    /// Messages of the session W6 rehydrates.
+    pub rehydrate_messages: usize,
+}
+
+impl Sizes {
+    /// The published workload sizes, or much smaller ones when `quick`.
+    pub fn new(quick: bool) -> Sizes {
+        if quick {
+            Sizes {
+                workers: WORKERS,
+                sessions: 16,
+                messages: 100,
+                loads: 2,
+                state_sessions: 8,
+                rounds: 40,
+                raw_requests: 5_000,
+                w4: W4Sizes::new(true),
+                rehydrate_messages: 1_000,
+            }
+        } else {
+            Sizes {
+                workers: WORKERS,
+                sessions: 64,
+                messages: 500,
+                loads: 5,
+                state_sessions: 16,
+                rounds: 200,
+                raw_requests: 50_000,
+                w4: W4Sizes::new(false),
+                rehydrate_messages: 10_000,
+            }
+        }
+    }
+}
