@@ -6,10 +6,11 @@ cd "$(dirname "$0")/.."
 status=0
 fail() { echo "architecture: $1" >&2; echo "$2" >&2; status=1; }
 
-# Only src/scripts.rs builds an EVALSHA (script calls go through its typed builders).
+# Only src/scripts/ builds an EVALSHA: `ScriptCall` cannot be constructed elsewhere, and this
+# catches a raw EVALSHA command built beside it.
 hits=$(grep -rn '"EVALSHA"\|prepare_invoke\|invoke_script\|invoke_async\|Script::new' src \
-  | grep -v '^src/scripts.rs:' | grep -v '^src/cli/bench/harness.rs:.*== "EVALSHA"' || true)
-[ -z "$hits" ] || fail "only src/scripts.rs may build EVALSHA calls" "$hits"
+  | grep -v "^src/scripts/" | grep -v '^src/cli/bench/measure.rs:.*== "EVALSHA"' || true)
+[ -z "$hits" ] || fail "only src/scripts/ may build EVALSHA calls" "$hits"
 
 # Only src/keys.rs formats key names: a partition's hash tag `:{p}` is `:{{{p}}}` in a
 # format string.

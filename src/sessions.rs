@@ -124,6 +124,35 @@ impl NewSession {
     }
 }
 
+/// The fields of a session's meta hash `<prefix>:{p}:s:<sid>`, in the order
+/// `create_session.lua` writes them (the fields every hot-path write reads or sets first: a
+/// small hash is a listpack that HMGET/HSET scan from the front). The one list on the Rust
+/// side: a restore's image of the meta is built from it (`compacted` is derived by
+/// `restore_session.lua` from the compaction records), [`Session`] shows the ones a caller
+/// reads, and unit tests check `create_session.lua` and the `Session` fields against it.
+pub(crate) const META_FIELDS: [&str; 20] = [
+    "next_seq",
+    "ttl",
+    "ttl_at",
+    "updated_at",
+    "version",
+    "user_id",
+    "kind",
+    "parent",
+    "spawn_depth",
+    "lifecycle",
+    "status",
+    "model",
+    "system_prompt",
+    "config",
+    "metadata",
+    "created_at",
+    "round_index",
+    "last_compact_seq",
+    "pending",
+    "compacted",
+];
+
 /// A session's meta, as stored in `<prefix>:{p}:s:<sid>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
@@ -495,5 +524,44 @@ impl Store {
     /// This store with writes at `durability` (see [`Durability`]).
     pub fn with_durability(&self, durability: Durability) -> Store {
         self.clone_with(durability)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::META_FIELDS;
+
+    /// `create_session.lua` writes exactly the fields of [`META_FIELDS`], in its order.
+    #[test]
+    fn create_session_lua_writes_the_meta_fields() {
+        let lua = include_str!("../lua/create_session.lua");
+        let hset = &lua[lua
+            .find("redis.call('HSET', KEYS[1],")
+            .expect("the meta HSET")..];
+        let hset = &hset[..hset.find(")\n").expect("the HSET's end")];
+        // Its arguments after the key alternate field, value; fields are quoted literals.
+        let args: Vec<&str> = hset
+            .split_once("KEYS[1],")
+            .unwrap()
+            .1
+            .split(',')
+            .map(str::trim)
+            .collect();
+        let fields: Vec<&str> = args
+            .iter()
+            .step_by(2)
+            .map(|f| f.trim_matches('\''))
+            .collect();
+        assert_eq!(fields, META_FIELDS);
+    }
+
+    /// Every field a caller reads in [`super::Session`] (but its id) is a meta field.
+    #[test]
+    fn the_session_shows_meta_fields_only() {
+        let session = super::Session::from_hash("s", Default::default()).unwrap();
+        let json = serde_json::to_value(session).unwrap();
+        for field in json.as_object().unwrap().keys().filter(|k| *k != "id") {
+            assert!(META_FIELDS.contains(&field.as_str()), "{field}");
+        }
     }
 }

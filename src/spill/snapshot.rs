@@ -9,6 +9,7 @@ use crate::decisions::Decision;
 use crate::error::{Error, Result};
 use crate::records::decision_id;
 use crate::scripts::SessionImage;
+use crate::sessions::META_FIELDS;
 
 /// A session as SQLite holds it: what `restore_session.lua` writes, and the rounds of the
 /// same session id (`restore_rounds.lua`).
@@ -158,29 +159,31 @@ pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snaps
         params![sid],
     )?;
     let last_compact_seq = s.compactions.len();
-    // create_session.lua's order: the hot path's fields first (see there).
-    s.meta = vec![
-        ("next_seq", (s.messages.len() + 1).to_string()),
-        ("ttl", ttl.to_string()),
-        // A place at the front; restore_session's refresh_ttl sets it.
-        ("ttl_at", "0".into()),
-        ("updated_at", updated.to_string()),
-        ("version", "0".into()),
-        ("user_id", user_id),
-        ("kind", kind),
-        ("parent", parent),
-        ("spawn_depth", depth.to_string()),
-        ("lifecycle", lifecycle),
-        ("status", status),
-        ("model", model),
-        ("system_prompt", prompt),
-        ("config", config),
-        ("metadata", metadata),
-        ("created_at", created.to_string()),
-        ("round_index", round_index.to_string()),
-        ("last_compact_seq", last_compact_seq.to_string()),
-        ("pending", pending),
+    // Every field of `META_FIELDS` but the last, `compacted`, which restore_session.lua
+    // derives from the compaction records; in that order, a value each.
+    let values: [String; META_FIELDS.len() - 1] = [
+        (s.messages.len() + 1).to_string(), // next_seq
+        ttl.to_string(),                    // ttl
+        "0".into(),                         // ttl_at: restore_session's refresh_ttl sets it
+        updated.to_string(),                // updated_at
+        "0".into(),                         // version
+        user_id,                            // user_id
+        kind,                               // kind
+        parent,                             // parent
+        depth.to_string(),                  // spawn_depth
+        lifecycle,                          // lifecycle
+        status,                             // status
+        model,                              // model
+        prompt,                             // system_prompt
+        config,                             // config
+        metadata,                           // metadata
+        created.to_string(),                // created_at
+        round_index.to_string(),            // round_index
+        last_compact_seq.to_string(),       // last_compact_seq
+        pending,                            // pending
     ];
+    debug_assert_eq!(META_FIELDS.last(), Some(&"compacted"));
+    s.meta = META_FIELDS.into_iter().zip(values).collect();
     let mut stmt = conn.prepare_cached(
         "SELECT field, value FROM graph_log WHERE session_id = ?1 ORDER BY field",
     )?;

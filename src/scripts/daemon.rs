@@ -1,0 +1,30 @@
+//! The spill daemon's bookkeeping scripts: leases, committed ids, stream trims.
+
+use super::*;
+
+/// `claim_lease.lua`: acquires or renews (`ttl_ms` > 0) or releases (0) partition `p`'s lease.
+pub fn claim_lease(ns: &Keys, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> ScriptCall {
+    ScriptCall::new(&CLAIM_LEASE, &[&ns.lease(p), &ns.lease_token(p)])
+        .arg(owner)
+        .arg(ttl_ms)
+        .arg(floor)
+        .idempotent(true)
+}
+
+/// `publish_committed.lua`: sets `fields` of partition `p`'s committed hash while `lease`
+/// (the caller's lease value) still holds the partition.
+pub fn publish_committed(ns: &Keys, p: u32, lease: &str, fields: &[(&str, &str)]) -> ScriptCall {
+    ScriptCall::new(&PUBLISH_COMMITTED, &[&ns.committed(p), &ns.lease(p)])
+        .arg(lease)
+        .arg(fields)
+        .idempotent(true)
+}
+
+/// `trim_stream.lua`: XTRIM MINID `min_id` of `stream` (a stream of partition `p`) while
+/// `lease` still holds the partition.
+pub fn trim_stream(ns: &Keys, p: u32, stream: &str, lease: &str, min_id: &str) -> ScriptCall {
+    ScriptCall::new(&TRIM_STREAM, &[stream, &ns.lease(p)])
+        .arg(lease)
+        .arg(min_id)
+        .idempotent(true)
+}

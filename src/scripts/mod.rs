@@ -1,0 +1,324 @@
+//! The Lua scripts and their calls: every file in `lua/` embedded once (prefixed with the
+//! shared `_prelude.lua`), hashed once, and one typed function per script that builds its
+//! KEYS and ARGV as the script's header documents them, in a file per capability named as
+//! the library's modules are (`sessions`, `messages`, `working`, `checkpoints`, `rounds`,
+//! `decisions`, `users`, `graphs`) plus the daemon's (`daemon`, `restore`). The library, the
+//! spill daemon and the benchmark all call these functions, so a script's arguments are
+//! built in one place. [`ScriptCall`] and [`BatchItem`] can only be built here: their
+//! constructors and the registered scripts are private to this module and its files.
+//!
+//! Architecture Invariant: this module is the only place an `EVALSHA` command is built;
+//! [`ScriptCall::run`] sends it (loading the script on NOSCRIPT), pipelines add
+//! [`ScriptCall::cmd`] after [`preload`].
+
+use std::sync::{Arc, LazyLock};
+
+use redis::{aio::ConnectionLike, Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
+
+use crate::keys::{Keys, SessionKeys};
+
+mod checkpoints;
+mod daemon;
+mod decisions;
+mod graphs;
+mod messages;
+mod restore;
+mod rounds;
+mod sessions;
+mod users;
+mod working;
+
+pub use checkpoints::*;
+pub use daemon::*;
+pub use decisions::*;
+pub use graphs::*;
+pub use messages::*;
+pub use restore::*;
+pub use rounds::*;
+pub use sessions::*;
+pub use users::*;
+pub use working::*;
+
+/// Registers each script: `NAME => "file"`, or `NAME => "file" #!"flags"` for a script that
+/// declares Redis 7 script flags in a shebang line (put before the prelude: it must be the
+/// first line).
+macro_rules! lua_scripts {
+    ($($name:ident => $file:literal $(#! $flags:literal)?),* $(,)?) => {
+        $(
+            #[doc = concat!("`lua/", $file, ".lua`")]
+            static $name: LazyLock<Script> = LazyLock::new(|| {
+                Script::new(concat!(
+                    $("#!lua flags=", $flags, "\n",)?
+                    include_str!("../../lua/_prelude.lua"),
+                    include_str!(concat!("../../lua/", $file, ".lua"))
+                ))
+            });
+        )*
+        /// Every script with its file name (pre-loading, readable benchmark output, tests).
+        fn all() -> Vec<(&'static str, &'static Script)> {
+            vec![$(($file, &*$name)),*]
+        }
+    };
+}
+
+lua_scripts! {
+    CREATE_SESSION => "create_session",
+    LINK_CHILD => "link_child",
+    UPDATE_SESSION => "update_session",
+    CLOSE_SESSION => "close_session",
+    APPEND_MESSAGE => "append_message",
+    SESSION_BATCH => "session_batch",
+    APPEND_MESSAGES => "append_messages",
+    POP_MESSAGE => "pop_message",
+    REPLACE_MESSAGE => "replace_message",
+    COMPACT => "compact",
+    LOAD_MESSAGES => "load_messages",
+    WRITE_WORKING => "write_working",
+    READ_WORKING => "read_working",
+    RECORD_USAGE => "record_usage",
+    CREATE_CHECKPOINT => "create_checkpoint",
+    PUT_CHECKPOINT => "put_checkpoint",
+    SAVE_ROUND => "save_round",
+    READ_ROUND => "read_round",
+    RECORD_DECISION => "record_decision",
+    RECORD_OUTCOME => "record_outcome",
+    DEAD_LETTER => "dead_letter",
+    SET_USER_VALUE => "set_user_value",
+    DELETE_USER_VALUE => "delete_user_value",
+    FORGET_USER => "forget_user",
+    RESEED_USER_VALUES => "reseed_user_values",
+    // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep
+    // its lease, publish what SQLite committed and trim the streams, which frees memory.
+    CLAIM_LEASE => "claim_lease" #!"allow-oom",
+    PUBLISH_COMMITTED => "publish_committed" #!"allow-oom",
+    TRIM_STREAM => "trim_stream",
+    RESTORE_SESSION => "restore_session",
+    RESTORE_ROUNDS => "restore_rounds",
+    GRAPH_PUT => "graph_put",
+    GRAPH_READ => "graph_read",
+    GRAPH_DROP => "graph_drop",
+    RESTORE_GRAPH => "restore_graph",
+}
+
+/// One call of one script: the `EVALSHA sha numkeys KEYS... ARGV...` command, built by the
+/// script's function in this module.
+#[derive(Debug, Clone)]
+pub struct ScriptCall {
+    /// Its source, for SCRIPT LOAD on NOSCRIPT.
+    script: &'static Script,
+    /// The EVALSHA command.
+    cmd: Cmd,
+    /// Whether sending it twice has the effect of sending it once (reads, appends with an
+    /// idempotency key, the daemon's only-if-absent and fenced writes): such a call is
+    /// retried while Redis is unreachable.
+    idempotent: bool,
+}
+
+impl ScriptCall {
+    fn new(script: &'static Script, keys: &[&str]) -> Self {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+        ScriptCall {
+            script,
+            cmd,
+            idempotent: false,
+        }
+    }
+
+    /// Marks the call as safe to send twice.
+    fn idempotent(mut self, yes: bool) -> Self {
+        self.idempotent = yes;
+        self
+    }
+
+    /// Whether sending the call twice has the effect of sending it once.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    fn arg(mut self, arg: impl ToRedisArgs) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// The EVALSHA command, for a pipeline (call [`preload`] on the connection first: a
+    /// pipeline does not reload a script on NOSCRIPT).
+    pub fn cmd(&self) -> &Cmd {
+        &self.cmd
+    }
+
+    /// The command's words as text (for `redis-benchmark`, which takes them as arguments).
+    pub fn argv(&self) -> Vec<String> {
+        self.cmd
+            .args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "0".to_string(), // a SCAN cursor: never part of an EVALSHA
+            })
+            .collect()
+    }
+
+    /// Sends the call (one round trip); on NOSCRIPT (a restarted or flushed Redis) loads the
+    /// script and sends it once more.
+    pub async fn run<T: FromRedisValue>(&self, conn: &mut impl ConnectionLike) -> RedisResult<T> {
+        match self.cmd.query_async(conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                // Boxed: a rare path whose future would otherwise enlarge every call's.
+                Box::pin(self.script.load_async(conn)).await?;
+                self.cmd.query_async(conn).await
+            }
+            other => other,
+        }
+    }
+}
+
+/// Loads every script (SCRIPT LOAD), so pipelines of [`ScriptCall::cmd`] never meet NOSCRIPT.
+pub async fn preload(conn: &mut impl ConnectionLike) -> RedisResult<()> {
+    for (_, script) in all() {
+        script.load_async(conn).await?;
+    }
+    Ok(())
+}
+
+/// The file name of the script whose SHA1 is `sha` (for readable benchmark output).
+pub fn name_of(sha: &str) -> Option<&'static str> {
+    all()
+        .into_iter()
+        .find(|(_, script)| script.get_hash().eq_ignore_ascii_case(sha))
+        .map(|(name, _)| name)
+}
+
+/// `''` for `None`: scripts take optional numbers as empty strings.
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|n| n.to_string()).unwrap_or_default()
+}
+
+/// A message body as the scripts take it: the JSON object text without its opening brace
+/// (the script puts seq, state and created_at in front of the rest; see `bad_message_body`
+/// in `_prelude.lua`). Text that is not an object goes as `""`, which the script rejects.
+fn body_tail(body: &str) -> &str {
+    body.strip_prefix('{').unwrap_or("")
+}
+
+/// One call of a session script that can also go as an item of `session_batch.lua` (group
+/// commit): `append_message`, `record_decision`, `write_working`. Owned, so it can wait in a
+/// queue.
+#[derive(Debug, Clone)]
+pub struct BatchItem {
+    /// The item's op in `session_batch.lua`.
+    op: &'static str,
+    /// The script a lone call runs.
+    script: &'static Script,
+    /// The session's keys (KEYS[1..9] of the lone call).
+    session: Arc<SessionKeys>,
+    /// KEYS after the session's nine of the lone call (a decision's stream and open hash).
+    extra_keys: Vec<String>,
+    /// ARGV of the lone call, which is also the item's arguments in the batch.
+    args: Vec<String>,
+    /// Whether sending it twice has the effect of sending it once.
+    idempotent: bool,
+}
+
+impl BatchItem {
+    /// Whether sending the item twice has the effect of sending it once.
+    pub fn is_idempotent(&self) -> bool {
+        self.idempotent
+    }
+
+    /// The lone call (one EVALSHA of the item's own script).
+    pub fn call(&self) -> ScriptCall {
+        let mut keys: Vec<&str> = self.session.as_array().to_vec();
+        keys.extend(self.extra_keys.iter().map(String::as_str));
+        let mut call = ScriptCall::new(self.script, &keys).idempotent(self.idempotent);
+        for a in &self.args {
+            call = call.arg(a);
+        }
+        call
+    }
+
+    /// Its session's meta key (names the session within the namespace).
+    pub fn session_key(&self) -> &str {
+        &self.session.meta
+    }
+
+    /// The partition of its session.
+    pub fn partition(&self) -> u32 {
+        self.session.partition
+    }
+
+    /// How many values its own script's reply has in its line of `session_batch.lua`'s
+    /// reply: three for an append (seq, wal entry id, repeat), one otherwise.
+    pub fn reply_len(&self) -> usize {
+        if self.op == "append" {
+            3
+        } else {
+            1
+        }
+    }
+}
+
+/// `session_batch.lua`: `items` run in order in one EVALSHA, one reply per item (a line of
+/// one text: `1 ` then the lone call's reply values, or `0 ` then `CODE detail`); each item
+/// brings the KEYS of its lone call (nine, eleven for a decision). Items of several
+/// partitions touch several slots: only a single node takes them (group commit batches per
+/// partition on a cluster). Safe to send twice only when every item is.
+pub fn session_batch(items: &[&BatchItem]) -> ScriptCall {
+    let mut keys: Vec<&str> = Vec::with_capacity(items.len() * 11);
+    for item in items {
+        keys.extend(item.session.as_array());
+        keys.extend(item.extra_keys.iter().map(String::as_str));
+    }
+    let mut call =
+        ScriptCall::new(&SESSION_BATCH, &keys).idempotent(items.iter().all(|i| i.idempotent));
+    for item in items {
+        call = call.arg(item.op);
+        for a in &item.args {
+            call = call.arg(a);
+        }
+    }
+    call
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// Every file in lua/ (but the prelude) is registered, and every script opens with the
+    /// header contract: its name, its KEYS and its return value.
+    #[test]
+    fn every_lua_file_is_registered_with_a_header() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
+        let files: BTreeSet<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".lua") && !n.starts_with('_'))
+            .map(|n| n.trim_end_matches(".lua").to_string())
+            .collect();
+        let registered: BTreeSet<String> =
+            super::all().iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(files, registered);
+        for name in &files {
+            let text = std::fs::read_to_string(format!("{dir}/{name}.lua")).unwrap();
+            assert!(
+                text.starts_with(&format!("--[[\n  {name}:")),
+                "{name}.lua lacks its header"
+            );
+            assert!(text.contains("KEYS["), "{name}.lua header names no KEYS");
+            assert!(
+                text.contains("Returns:"),
+                "{name}.lua header has no Returns"
+            );
+        }
+    }
+
+    /// A call's words are EVALSHA, the script's SHA, the key count, the keys, the args.
+    #[test]
+    fn calls_spell_evalsha_with_their_keys_and_args() {
+        let ns = crate::keys::Keys::new("as", 16);
+        let call = super::read_round(&ns, "alice", "default", Some(3));
+        let argv = call.argv();
+        assert_eq!(argv[0], "EVALSHA");
+        assert_eq!(super::name_of(&argv[1]), Some("read_round"));
+        assert_eq!(&argv[2..], ["1", &ns.rounds("alice", "default"), "3"]);
+    }
+}
