@@ -130,6 +130,7 @@ impl NewSession {
 /// side: a restore's image of the meta is built from it (`compacted` is derived by
 /// `restore_session.lua` from the compaction records), [`Session`] shows the ones a caller
 /// reads, and unit tests check `create_session.lua` and the `Session` fields against it.
+#[cfg(any(feature = "spill", test))]
 pub(crate) const META_FIELDS: [&str; 20] = [
     "next_seq",
     "ttl",

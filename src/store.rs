@@ -305,34 +305,6 @@ impl Store {
         }
     }
 
-    /// Runs a session-scoped script; when it fails because the session is not live, asks the
-    /// spill daemon to restore the session from SQLite and runs it once more. This is the one
-    /// place transparent rehydration happens (scripts check before their first write, so a
-    /// `NO_SESSION` failure wrote nothing and the retry is safe).
-    pub(crate) async fn invoke_session<T: FromRedisValue>(
-        &self,
-        sid: &str,
-        call: &ScriptCall,
-    ) -> Result<T> {
-        self.restoring(sid, || self.invoke(call)).await
-    }
-
-    /// Runs `attempt` on session `sid`; when it fails because the session is not live, asks
-    /// the spill daemon to restore it and runs `attempt` once more (see
-    /// [`Store::invoke_session`]).
-    pub(crate) async fn restoring<T, Fut>(&self, sid: &str, attempt: impl Fn() -> Fut) -> Result<T>
-    where
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        match attempt().await {
-            Err(err) if err.is_unknown_session() => {
-                self.request_restore(sid).await?;
-                attempt().await
-            }
-            other => other,
-        }
-    }
-
     /// Loads every script into Redis (SCRIPT LOAD), so pipelines of EVALSHA never meet
     /// NOSCRIPT.
     pub async fn preload_scripts(&self) -> Result<()> {

@@ -1,6 +1,6 @@
 //! The spill daemon: the only SQLite writer. Per partition it holds a lease, flushes the
 //! `wal` and `decisions` streams into SQLite (`flusher`), serves restore requests from
-//! agent processes (`rehydrator`) and trims the streams below what SQLite committed
+//! agent processes (`crate::restore::daemon`) and trims the streams below what SQLite committed
 //! (`trimmer`). Runs embedded ([`SpillDaemon::run`] with a `CancellationToken`) or as
 //! `agentstate spill`.
 //!
@@ -10,24 +10,20 @@
 //! - `ownership`: taking a partition, noticing and recovering from a Redis loss.
 //! - `flusher`: one batch read from Redis → one SQLite transaction, cursors included
 //!   (exactly once); `flusher::sqlite` is the SQLite half.
-//! - `snapshot`: what is read from SQLite to be put back into Redis.
-//! - `rehydrator`: serves restore requests (the agent side is `crate::restore`) and
-//!   re-seeds indexes and user data after a loss.
+//! - `database`: the daemon's SQLite connection, run on the blocking pool (`with_db`).
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
 //! - [`retention`]: retention policies and gc (what the durable history keeps).
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
-mod database;
+pub(crate) mod database;
 mod events;
 mod flusher;
 pub mod inspect;
 mod lease;
 mod ownership;
-mod rehydrator;
 pub mod retention;
 pub mod schema;
-mod snapshot;
 mod trimmer;
 
 use std::path::PathBuf;
@@ -37,10 +33,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
+pub use crate::restore::daemon::restore_from_sqlite;
 use crate::store::Store;
 use database::{with_db, Database, Db};
 use events::PassEvents;
-pub use rehydrator::restore_from_sqlite;
 pub use retention::Retention;
 
 /// How the daemon runs.
@@ -446,9 +442,9 @@ impl SpillDaemon {
             return Ok(());
         }
         if drained && self.parts[p as usize].reseed_due {
-            self.reseed_user_data(p).await?;
+            self.complete_reseed(p).await?;
         }
-        report.restored += self.serve_restores(p).await?;
+        report.restored += crate::restore::daemon::serve_requests(&self.store, &self.db, p).await?;
         if std::mem::take(&mut self.parts[p as usize].trim_due) {
             let part = &self.parts[p as usize];
             let lease = lease::value(&self.owner, part.token);

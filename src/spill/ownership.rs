@@ -7,9 +7,10 @@ use std::time::Instant;
 use super::lease::{claim, release, value};
 
 use super::flusher::{self, sqlite};
-use super::{rehydrator, with_db, Partition, SpillDaemon};
+use super::{with_db, Partition, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry};
+use crate::restore;
 use crate::store::Store;
 
 impl SpillDaemon {
@@ -59,7 +60,8 @@ impl SpillDaemon {
                             with_db(&self.db, move |c| sqlite::cursors(c, p)).await?;
                     }
                 }
-                let (sessions, open) = rehydrator::reseed_indexes(&self.store, &self.db, p).await?;
+                let (sessions, open) =
+                    restore::daemon::reseed_indexes(&self.store, &self.db, p).await?;
                 self.events.reseeded_indexes(p, sessions, open);
             }
             let ids = [
@@ -92,11 +94,11 @@ impl SpillDaemon {
     /// The after-loss step for user data, once the flush drained (so every erasure made in
     /// the new Redis is in SQLite): puts user values and rounds back from SQLite, then marks
     /// the partition `seeded`. A daemon that dies before the mark leaves it to the next owner.
-    pub(super) async fn reseed_user_data(&mut self, p: u32) -> Result<()> {
+    pub(super) async fn complete_reseed(&mut self, p: u32) -> Result<()> {
         let part = &self.parts[p as usize];
         let (wal, lease) = (part.wal.clone(), value(&self.owner, part.token));
         let (values, rounds) =
-            rehydrator::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
+            restore::daemon::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
         self.events.reseeded_users(p, values, rounds);
         let seeded = [(committed::SEEDED, "1")];
         if !flusher::publish_committed(&self.store, p, &lease, &seeded).await? {

@@ -1,16 +1,57 @@
-//! Restore, the agent side: a process that needs a session Redis no longer holds asks for it
-//! and waits, bounded by [`crate::Config::restore_wait`]. It pushes the id onto
-//! `<prefix>:{p}:restore` and polls for the meta key or the daemon's answer in
-//! `<prefix>:{p}:restore:<sid>`; the daemon that owns the partition reads the session from
-//! SQLite and writes it back in one atomic, idempotent script (`spill::rehydrator`). Session
-//! scripts reach this through [`Store::invoke_session`], plain-key reads through
-//! [`Store::read_live`]. Needs only Redis.
+//! Restore after Redis lost a session (or it expired), in one place:
+//! - this module, the agent side (needs only Redis): a process that needs a session Redis no
+//!   longer holds asks for it and waits, bounded by [`crate::Config::restore_wait`]. It
+//!   pushes the id onto `<prefix>:{p}:restore` and polls for the meta key or the daemon's
+//!   answer in `<prefix>:{p}:restore:<sid>`. Session scripts reach this through
+//!   [`Store::invoke_session`] (the one place transparent rehydration happens), plain-key
+//!   reads through [`Store::read_live`].
+//! - `daemon` (cargo feature `spill`): the daemon that owns the partition reads the session
+//!   from SQLite (`snapshot`) and writes it back in one atomic, idempotent script; after a
+//!   Redis loss it puts back the indexes, open decisions, user values and rounds.
+//! - the scripts: `crate::scripts::restore` builds the calls of `restore_session.lua`,
+//!   `restore_rounds.lua`, `restore_graph.lua` and `reseed_user_values.lua`.
+
+#[cfg(feature = "spill")]
+pub(crate) mod daemon;
+#[cfg(feature = "spill")]
+mod snapshot;
+
+use redis::FromRedisValue;
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
+use crate::scripts::ScriptCall;
 use crate::store::Store;
 
 impl Store {
+    /// Runs a session-scoped script; when it fails because the session is not live, asks the
+    /// spill daemon to restore the session from SQLite and runs it once more. This is the one
+    /// place transparent rehydration happens (scripts check before their first write, so a
+    /// `NO_SESSION` failure wrote nothing and the retry is safe).
+    pub(crate) async fn invoke_session<T: FromRedisValue>(
+        &self,
+        sid: &str,
+        call: &ScriptCall,
+    ) -> Result<T> {
+        self.restoring(sid, || self.invoke(call)).await
+    }
+
+    /// Runs `attempt` on session `sid`; when it fails because the session is not live, asks
+    /// the spill daemon to restore it and runs `attempt` once more (see
+    /// [`Store::invoke_session`]).
+    pub(crate) async fn restoring<T, Fut>(&self, sid: &str, attempt: impl Fn() -> Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match attempt().await {
+            Err(err) if err.is_unknown_session() => {
+                self.request_restore(sid).await?;
+                attempt().await
+            }
+            other => other,
+        }
+    }
+
     /// Makes session `sid` live again from SQLite through the spill daemon. Returns `false`
     /// when it was live already, `true` when a daemon restored it; [`Error::UnknownSession`]
     /// when SQLite does not know it either; [`Error::NotLive`] when no daemon answered within

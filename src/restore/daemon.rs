@@ -1,14 +1,14 @@
-//! Rehydration, the daemon side: serves the restore requests agents queue
-//! (`crate::restore` is the agent side) by writing a SQLite [`Snapshot`] back with
-//! `restore_session.lua` in one atomic, idempotent step, and after a Redis loss puts back the
-//! session indexes, open decisions, user values and rounds.
+//! Restore, the daemon side (cargo feature `spill`): serves the restore requests agents queue
+//! by writing a SQLite [`Snapshot`] back with `restore_session.lua` in one atomic, idempotent
+//! step, and after a Redis loss puts back the session indexes, open decisions, user values
+//! and rounds. The spill daemon calls these for the partitions it owns.
 
 use std::time::Instant;
 
 use super::snapshot::{self, Snapshot};
-use super::{with_db, SpillDaemon};
 use crate::error::{Error, Result};
 use crate::scripts;
+use crate::spill::database::{with_db, Db};
 use crate::store::Store;
 
 /// Graph log values written back per `restore_graph.lua` call.
@@ -69,9 +69,9 @@ async fn restore_rounds(
 /// `lease` is the owner's lease value (`"<owner> <token>"`): a daemon that lost the partition
 /// meanwhile writes nothing and gets [`Error::Redis`] ("lease lost"), leaving the re-seed to
 /// the new owner.
-pub(super) async fn reseed_user_data(
+pub(crate) async fn reseed_user_data(
     store: &Store,
-    db: &super::Db,
+    db: &Db,
     p: u32,
     wal_committed: &str,
     lease: &str,
@@ -98,11 +98,7 @@ pub(super) async fn reseed_user_data(
 /// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis
 /// lost them: the daemon found `<prefix>:{p}:committed` empty), so listing shows them again.
 /// Returns how many sessions and open decisions it re-added.
-pub(super) async fn reseed_indexes(
-    store: &Store,
-    db: &super::Db,
-    p: u32,
-) -> Result<(usize, usize)> {
+pub(crate) async fn reseed_indexes(store: &Store, db: &Db, p: u32) -> Result<(usize, usize)> {
     let rows = with_db(db, move |c| snapshot::partition_sessions(c, p)).await?;
     // Decisions still without an outcome, so crash recovery (`incomplete_decisions`) and
     // `record_outcome` work again; HSETNX leaves any the new Redis holds alone.
@@ -133,46 +129,44 @@ pub(super) async fn reseed_indexes(
     Ok((rows.len(), open.len()))
 }
 
-impl SpillDaemon {
-    /// Serves the pending restore requests of partition `p`; returns the sessions restored.
-    pub(super) async fn serve_restores(&self, p: u32) -> Result<u64> {
-        let mut conn = self.store.conn().await?;
-        let requests: Option<Vec<String>> = redis::cmd("LPOP")
-            .arg(self.store.keys().restore_requests(p))
-            .arg(64)
+/// Serves the pending restore requests of partition `p`; returns the sessions restored.
+pub(crate) async fn serve_requests(store: &Store, db: &Db, p: u32) -> Result<u64> {
+    let mut conn = store.conn().await?;
+    let requests: Option<Vec<String>> = redis::cmd("LPOP")
+        .arg(store.keys().restore_requests(p))
+        .arg(64)
+        .query_async(&mut conn)
+        .await?;
+    let mut requests = requests.unwrap_or_default();
+    requests.sort();
+    requests.dedup();
+    let mut restored = 0;
+    for sid in requests {
+        if crate::keys::validate_id("session", &sid).is_err() {
+            continue;
+        }
+        let id = sid.clone();
+        let snapshot = with_db(db, move |c| snapshot::load_snapshot(c, &id)).await?;
+        let answer = match &snapshot {
+            Some(s) => {
+                let started = Instant::now();
+                if write_snapshot(store, &sid, s).await? {
+                    restored += 1;
+                    tracing::info!(session = %sid, messages = s.image.messages.len(), ms = started.elapsed().as_millis() as u64, "restored session");
+                }
+                "restored"
+            }
+            None => "unknown",
+        };
+        let _: () = redis::cmd("SET")
+            .arg(store.keys().restore_reply(&sid))
+            .arg(answer)
+            .arg("PX")
+            .arg(REPLY_TTL_MS)
             .query_async(&mut conn)
             .await?;
-        let mut requests = requests.unwrap_or_default();
-        requests.sort();
-        requests.dedup();
-        let mut restored = 0;
-        for sid in requests {
-            if crate::keys::validate_id("session", &sid).is_err() {
-                continue;
-            }
-            let id = sid.clone();
-            let snapshot = with_db(&self.db, move |c| snapshot::load_snapshot(c, &id)).await?;
-            let answer = match &snapshot {
-                Some(s) => {
-                    let started = Instant::now();
-                    if write_snapshot(&self.store, &sid, s).await? {
-                        restored += 1;
-                        tracing::info!(session = %sid, messages = s.image.messages.len(), ms = started.elapsed().as_millis() as u64, "restored session");
-                    }
-                    "restored"
-                }
-                None => "unknown",
-            };
-            let _: () = redis::cmd("SET")
-                .arg(self.store.keys().restore_reply(&sid))
-                .arg(answer)
-                .arg("PX")
-                .arg(REPLY_TTL_MS)
-                .query_async(&mut conn)
-                .await?;
-        }
-        Ok(restored)
     }
+    Ok(restored)
 }
 
 /// Restores session `sid` from the SQLite file at `db_path` straight into Redis, without a
@@ -183,7 +177,7 @@ pub async fn restore_from_sqlite(
     db_path: &std::path::Path,
     sid: &str,
 ) -> Result<Option<usize>> {
-    let conn = super::schema::open_read_only(db_path, &store.config().namespace)?;
+    let conn = crate::spill::schema::open_read_only(db_path, &store.config().namespace)?;
     let snapshot = snapshot::load_snapshot(&conn, sid)?;
     match snapshot {
         Some(s) if write_snapshot(store, sid, &s).await? => Ok(Some(s.image.messages.len())),
