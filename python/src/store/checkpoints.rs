@@ -16,10 +16,7 @@ twins! {
         include_keys: Option<Vec<String>>,
     ) -> String {
         let s = self.s();
-
-        async move {
-            checkpoint(&s, &sid, &label, include_keys).await
-        }
+        async move { checkpoint(&s, &sid, &label, include_keys).await }
     }
 
     /// Stores a checkpoint of `label` with the given `payload` (a dict) instead of a
@@ -33,17 +30,13 @@ twins! {
     ) -> String {
         let v = py_to_json(&payload)?;
         let s = self.s();
-
-        async move {
-            s.put_checkpoint(&sid, &label, &v).await
-        }
+        async move { s.put_checkpoint(&sid, &label, &v).await }
     }
 
     /// The latest checkpoint with `label` (`id`, `session_id`, `label`, `created_at`,
     /// `payload`), or None.
     fn checkpoint_latest / acheckpoint_latest(self, py, sid: String, label: String) -> OptJson {
         let s = self.s();
-
         async move {
             Ok(OptJson(
                 s.checkpoint_latest(&sid, &label)
@@ -56,9 +49,6 @@ twins! {
     /// The latest checkpoint of every label.
     fn checkpoints / acheckpoints(self, py, sid: String) -> Json {
         let s = self.s();
-
-        async move {
-            s.checkpoints(&sid).await.map(|v| to_json(&v))
-        }
+        async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) }
     }
 }

@@ -18,24 +18,19 @@ twins! {
     ) -> String {
         let d = new_decision(decision, rationale, action, opt_json(meta.as_ref())?);
         let s = self.s();
-
         async move { s.record_decision(&sid, &d).await }
     }
 
     /// Records the outcome of a decision; False when it had one already.
     fn record_outcome / arecord_outcome(self, py, decision_id: String, outcome: String) -> bool {
         let s = self.s();
-
-        async move {
-            s.record_outcome(&decision_id, &outcome).await
-        }
+        async move { s.record_outcome(&decision_id, &outcome).await }
     }
 
     /// Decisions without an outcome (all sessions, or one), oldest first.
     #[pyo3(signature = (sid = None))]
     fn incomplete_decisions / aincomplete_decisions(self, py, sid: Option<String>) -> Json {
         let s = self.s();
-
         async move {
             s.incomplete_decisions(sid.as_deref())
                 .await
@@ -72,10 +67,7 @@ twins! {
     #[pyo3(signature = (count = 100))]
     fn dead_letters / adead_letters(self, py, count: usize) -> Json {
         let s = self.s();
-
-        async move {
-            s.dead_letters(count).await.map(|v| to_json(&v))
-        }
+        async move { s.dead_letters(count).await.map(|v| to_json(&v)) }
     }
 }
 

@@ -85,10 +85,7 @@ twins! {
     ) -> () {
         let m = message_from_py(&message)?;
         let s = self.s();
-
-        async move {
-            s.replace_message(&sid, seq, &m).await
-        }
+        async move { s.replace_message(&sid, seq, &m).await }
     }
 
     /// Messages in seq order: active ones (or `all`), only seqs after `after`, only the
@@ -129,10 +126,7 @@ twins! {
     /// The message with `seq` (any state), or None.
     fn message / amessage(self, py, sid: String, seq: u64) -> OptJson {
         let s = self.s();
-
-        async move {
-            Ok(OptJson(s.message(&sid, seq).await?.map(|m| to_json(&m).0)))
-        }
+        async move { Ok(OptJson(s.message(&sid, seq).await?.map(|m| to_json(&m).0))) }
     }
 
     /// Compacts `[from_seq, to_seq]` into a system `compact_note`; returns
@@ -158,17 +152,13 @@ twins! {
             round_index,
         );
         let s = self.s();
-
         async move { s.compact(&sid, &c).await }
     }
 
     /// The compaction audit.
     fn compactions / acompactions(self, py, sid: String) -> Json {
         let s = self.s();
-
-        async move {
-            s.compactions(&sid).await.map(|v| to_json(&v))
-        }
+        async move { s.compactions(&sid).await.map(|v| to_json(&v)) }
     }
 
     /// Upserts the token usage of a round.
@@ -191,17 +181,13 @@ twins! {
             model,
         );
         let s = self.s();
-
         async move { s.record_usage(&sid, &u).await }
     }
 
     /// Usage per round.
     fn usage / ausage(self, py, sid: String) -> Json {
         let s = self.s();
-
-        async move {
-            s.usage(&sid).await.map(|v| to_json(&v))
-        }
+        async move { s.usage(&sid).await.map(|v| to_json(&v)) }
     }
 }
 

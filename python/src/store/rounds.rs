@@ -18,7 +18,6 @@ twins! {
     ) -> u64 {
         let v = py_to_json(&state)?;
         let s = self.s();
-
         async move {
             s.save_state(&user_id, &v, session_id.as_deref(), round_id)
                 .await
@@ -35,7 +34,6 @@ twins! {
         round_id: Option<u64>,
     ) -> OptJson {
         let s = self.s();
-
         async move {
             s.export_state(&user_id, session_id.as_deref(), round_id)
                 .await

@@ -32,7 +32,6 @@ twins! {
             opt_json(metadata.as_ref())?,
         )?;
         let s = self.s();
-
         async move { s.create_session(&n).await }
     }
 
@@ -54,40 +53,31 @@ twins! {
     /// it; `UnknownSession` when it exists nowhere, `NotLive` when no daemon restored it in time.
     fn require_session / arequire_session(self, py, sid: String) -> Json {
         let s = self.s();
-
-        async move {
-            s.require_session(&sid).await.map(|x| to_json(&x))
-        }
+        async move { s.require_session(&sid).await.map(|x| to_json(&x)) }
     }
 
     /// Session ids, all or one user's (live and restorable).
     #[pyo3(signature = (user = None))]
     fn list_sessions / alist_sessions(self, py, user: Option<String>) -> Vec<String> {
         let s = self.s();
-
-        async move {
-            s.list_sessions(user.as_deref()).await
-        }
+        async move { s.list_sessions(user.as_deref()).await }
     }
 
     /// Sub-agent session ids of `sid`.
     fn children / achildren(self, py, sid: String) -> Vec<String> {
         let s = self.s();
-
         async move { s.children(&sid).await }
     }
 
     /// Heartbeat: refreshes the session's idle TTL.
     fn touch / atouch(self, py, sid: String) -> () {
         let s = self.s();
-
         async move { s.touch(&sid).await }
     }
 
     /// Marks the session archived.
     fn archive / aarchive(self, py, sid: String) -> () {
         let s = self.s();
-
         async move { s.archive(&sid).await }
     }
 
@@ -96,7 +86,6 @@ twins! {
     #[pyo3(signature = (sid, cascade = true))]
     fn close_session / aclose_session(self, py, sid: String, cascade: bool) -> u64 {
         let s = self.s();
-
         async move { s.close_session(&sid, cascade).await }
     }
 
@@ -104,16 +93,12 @@ twins! {
     fn set_pending / aset_pending(self, py, sid: String, pending: Option<Bound<'_, PyAny>>) -> () {
         let v = opt_json(pending.as_ref())?;
         let s = self.s();
-
-        async move {
-            s.set_pending(&sid, v.as_ref()).await
-        }
+        async move { s.set_pending(&sid, v.as_ref()).await }
     }
 
     /// The pending tool calls, or None.
     fn pending / apending(self, py, sid: String) -> OptJson {
         let s = self.s();
-
         async move { s.pending(&sid).await.map(OptJson) }
     }
 }
