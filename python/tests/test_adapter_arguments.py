@@ -186,3 +186,159 @@ def test_openai_session_takes_the_limits_the_sdk_allows(store: Store):
     odd = {"role": "user", "content": "a lone surrogate \ud800 and é"}  # a valid str, no UTF-8
     asyncio.run(s.add_items([odd]))
     assert asyncio.run(_session(store).get_items()) == ITEMS + [odd]
+
+
+# ---- strands-agents: AgentStateSessionRepository ---------------------------------------------
+
+
+class _Multi:
+    """A stand-in MultiAgentBase (an ``id`` and ``serialize_state()``)."""
+
+    def __init__(self, id: Any, state: Any = None) -> None:
+        self.id = id
+        self._state = {"step": 1} if state is None else state
+
+    def serialize_state(self) -> Any:
+        return self._state
+
+
+def _repo(st: Store, **kw: Any) -> Any:
+    from agentstate.strands import AgentStateSessionRepository
+
+    kw.setdefault("store", st)
+    return AgentStateSessionRepository(**kw)
+
+
+def _msg(message_id: Any = 2, message: Any = None) -> Any:
+    from strands.types.session import SessionMessage
+
+    return SessionMessage(message={"role": "user", "content": [{"text": "new"}]} if message is None else message,
+                          message_id=message_id)
+
+
+def _agent(agent_id: Any = "a2") -> Any:
+    from strands.types.session import SessionAgent
+
+    return SessionAgent(agent_id=agent_id, state={}, conversation_manager_state={})
+
+
+def _strands_session(session_id: Any) -> Any:
+    from strands.types.session import Session, SessionType
+
+    return Session(session_id=session_id, session_type=SessionType.AGENT)
+
+
+def _seed_strands(store: Store) -> None:
+    repo = _repo(store)
+    repo.create_session(_strands_session("s1"))
+    repo.create_agent("s1", _agent("a1"))
+    for i in range(2):
+        repo.create_message("s1", "a1", _msg(i, {"role": "user", "content": [{"text": f"m{i}"}]}))
+    repo.create_multi_agent("s1", _Multi("m1"))
+
+
+def _strands_view(store: Store) -> Any:
+    repo = _repo(store)
+    return (
+        repo.read_session("s1").session_id,
+        repo.read_agent("s1", "a1").agent_id,
+        [m.message["content"][0]["text"] for m in repo.list_messages("s1", "a1")],
+        repo.read_multi_agent("s1", "m1"),
+    )
+
+
+STRANDS_SEED = ("s1", "a1", ["m0", "m1"], {"step": 1})
+
+STRANDS = {
+    "store str": Case(lambda w: _repo(None, store="redis://x"), TypeError, "store must be"),
+    "id_prefix None": Case(lambda w: _repo(w, id_prefix=None), TypeError, "id_prefix must be a str"),
+    "partitions -1": Case(lambda w: _repo(w, partitions=-1), ValueError, "partitions must be >= 1"),
+    "create_session dict": Case(
+        lambda w: _repo(w).create_session({"session_id": "s2"}), TypeError, "session must be a strands Session"
+    ),
+    "create_session id None": Case(
+        lambda w: _repo(w).create_session(_strands_session(None)), TypeError, "session.session_id must be a str"
+    ),
+    "read_session None": Case(lambda w: _repo(w).read_session(None), TypeError, "session_id must be a str"),
+    "create_agent dict": Case(
+        lambda w: _repo(w).create_agent("s1", {"agent_id": "a2"}), TypeError, "session_agent must be a strands SessionAgent"
+    ),
+    "create_agent session_id None": Case(
+        lambda w: _repo(w).create_agent(None, _agent()), TypeError, "session_id must be a str"
+    ),
+    "create_agent agent_id int": Case(
+        lambda w: _repo(w).create_agent("s1", _agent(5)), TypeError, "session_agent.agent_id must be a str"
+    ),
+    "read_agent agent_id None": Case(lambda w: _repo(w).read_agent("s1", None), TypeError, "agent_id must be a str"),
+    "update_agent dict": Case(
+        lambda w: _repo(w).update_agent("s1", {"agent_id": "a1"}), TypeError, "session_agent must be"
+    ),
+    "create_message dict": Case(
+        lambda w: _repo(w).create_message("s1", "a1", {"message_id": 2}), TypeError, "session_message must be"
+    ),
+    "create_message agent_id None": Case(
+        lambda w: _repo(w).create_message("s1", None, _msg()), TypeError, "agent_id must be a str"
+    ),
+    "create_message id str": Case(
+        lambda w: _repo(w).create_message("s1", "a1", _msg("2")), TypeError, "session_message.message_id must be an int"
+    ),
+    "create_message id True": Case(
+        lambda w: _repo(w).create_message("s1", "a1", _msg(True)), TypeError, "session_message.message_id must be an int"
+    ),
+    "create_message id -1": Case(
+        lambda w: _repo(w).create_message("s1", "a1", _msg(-1)), ValueError, "session_message.message_id must be >= 0"
+    ),
+    "create_message message str": Case(
+        lambda w: _repo(w).create_message("s1", "a1", _msg(2, "hello")), TypeError, "session_message.message must be a dict"
+    ),
+    "update_message id str": Case(
+        lambda w: _repo(w).update_message("s1", "a1", _msg("0")), TypeError, "session_message.message_id must be an int"
+    ),
+    "update_message no JSON": Case(
+        lambda w: _repo(w).update_message("s1", "a1", _msg(0, {"role": "user", "content": object()})),
+        TypeError,
+        "session_message is not JSON-serializable",
+    ),
+    "read_message id str": Case(lambda w: _repo(w).read_message("s1", "a1", "0"), TypeError, "message_id must be an int"),
+    "read_message id -1": Case(lambda w: _repo(w).read_message("s1", "a1", -1), ValueError, "message_id must be >= 0"),
+    "list_messages limit str": Case(
+        lambda w: _repo(w).list_messages("s1", "a1", limit="2"), TypeError, "limit must be an int"
+    ),
+    "list_messages limit -1": Case(
+        lambda w: _repo(w).list_messages("s1", "a1", limit=-1), ValueError, "limit must be >= 0"
+    ),
+    "list_messages offset -1": Case(
+        lambda w: _repo(w).list_messages("s1", "a1", offset=-1), ValueError, "offset must be >= 0"
+    ),
+    "list_messages offset None": Case(
+        lambda w: _repo(w).list_messages("s1", "a1", offset=None), TypeError, "offset must be an int"
+    ),
+    "create_multi_agent object": Case(
+        lambda w: _repo(w).create_multi_agent("s1", object()), TypeError, "multi_agent.id must be a str"
+    ),
+    "create_multi_agent state list": Case(
+        lambda w: _repo(w).create_multi_agent("s1", _Multi("m2", [1, 2])), TypeError,
+        "multi_agent.serialize_state() must be a dict",
+    ),
+    "update_multi_agent session_id None": Case(
+        lambda w: _repo(w).update_multi_agent(None, _Multi("m1")), TypeError, "session_id must be a str"
+    ),
+    "read_multi_agent id None": Case(
+        lambda w: _repo(w).read_multi_agent("s1", None), TypeError, "multi_agent_id must be a str"
+    ),
+}
+
+
+@_cases(STRANDS)
+def test_strands_repository_refuses_wrong_arguments_before_writing(store: Store, redis_server, case: Case):
+    _seed_strands(store)
+    _refused(redis_server, store, case, lambda: _strands_view(store), STRANDS_SEED)
+
+
+def test_strands_repository_takes_the_pages_the_contract_allows(store: Store):
+    _seed_strands(store)
+    repo = _repo(store)
+    texts = lambda **kw: [m.message["content"][0]["text"] for m in repo.list_messages("s1", "a1", **kw)]  # noqa: E731
+    assert texts(limit=None) == ["m0", "m1"] and texts(limit=0) == [] and texts(limit=1) == ["m0"]
+    assert texts(offset=1) == ["m1"] and texts(offset=5) == []
+    assert repo.read_message("s1", "a1", 0).message_id == 0 and repo.read_message("s1", "a1", 7) is None
