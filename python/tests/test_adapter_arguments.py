@@ -342,3 +342,168 @@ def test_strands_repository_takes_the_pages_the_contract_allows(store: Store):
     assert texts(limit=None) == ["m0", "m1"] and texts(limit=0) == [] and texts(limit=1) == ["m0"]
     assert texts(offset=1) == ["m1"] and texts(offset=5) == []
     assert repo.read_message("s1", "a1", 0).message_id == 0 and repo.read_message("s1", "a1", 7) is None
+
+
+# ---- LangGraph: AgentStateSaver --------------------------------------------------------------
+
+
+def _saver(st: Store, **kw: Any) -> Any:
+    from agentstate.langgraph import AgentStateSaver
+
+    kw.setdefault("store", st)
+    return AgentStateSaver(**kw)
+
+
+def _config(thread_id: Any, checkpoint_id: Optional[str] = None) -> Dict[str, Any]:
+    conf: Dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def _checkpoint(n: int) -> Dict[str, Any]:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    c = empty_checkpoint()
+    c["id"] = f"1ef{n:05d}-0000-6000-8000-000000000000"
+    c["channel_values"] = {"steps": [n]}
+    c["channel_versions"] = {"steps": f"{n:032}.0"}
+    return c
+
+
+THREADS = ["t1", "t", "None"]
+"""``t1`` the thread the calls name; ``t`` and ``None`` what a str or None taken as ids would
+reach (each with two checkpoints, so a prune or a delete would show)."""
+
+
+def _seed_graph(store: Store) -> Dict[str, List[str]]:
+    saver = _saver(store)
+    for thread in THREADS:
+        parent = None
+        for n in range(2):
+            ckpt = _checkpoint(n)
+            md = {"source": "loop", "step": n, "run_id": "r" if thread == "t1" and n == 0 else "None"}
+            saver.put(_config(thread, parent), ckpt, md, {"steps": ckpt["channel_versions"]["steps"]})
+            parent = ckpt["id"]
+        saver.put_writes(_config(thread, parent), [("steps", [9])], "task-1")
+    return _graph_view(store)
+
+
+def _graph_view(store: Store) -> Dict[str, Any]:
+    saver = _saver(store)
+    return {
+        thread: [(t.checkpoint["id"], t.checkpoint["channel_values"], t.pending_writes) for t in saver.list(_config(thread))]
+        for thread in THREADS
+    }
+
+
+def _drain(agen: Any) -> Any:
+    async def run() -> List[Any]:
+        return [x async for x in agen]
+
+    return run()
+
+
+CKPT = _checkpoint(5)
+NEW = {"steps": CKPT["channel_versions"]["steps"]}
+LAST = _checkpoint(1)["id"]
+
+LANGGRAPH = {
+    "store str": Case(lambda w: _saver(None, store="redis://x"), TypeError, "store must be"),
+    "id_prefix None": Case(lambda w: _saver(w, id_prefix=None), TypeError, "id_prefix must be a str"),
+    "url bytes": Case(lambda w: _saver(w, url=b"redis://x"), TypeError, "url must be a str or None"),
+    "put config without configurable": Case(
+        lambda w: _saver(w).put({"thread_id": "t1"}, CKPT, {}, NEW), ValueError, 'config["configurable"] is missing'
+    ),
+    "put thread_id None": Case(
+        lambda w: _saver(w).put(_config(None), CKPT, {}, NEW), ValueError, 'config["configurable"]["thread_id"] is missing'
+    ),
+    "put thread_id dict": Case(
+        lambda w: _saver(w).put(_config({"a": 1}), CKPT, {}, NEW), TypeError,
+        'config["configurable"]["thread_id"] must be a str, int or UUID',
+    ),
+    "put checkpoint_ns int": Case(
+        lambda w: _saver(w).put({"configurable": {"thread_id": "t1", "checkpoint_ns": 0}}, CKPT, {}, NEW), TypeError,
+        'config["configurable"]["checkpoint_ns"] must be a str or None',
+    ),
+    "put checkpoint str": Case(lambda w: _saver(w).put(_config("t1"), "ckpt", {}, NEW), TypeError, "checkpoint must be a dict"),
+    "put checkpoint id int": Case(
+        lambda w: _saver(w).put(_config("t1"), {**CKPT, "id": 5}, {}, NEW), TypeError, 'checkpoint["id"] must be a str'
+    ),
+    "put metadata list": Case(lambda w: _saver(w).put(_config("t1"), CKPT, [], NEW), TypeError, "metadata must be a dict"),
+    "put new_versions list": Case(
+        lambda w: _saver(w).put(_config("t1"), CKPT, {}, list(NEW.items())), TypeError, "new_versions must be a dict"
+    ),
+    "aput thread_id None": Case(
+        lambda w: _saver(w).aput(_config(None), CKPT, {}, NEW), ValueError, 'config["configurable"]["thread_id"] is missing'
+    ),
+    "put_writes dict": Case(
+        lambda w: _saver(w).put_writes(_config("t1", LAST), {"ab": 1}, "task-2"), TypeError, "writes must be a list"
+    ),
+    "put_writes a str pair after a good one": Case(
+        lambda w: _saver(w).put_writes(_config("t1", LAST), [("steps", [1]), "xy"], "task-2"), TypeError,
+        "writes[1] must be a (channel, value) pair",
+    ),
+    "put_writes channel int": Case(
+        lambda w: _saver(w).put_writes(_config("t1", LAST), [(1, "v")], "task-2"), TypeError, "writes[0][0] (the channel) must be a str"
+    ),
+    "put_writes task_id None": Case(
+        lambda w: _saver(w).put_writes(_config("t1", LAST), [("steps", [1])], None), TypeError, "task_id must be a str"
+    ),
+    "put_writes no checkpoint_id": Case(
+        lambda w: _saver(w).put_writes(_config("t1"), [("steps", [1])], "task-2"), ValueError,
+        'config["configurable"]["checkpoint_id"] is missing',
+    ),
+    "aput_writes dict": Case(
+        lambda w: _saver(w).aput_writes(_config("t1", LAST), {"ab": 1}, "task-2"), TypeError, "writes must be a list"
+    ),
+    "get_tuple config None": Case(lambda w: _saver(w).get_tuple(None), TypeError, "config must be a dict"),
+    "aget_tuple thread_id list": Case(
+        lambda w: _saver(w).aget_tuple(_config(["t1"])), TypeError, 'config["configurable"]["thread_id"] must be'
+    ),
+    "list limit str": Case(lambda w: list(_saver(w).list(_config("t1"), limit="x")), TypeError, "limit must be an int"),
+    "list limit -1": Case(lambda w: list(_saver(w).list(_config("t1"), limit=-1)), ValueError, "limit must be >= 0"),
+    "list filter list": Case(lambda w: list(_saver(w).list(_config("t1"), filter=[("step", 1)])), TypeError, "filter must be a dict"),
+    "list before str": Case(lambda w: list(_saver(w).list(_config("t1"), before=LAST)), TypeError, "before must be a dict"),
+    "alist limit -1": Case(lambda w: _drain(_saver(w).alist(_config("t1"), limit=-1)), ValueError, "limit must be >= 0"),
+    "delete_thread None": Case(lambda w: _saver(w).delete_thread(None), TypeError, "thread_id must be a str, int or UUID"),
+    "adelete_thread None": Case(lambda w: _saver(w).adelete_thread(None), TypeError, "thread_id must be a str, int or UUID"),
+    "delete_for_runs str": Case(lambda w: _saver(w).delete_for_runs("run"), TypeError, "run_ids must be a list"),
+    "delete_for_runs None in the list": Case(
+        lambda w: _saver(w).delete_for_runs(["r", None]), TypeError, "run_ids[1] must be a str or UUID"
+    ),
+    "adelete_for_runs str": Case(lambda w: _saver(w).adelete_for_runs("run"), TypeError, "run_ids must be a list"),
+    "copy_thread target None": Case(
+        lambda w: _saver(w).copy_thread("t1", None), TypeError, "target_thread_id must be a str, int or UUID"
+    ),
+    "acopy_thread source None": Case(
+        lambda w: _saver(w).acopy_thread(None, "t9"), TypeError, "source_thread_id must be a str, int or UUID"
+    ),
+    "prune str": Case(lambda w: _saver(w).prune("t1"), TypeError, "thread_ids must be a list"),
+    "prune None after a good id": Case(
+        lambda w: _saver(w).prune(["t1", None]), TypeError, "thread_ids[1] must be a str, int or UUID"
+    ),
+    "aprune str": Case(lambda w: _saver(w).aprune("t1"), TypeError, "thread_ids must be a list"),
+    "prune strategy": Case(lambda w: _saver(w).prune(["t1"], strategy="all"), ValueError, "unknown prune strategy"),
+}
+
+
+@_cases(LANGGRAPH)
+def test_langgraph_saver_refuses_wrong_arguments_before_writing(store: Store, redis_server, case: Case):
+    seed = _seed_graph(store)
+    assert [len(v) for v in seed.values()] == [2, 2, 2]
+    _refused(redis_server, store, case, lambda: _graph_view(store), seed)
+
+
+def test_langgraph_saver_takes_the_ids_and_limits_langgraph_uses(store: Store):
+    seed = _seed_graph(store)
+    saver = _saver(store)
+    assert [t.checkpoint["id"] for t in saver.list(_config("t1"), limit=1)] == [seed["t1"][0][0]]
+    assert list(saver.list(_config("t1"), limit=0)) == []
+    thread = uuid.uuid4()
+    saver.put(_config(thread), CKPT, {}, NEW)
+    saver.put(_config(7), CKPT, {}, NEW)
+    assert saver.get_tuple(_config(thread)).checkpoint["id"] == CKPT["id"]
+    assert saver.get_tuple(_config("7")).checkpoint["id"] == CKPT["id"]  # an int thread is its str
+    saver.delete_for_runs(("r",))
+    assert [t.checkpoint["id"] for t in saver.list(_config("t1"))] == [LAST]
