@@ -95,22 +95,25 @@ python python/tests/frameworks/langgraph_conformance.py
 python python/tests/frameworks/langgraph_conformance.py --cluster
 
 echo "== the swap is live: the same suites with a deliberately broken stand-in must fail"
-broken() { # label dir plugin tests...
-  local label=$1 dir=$2 plugin=$3; shift 3
-  local log="$WORK/broken-$label.log"
-  if (cd "$dir" && AGENTSTATE_SWAP_BROKEN=1 $PYTEST -p "$plugin" "$@" >"$log" 2>&1); then
-    echo "error: $label's suite passed with a broken stand-in: the swap is not live ($log)" >&2
-    exit 1
-  fi
-  grep -q "constructed the BROKEN" "$log" || { echo "error: $label: broken stand-in not loaded ($log)" >&2; exit 1; }
-  echo "ok: $label's suite rejects the broken stand-in ($(grep -Eo '[0-9]+ failed' "$log" | tail -1) tests; log $log)"
+# A suite rejects a broken stand-in only when (check_broken.py): the run ended in failed tests
+# (exit 1, not a crash or a collection error), at least MIN_USED tests used the stand-in
+# (constructed it; for LangGraph: called the saver), at least MIN_FAILED failed, and every
+# failed test is one that used it. The floors are what the pinned suites measure (a drop
+# means the swap reaches less of a suite: find out why before lowering one):
+#   openai-agents 0.24.0 tests/memory:           94 tests construct the session, 73 fail
+#   strands-agents 1.61.1 (the four files above): 64 tests construct the repository, 15 fail
+#   langgraph-checkpoint-conformance 0.0.2:       81 cases call the saver, 3 fail
+CHECK_BROKEN="python $ROOT/python/tests/frameworks/check_broken.py"
+broken() { # label dir plugin min_used min_failed tests...
+  local label=$1 dir=$2 plugin=$3 min_used=$4 min_failed=$5; shift 5
+  local log="$WORK/broken-$label.log" record="$WORK/broken-$label" rc=0
+  rm -rf "$record"
+  (cd "$dir" && AGENTSTATE_SWAP_BROKEN=1 AGENTSTATE_SWAP_RECORD="$record" $PYTEST -p "$plugin" "$@" >"$log" 2>&1) || rc=$?
+  $CHECK_BROKEN "$label" "$record" "$rc" "$min_used" "$min_failed" "$log"
 }
-broken openai-agents "$OPENAI_DIR" agentstate_openai_swap tests/memory
-broken strands-agents "$STRANDS_DIR" agentstate_strands_swap "${STRANDS_TESTS[@]}"
-LG_LOG="$WORK/broken-langgraph.log"
-if AGENTSTATE_SWAP_BROKEN=1 python python/tests/frameworks/langgraph_conformance.py >"$LG_LOG" 2>&1; then
-  echo "error: the LangGraph conformance suite passed with a broken saver: the run is not live ($LG_LOG)" >&2
-  exit 1
-fi
-grep -q "constructed the BROKEN" "$LG_LOG" || { echo "error: langgraph: broken saver not loaded ($LG_LOG)" >&2; exit 1; }
-echo "ok: the LangGraph conformance suite rejects the broken saver ($(grep -Eo '[0-9]+ failed' "$LG_LOG" | tail -1) cases; log $LG_LOG)"
+broken openai-agents "$OPENAI_DIR" agentstate_openai_swap 94 73 tests/memory
+broken strands-agents "$STRANDS_DIR" agentstate_strands_swap 64 15 "${STRANDS_TESTS[@]}"
+LG_LOG="$WORK/broken-langgraph.log" LG_RECORD="$WORK/broken-langgraph" LG_RC=0
+rm -rf "$LG_RECORD"
+AGENTSTATE_SWAP_BROKEN=1 AGENTSTATE_SWAP_RECORD="$LG_RECORD" python python/tests/frameworks/langgraph_conformance.py >"$LG_LOG" 2>&1 || LG_RC=$?
+$CHECK_BROKEN langgraph-conformance "$LG_RECORD" "$LG_RC" 81 3 "$LG_LOG"

@@ -24,6 +24,15 @@ so they read well in ``redis-cli`` and ``sqlite3``, anything else as the seriali
 with LangGraph's default ``JsonPlusSerializer``: with any other ``serde`` (e.g. an
 ``EncryptedSerializer``) every value goes through it. A channel listed in ``new_versions``
 without a value is stored as ``empty:`` and skipped on load, as the Postgres saver does.
+
+Arguments are checked before anything is read or written: a config without a
+``configurable`` dict or a ``thread_id`` (a str, int or UUID; never None, whose ``str`` would
+be a thread called ``"None"``), ``writes`` that are no list of ``(channel, value)`` pairs (a
+dict's keys would be unpacked into pairs), ``run_ids``/``thread_ids`` given as one str (its
+characters would be the ids) or a ``limit`` that is no int raise ``TypeError``/``ValueError``
+naming the argument. ``list(limit=n)`` takes None (all) or n >= 0 (0: none); a negative limit
+raises ``ValueError`` (LangGraph's in-memory saver reads it as "none", SQLite's ``LIMIT -1`` as
+"all": we refuse to pick one).
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from . import _ids
+from . import _check, _ids
 from ._agentstate import Store, plain_json, resolved
 from ._shared import ashared_store, shared_store
 
@@ -112,6 +121,8 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         partitions: int = 16,
         store: Optional[Store] = None,
     ) -> None:
+        _check.string("id_prefix", id_prefix)
+        _check.connection(url, prefix, partitions, store)
         super().__init__(serde=serde)
         self._url, self._prefix = resolved(url, prefix)
         self._id_prefix = id_prefix
@@ -130,9 +141,36 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
             self._store = await ashared_store(self._url, self._prefix, self._partitions)
         return self._store
 
+    def _thread(self, name: str, thread_id: Any) -> str:
+        return _ids.part(self._id_prefix + str(_check.thread_id(name, thread_id)))
+
+    def _threads(self, thread_ids: Any) -> List[str]:
+        """The session ids of ``prune``'s threads, every one checked before the first prune."""
+        ids = _check.collection("thread_ids", thread_ids, "thread ids")
+        return [self._thread(f"thread_ids[{i}]", t) for i, t in enumerate(ids)]
+
     def agentstate_id(self, thread_id: Any) -> str:
-        """The agentstate session id holding a LangGraph thread."""
-        return _ids.part(self._id_prefix + str(thread_id))
+        """The agentstate session id holding a LangGraph thread (a str, int or UUID)."""
+        return self._thread("thread_id", thread_id)
+
+    @staticmethod
+    def _conf(config: Any, name: str = "config", thread: bool = True) -> Dict[str, Any]:
+        """``config["configurable"]``, checked: a dict with a ``thread_id`` (str, int or UUID;
+        unless ``thread`` is False, as for ``list``'s ``before``), ``checkpoint_ns`` and
+        ``checkpoint_id`` str or None when present."""
+        _check.mapping(name, config)
+        conf = config.get("configurable")
+        where = f'{name}["configurable"]'
+        if conf is None:
+            raise ValueError(f"{where} is missing: LangGraph's config holds its ids there")
+        _check.mapping(where, conf)
+        if thread:
+            if conf.get("thread_id") is None:
+                raise ValueError(f'{where}["thread_id"] is missing')
+            _check.thread_id(f'{where}["thread_id"]', conf["thread_id"])
+        _check.optional_string(f'{where}["checkpoint_ns"]', conf.get("checkpoint_ns"))
+        _check.optional_string(f'{where}["checkpoint_id"]', conf.get("checkpoint_id"))
+        return conf  # type: ignore[return-value]
 
     # -- values ---------------------------------------------------------------------------
 
@@ -232,9 +270,15 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> Tuple[tuple, RunnableConfig]:
-        conf = config["configurable"]
+        conf = self._conf(config)
+        _check.mapping("checkpoint", checkpoint)
+        _check.string('checkpoint["id"]', checkpoint.get("id"))
+        _check.mapping('checkpoint["channel_values"]', checkpoint.get("channel_values"))
+        _check.mapping('checkpoint["channel_versions"]', checkpoint.get("channel_versions"))
+        _check.mapping("metadata", metadata)
+        _check.mapping("new_versions", new_versions)
         thread_id = conf["thread_id"]
-        ns = conf.get("checkpoint_ns", "")
+        ns = conf.get("checkpoint_ns") or ""
         values = checkpoint["channel_values"]
         doc = self._dump_doc({k: v for k, v in checkpoint.items() if k != "channel_values"})
         md = get_serializable_checkpoint_metadata(config, metadata)
@@ -261,14 +305,23 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     def _writes_args(
         self, config: RunnableConfig, writes: Sequence[Tuple[str, Any]], task_id: str, task_path: str
     ) -> tuple:
-        conf = config["configurable"]
+        conf = self._conf(config)
+        if conf.get("checkpoint_id") is None:
+            raise ValueError('config["configurable"]["checkpoint_id"] is missing: writes belong to a checkpoint')
+        pairs = _check.sequence("writes", writes, "(channel, value) pairs")
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise _check.type_error(f"writes[{i}]", "a (channel, value) pair", pair)
+            _check.string(f"writes[{i}][0] (the channel)", pair[0])
+        _check.string("task_id", task_id)
+        _check.string("task_path", task_path)
         return (
             self.agentstate_id(conf["thread_id"]),
-            conf.get("checkpoint_ns", ""),
+            conf.get("checkpoint_ns") or "",
             conf["checkpoint_id"],
             task_id,
             task_path,
-            [(WRITES_IDX_MAP.get(ch, idx), ch, self._dumps(v)) for idx, (ch, v) in enumerate(writes)],
+            [(WRITES_IDX_MAP.get(ch, idx), ch, self._dumps(v)) for idx, (ch, v) in enumerate(pairs)],
         )
 
     def _list_query(
@@ -276,7 +329,11 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> Tuple[Any, str, Optional[str], Optional[str], Optional[Dict[str, Any]], Optional[str]]:
         if config is None:
             raise ValueError("AgentStateSaver.list needs a config with a thread_id (listing every thread is not supported)")
-        conf = config["configurable"]
+        conf = self._conf(config)
+        if filter is not None:
+            _check.mapping("filter", filter)
+        if before is not None:
+            self._conf(before, "before", thread=False)
         thread_id = conf["thread_id"]
         return (
             thread_id,
@@ -310,9 +367,9 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
         """The checkpoint ``config`` names (its ``checkpoint_id``, else the newest of its
         namespace) with its pending writes in ``writes_sort_key`` order; one round trip."""
-        conf = config["configurable"]
+        conf = self._conf(config)
         record = self._sync().graph_get(
-            self.agentstate_id(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+            self.agentstate_id(conf["thread_id"]), conf.get("checkpoint_ns") or "", get_checkpoint_id(config)
         )
         return None if record is None else self._tuple(conf["thread_id"], record)
 
@@ -327,7 +384,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         """The thread's checkpoints, newest first (one namespace when ``config`` has a
         ``checkpoint_ns``, else all), read a page per round trip."""
         thread_id, sid, ns, one, flt, before_id = self._list_query(config, filter, before)
-        if limit is not None and limit <= 0:
+        if _check.limit("limit", limit) == 0:
             return
         store = self._sync()
         if one is not None:
@@ -365,34 +422,37 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     def delete_thread(self, thread_id: str) -> None:
         """Deletes every checkpoint, blob and write of the thread (Redis and SQLite)."""
-        self._sync().graph_delete(self.agentstate_id(thread_id))
+        self._sync().graph_delete(self._thread("thread_id", thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Deletes the checkpoints (and their writes) whose metadata ``run_id`` is listed,
         in every thread of the namespace."""
-        if run_ids:
-            self._sync().graph_delete_runs([str(r) for r in run_ids])
+        runs = _run_ids(run_ids)
+        if runs:
+            self._sync().graph_delete_runs(runs)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copies every checkpoint, blob and write of a thread (all namespaces) to another."""
-        self._sync().graph_copy(self.agentstate_id(source_thread_id), self.agentstate_id(target_thread_id))
+        source, target = self._thread("source_thread_id", source_thread_id), self._thread("target_thread_id", target_thread_id)
+        self._sync().graph_copy(source, target)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keeps each namespace's newest checkpoint (with its writes and the
         blobs it references); ``delete``: drops every checkpoint. One call per thread."""
         keep = _keep_latest(strategy)
+        sids = self._threads(thread_ids)
         store = self._sync()
-        for thread_id in thread_ids:
-            store.graph_prune(self.agentstate_id(thread_id), keep)
+        for sid in sids:
+            store.graph_prune(sid, keep)
 
     # -- async API ------------------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
         """Async :meth:`get_tuple`."""
-        conf = config["configurable"]
+        conf = self._conf(config)
         store = await self._async()
         record = await store.agraph_get(
-            self.agentstate_id(conf["thread_id"]), conf.get("checkpoint_ns", ""), get_checkpoint_id(config)
+            self.agentstate_id(conf["thread_id"]), conf.get("checkpoint_ns") or "", get_checkpoint_id(config)
         )
         return None if record is None else self._tuple(conf["thread_id"], record)
 
@@ -406,7 +466,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     ) -> AsyncIterator[CheckpointTuple]:
         """Async :meth:`list`."""
         thread_id, sid, ns, one, flt, before_id = self._list_query(config, filter, before)
-        if limit is not None and limit <= 0:
+        if _check.limit("limit", limit) == 0:
             return
         store = await self._async()
         if one is not None:
@@ -446,25 +506,28 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""
         store = await self._async()
-        await store.agraph_delete(self.agentstate_id(thread_id))
+        await store.agraph_delete(self._thread("thread_id", thread_id))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async :meth:`delete_for_runs`."""
-        if run_ids:
+        runs = _run_ids(run_ids)
+        if runs:
             store = await self._async()
-            await store.agraph_delete_runs([str(r) for r in run_ids])
+            await store.agraph_delete_runs(runs)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async :meth:`copy_thread`."""
+        source, target = self._thread("source_thread_id", source_thread_id), self._thread("target_thread_id", target_thread_id)
         store = await self._async()
-        await store.agraph_copy(self.agentstate_id(source_thread_id), self.agentstate_id(target_thread_id))
+        await store.agraph_copy(source, target)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Async :meth:`prune`."""
         keep = _keep_latest(strategy)
+        sids = self._threads(thread_ids)
         store = await self._async()
-        for thread_id in thread_ids:
-            await store.agraph_prune(self.agentstate_id(thread_id), keep)
+        for sid in sids:
+            await store.agraph_prune(sid, keep)
 
     # -- versions -------------------------------------------------------------------------
 
@@ -486,6 +549,11 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
 
     def __repr__(self) -> str:
         return f"AgentStateSaver(prefix={self._prefix!r}, id_prefix={self._id_prefix!r})"
+
+
+def _run_ids(run_ids: Any) -> List[str]:
+    ids = _check.collection("run_ids", run_ids, "run ids")
+    return [_check.run_id(f"run_ids[{i}]", r) for i, r in enumerate(ids)]
 
 
 def _keep_latest(strategy: str) -> bool:

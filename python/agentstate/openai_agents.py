@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, TypeVar, Union
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
-from . import _ids
+from . import _check, _ids
 from ._agentstate import AlreadyExists, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
@@ -37,13 +37,23 @@ _T = TypeVar("_T")
 
 
 
-def _encode(item: Any) -> Dict[str, Any]:
-    """The agentstate message of one item."""
-    kind = item.get("role") or item.get("type") if isinstance(item, dict) else None
-    return {
-        "role": _ids.role(kind),
-        "content": json.dumps(item, ensure_ascii=False, separators=(",", ":")),
-    }
+def _encode(index: int, item: Any) -> Dict[str, Any]:
+    """The agentstate message of ``items[index]``: ``TypeError``/``ValueError`` naming it
+    when it is no dict or not JSON-serializable (before anything is written)."""
+    if not isinstance(item, dict):
+        raise _check.type_error(f"items[{index}]", "a dict (a TResponseInputItem)", item)
+    try:
+        content = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    except TypeError as e:
+        raise TypeError(f"items[{index}] is not JSON-serializable: {e}") from e
+    except ValueError as e:  # a circular reference
+        raise ValueError(f"items[{index}] is not JSON-serializable: {e}") from e
+    if not content.isascii():
+        try:
+            content.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (valid in a str): stored escaped, as
+            content = json.dumps(item, separators=(",", ":"))  # SQLiteSession stores it
+    return {"role": _ids.role(item.get("role") or item.get("type")), "content": content}
 
 
 def _decode(message: Dict[str, Any]) -> Optional[Any]:
@@ -78,8 +88,8 @@ class AgentStateSession:
     """An OpenAI Agents SDK session stored in agentstate.
 
     Args:
-        session_id: the conversation's id (an agentstate session of the same id when it is
-            1-128 chars of ``[A-Za-z0-9._+-]``, else a stable digest of it).
+        session_id: the conversation's id, a str (an agentstate session of the same id when
+            it is 1-128 chars of ``[A-Za-z0-9._+-]``, else a stable digest of it).
         url: Redis URL; default ``$AGENTSTATE_REDIS_URL``, else ``redis://127.0.0.1:6379``; ``prefix``
             likewise ``$AGENTSTATE_PREFIX``, else ``as``.
         prefix: agentstate namespace prefix.
@@ -108,12 +118,16 @@ class AgentStateSession:
         store: Optional[Store] = None,
         id_prefix: str = "",
     ) -> None:
+        _check.string("session_id", session_id)
+        _check.string("id_prefix", id_prefix)
+        _check.connection(url, prefix, partitions, store)
         self.session_id = session_id
         self.session_settings = (
             coerce_session_settings(session_settings)
             if session_settings is not None
             else SessionSettings()
         )
+        _check.limit("session_settings.limit", self.session_settings.limit)
         self._sid = _ids.part(id_prefix + session_id)
         self._url, self._prefix = resolved(url, prefix)
         self._partitions = partitions
@@ -135,13 +149,19 @@ class AgentStateSession:
 
     async def get_items(self, limit: Optional[int] = None) -> List[Any]:
         """The latest ``limit`` items in chronological order (all when ``limit`` and
-        ``session_settings.limit`` are None; none when it is 0). One round trip."""
+        ``session_settings.limit`` are None; none when it is 0). One round trip.
+
+        ``limit`` must be None or an int >= 0: a negative one raises ``ValueError`` (the
+        SDK's ``SQLiteSession`` hands it to SQLite, where ``LIMIT -1`` means "no limit";
+        we refuse to guess), a non-int ``TypeError``."""
+        _check.limit("limit", limit)
         store = await self._open()
         if limit is None:
             limit = self.session_settings.limit if self.session_settings else None
+            _check.limit("session_settings.limit", limit)  # it may have been reassigned
         if limit == 0:
             return []
-        last = limit if limit is not None and limit > 0 else None
+        last = limit
         try:
             contents = await store.acontents(self._sid, last=last)
         except UnknownSession:
@@ -162,11 +182,17 @@ class AgentStateSession:
         return items
 
     async def add_items(self, items: List[Any]) -> None:
-        """Appends the items in order (the session is created on first use)."""
+        """Appends the items in order (the session is created on first use).
+
+        ``items`` must be a list (any sequence) of JSON-serializable dicts: a dict, str, set
+        or generator in its place, or an item that is no dict or no JSON, raises
+        ``TypeError``/``ValueError`` naming it (``items``, ``items[3]``) before anything is
+        written."""
+        items = _check.sequence("items", items, "items (dicts)")
+        messages = [_encode(i, item) for i, item in enumerate(items)]
         store = await self._open()
-        if not items:
+        if not messages:
             return
-        messages = [_encode(i) for i in items]
         try:
             await _settle(store.aappend_many(self._sid, messages))
         except UnknownSession:  # first write: create the session, then append

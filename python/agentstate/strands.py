@@ -24,7 +24,11 @@ The mapping onto agentstate (everything is live in Redis, flushed to SQLite, res
 * multi-agent state is a checkpoint of the session labelled ``ma.<id>``.
 
 Creating what exists or updating what is missing raises ``SessionException``; reading what is
-missing returns ``None`` (``[]`` for a message list).
+missing returns ``None`` (``[]`` for a message list). An argument of the wrong type (an id
+that is no ``str``, a ``Session``/``SessionAgent``/``SessionMessage`` that is something else, a
+``limit``/``offset``/``message_id`` that is no int) raises ``TypeError``, a negative
+``limit``/``offset``/``message_id`` ``ValueError``, each naming the argument, before anything
+is read or written.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from strands.session.session_repository import SessionRepository
 from strands.types.exceptions import SessionException
 from strands.types.session import Session, SessionAgent, SessionMessage
 
-from . import _ids
+from . import _check, _ids
 from ._agentstate import AlreadyExists, Conflict, InvalidInput, Store, UnknownSession
 from ._shared import shared_store
 
@@ -78,14 +82,17 @@ class AgentStateSessionRepository(SessionRepository):
         store: Optional[Store] = None,
         id_prefix: str = "",
     ) -> None:
+        _check.string("id_prefix", id_prefix)
+        _check.connection(url, prefix, partitions, store)
         self._prefix = id_prefix
         self._store = store or shared_store(url, prefix, partitions)
 
-    def _sid(self, session_id: str) -> str:
-        return _ids.part(self._prefix + session_id)
+    def _sid(self, session_id: str, name: str = "session_id") -> str:
+        return _ids.part(self._prefix + _check.string(name, session_id))
 
-    def _aid(self, session_id: str, agent_id: str) -> str:
-        return _ids.joined(self._prefix + session_id, agent_id)
+    def _aid(self, session_id: str, agent_id: str, name: str = "agent_id") -> str:
+        _check.string("session_id", session_id)
+        return _ids.joined(self._prefix + session_id, _check.string(name, agent_id))
 
     @property
     def store(self) -> Store:
@@ -103,9 +110,11 @@ class AgentStateSessionRepository(SessionRepository):
 
     def create_session(self, session: Session, **kwargs: Any) -> Session:
         """Creates the session; ``SessionException`` when it exists (live or restorable)."""
+        _instance("session", session, Session)
+        sid = self._sid(session.session_id, "session.session_id")
         try:
             self._store.create_session(
-                self._sid(session.session_id),
+                sid,
                 metadata={"strands": "session", "session": session.to_dict()},
             )
         except AlreadyExists as e:
@@ -122,10 +131,12 @@ class AgentStateSessionRepository(SessionRepository):
     def create_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
         """Creates the agent's sub-session; ``SessionException`` when the session is missing
         or the agent exists."""
+        _instance("session_agent", session_agent, SessionAgent)
         sid = self._sid(session_id)
+        aid = self._aid(session_id, session_agent.agent_id, "session_agent.agent_id")
         try:
             self._store.create_session(
-                self._aid(session_id, session_agent.agent_id),
+                aid,
                 parent=sid,
                 lifecycle="linked",
                 metadata={"strands": "agent", "agent": session_agent.to_dict()},
@@ -155,7 +166,8 @@ class AgentStateSessionRepository(SessionRepository):
 
     def update_agent(self, session_id: str, session_agent: SessionAgent, **kwargs: Any) -> None:
         """Records the agent's new state (a checkpoint); ``SessionException`` when missing."""
-        aid = self._aid(session_id, session_agent.agent_id)
+        _instance("session_agent", session_agent, SessionAgent)
+        aid = self._aid(session_id, session_agent.agent_id, "session_agent.agent_id")
         try:
             self._store.put_checkpoint(aid, AGENT_LABEL, {AGENT_LABEL: session_agent.to_dict()})
         except UnknownSession as e:
@@ -170,14 +182,9 @@ class AgentStateSessionRepository(SessionRepository):
     ) -> None:
         """Appends message ``message_id`` (it must be the agent's next one)."""
         aid = self._aid(session_id, agent_id)
-        mid = session_message.message_id
+        mid, role, content = _message(session_message)
         try:
-            self._store.append(
-                aid,
-                _ids.role(session_message.message.get("role"), "message"),
-                _dumps(session_message.to_dict()),
-                expect_seq=mid + 1,
-            )
+            self._store.append(aid, role, content, expect_seq=mid + 1)
         except UnknownSession as e:
             raise SessionException(f"Agent {agent_id} does not exist in session {session_id}") from e
         except Conflict as e:
@@ -194,10 +201,10 @@ class AgentStateSessionRepository(SessionRepository):
         self, session_id: str, agent_id: str, message_id: int, **kwargs: Any
     ) -> Optional[SessionMessage]:
         """Message ``message_id``, or None."""
-        if message_id < 0:
-            return None
+        aid = self._aid(session_id, agent_id)
+        _check.count("message_id", message_id)
         try:
-            m = self._store.message(self._aid(session_id, agent_id), message_id + 1)
+            m = self._store.message(aid, message_id + 1)
         except UnknownSession:
             return None
         return None if m is None else SessionMessage.from_dict(json.loads(m["content"]))
@@ -208,16 +215,9 @@ class AgentStateSessionRepository(SessionRepository):
         """Replaces message ``message_id`` (e.g. a redaction); ``SessionException`` when it
         does not exist."""
         aid = self._aid(session_id, agent_id)
-        mid = session_message.message_id
+        mid, role, content = _message(session_message)
         try:
-            self._store.replace_message(
-                aid,
-                mid + 1,
-                {
-                    "role": _ids.role(session_message.message.get("role"), "message"),
-                    "content": _dumps(session_message.to_dict()),
-                },
-            )
+            self._store.replace_message(aid, mid + 1, {"role": role, "content": content})
         except (UnknownSession, InvalidInput) as e:
             raise SessionException(f"Message {mid} does not exist in session {session_id}") from e
 
@@ -229,9 +229,15 @@ class AgentStateSessionRepository(SessionRepository):
         offset: int = 0,
         **kwargs: Any,
     ) -> List[SessionMessage]:
-        """Messages ``offset .. offset + limit`` in id order (one round trip)."""
+        """Messages ``offset .. offset + limit`` in id order (one round trip). ``limit`` is
+        None (all) or an int >= 0, ``offset`` an int >= 0: a negative one raises
+        ``ValueError`` (in a Python slice, as Strands' file repository applies them, it would
+        count from the end)."""
+        aid = self._aid(session_id, agent_id)
+        _check.limit("limit", limit)
+        _check.count("offset", offset)
         try:
-            rows = self._store.contents(self._aid(session_id, agent_id), after=max(offset, 0))
+            rows = self._store.contents(aid, after=offset)
         except UnknownSession:
             return []
         if limit is not None:
@@ -242,24 +248,26 @@ class AgentStateSessionRepository(SessionRepository):
 
     def create_multi_agent(self, session_id: str, multi_agent: "MultiAgentBase", **kwargs: Any) -> None:
         """Stores the multi-agent state (a checkpoint of the session)."""
-        self._save_multi(session_id, multi_agent.id, multi_agent.serialize_state())
+        self._save_multi(session_id, *_multi_state(multi_agent))
 
     def read_multi_agent(self, session_id: str, multi_agent_id: str, **kwargs: Any) -> Optional[Dict[str, Any]]:
         """The multi-agent state, or None."""
-        label = _multi_label(multi_agent_id)
+        sid = self._sid(session_id)
+        label = _multi_label(_check.string("multi_agent_id", multi_agent_id))
         try:
-            ckpt = self._store.checkpoint_latest(self._sid(session_id), label)
+            ckpt = self._store.checkpoint_latest(sid, label)
         except UnknownSession:
             return None
         return None if ckpt is None else ckpt["payload"].get(label)
 
     def update_multi_agent(self, session_id: str, multi_agent: "MultiAgentBase", **kwargs: Any) -> None:
         """Replaces the multi-agent state; ``SessionException`` when there is none."""
-        if self.read_multi_agent(session_id, multi_agent.id) is None:
+        multi_agent_id, state = _multi_state(multi_agent)
+        if self.read_multi_agent(session_id, multi_agent_id) is None:
             raise SessionException(
-                f"MultiAgent state {multi_agent.id} in session {session_id} does not exist"
+                f"MultiAgent state {multi_agent_id} in session {session_id} does not exist"
             )
-        self._save_multi(session_id, multi_agent.id, multi_agent.serialize_state())
+        self._save_multi(session_id, multi_agent_id, state)
 
     def _save_multi(self, session_id: str, multi_agent_id: str, state: Dict[str, Any]) -> None:
         sid, label = self._sid(session_id), _multi_label(multi_agent_id)
@@ -267,6 +275,36 @@ class AgentStateSessionRepository(SessionRepository):
             self._store.put_checkpoint(sid, label, {label: state})
         except UnknownSession as e:
             raise SessionException(f"Session {session_id} does not exist") from e
+
+
+def _instance(name: str, value: Any, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise _check.type_error(name, f"a strands {kind.__name__}", value)
+
+
+def _message(session_message: Any) -> "tuple[int, str, str]":
+    """The message id, agentstate role and stored content of a ``SessionMessage``, checked."""
+    _instance("session_message", session_message, SessionMessage)
+    mid = _check.count("session_message.message_id", session_message.message_id)
+    message = _check.mapping("session_message.message", session_message.message)
+    try:
+        content = _dumps(session_message.to_dict())
+    except TypeError as e:
+        raise TypeError(f"session_message is not JSON-serializable: {e}") from e
+    except ValueError as e:  # a circular reference
+        raise ValueError(f"session_message is not JSON-serializable: {e}") from e
+    return mid, _ids.role(message.get("role"), "message"), content
+
+
+def _multi_state(multi_agent: Any) -> "tuple[str, Dict[str, Any]]":
+    """A multi-agent's id and state, checked (any object with an ``id`` and a
+    ``serialize_state()``, as ``MultiAgentBase``)."""
+    multi_agent_id = _check.string("multi_agent.id", getattr(multi_agent, "id", None))
+    serialize = getattr(multi_agent, "serialize_state", None)
+    if not callable(serialize):
+        raise _check.type_error("multi_agent", "a strands MultiAgentBase", multi_agent)
+    state = _check.mapping("multi_agent.serialize_state()", serialize())
+    return multi_agent_id, dict(state)
 
 
 def _multi_label(multi_agent_id: str) -> str:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agentstate import Store
+from agentstate import InvalidInput, Store
 
 
 def test_openai_session_ids_that_are_not_agentstate_ids_map_to_stable_digests(store: Store):
@@ -43,10 +43,12 @@ def test_openai_items_are_agentstate_messages_and_compaction_notes_read_back(sto
     store.compact("c1", 1, 2, "the user asked; f was called")
     got = asyncio.run(s.get_items())
     assert got == [items[2], {"role": "system", "content": "the user asked; f was called"}]
-    assert asyncio.run(s.get_items(limit=0)) == [] and len(asyncio.run(s.get_items(limit=-1))) == 2
-    with pytest.raises(Exception):
-        asyncio.run(s.pop_item())  # the newest is the compaction note: refused, nothing lost
-    assert len(asyncio.run(s.get_items())) == 2
+    assert asyncio.run(s.get_items(limit=0)) == [] and asyncio.run(s.get_items(limit=1)) == got[1:]
+    # The newest message is the compaction note: the core refuses to pop it (the compaction's
+    # record points at it), and nothing is lost.
+    with pytest.raises(InvalidInput, match="is the note of the latest compaction"):
+        asyncio.run(s.pop_item())
+    assert asyncio.run(s.get_items()) == got
 
 
 def test_a_cancelled_add_items_still_lands_and_the_caller_sees_the_cancellation(store: Store):

@@ -199,43 +199,56 @@ def test_the_readme_example_runs(redis_server, tmp_path, monkeypatch):
     assert asyncio.run(scope["session"].get_items()) == [{"role": "user", "content": "hi"}]
 
 
-def test_blocking_calls_release_the_gil_and_async_twins_leave_the_loop_free(store: Store):
-    """A consumer read blocks in Redis for its `block` time: other Python threads (sync call)
-    and other coroutines (async twin) keep running meanwhile."""
-    import time
+def _blocked_clients(server) -> int:
+    """How many clients Redis has blocked in a command (``INFO clients``)."""
+    import re
+    import subprocess
 
-    consumer = store.consumer("idle", "c1", block=0.5)
-    ticks = [0]
-    stop = threading.Event()
+    out = subprocess.run(["redis-cli", "-p", str(server.port), "INFO", "clients"],
+                         check=True, capture_output=True, text=True).stdout
+    return int(re.search(r"blocked_clients:(\d+)", out).group(1))
 
-    def spin():
-        while not stop.is_set():
-            ticks[0] += 1
 
-    t = threading.Thread(target=spin)
+def test_blocking_calls_release_the_gil_and_async_twins_leave_the_loop_free(store: Store, redis_server):
+    """A consumer read blocks in Redis until a decision arrives. The decision is recorded by
+    another Python thread (sync call) or another coroutine (async twin), which first waits
+    until Redis shows the read blocked: had the read held the GIL or the event loop, that
+    writer could not run before the read gave up (``block``; 60 s here only bounds a hang)
+    and the read would return ``[]``. No time is measured: python/bench_blocking.py reports
+    how much a spinning thread and the loop get done during a blocked read."""
+    from support import wait_until
+
+    sid = store.create_session()
+    consumer = store.consumer("waiters", "c1", block=60)
+    idle = _blocked_clients(redis_server)
+
+    def writer():
+        wait_until(lambda: _blocked_clients(redis_server) > idle, timeout=60, what="the read to block in Redis")
+        store.record_decision(sid, "ship", "recorded while the sync read blocks")
+
+    t = threading.Thread(target=writer)
     t.start()
-    started = time.perf_counter()
-    assert consumer.read() == []
-    blocked = time.perf_counter() - started
-    stop.set()
+    batch = consumer.read()
     t.join()
-    assert blocked >= 0.4 and ticks[0] > 10_000  # the spinning thread ran while we waited
+    assert [d["decision"] for d in batch] == ["ship"]
+    assert consumer.ack(batch) == 1
 
     async def main():
-        beats = 0
-
-        async def heartbeat():
-            nonlocal beats
-            while True:
-                beats += 1
+        async def writer():
+            while _blocked_clients(redis_server) == idle:
                 await asyncio.sleep(0.01)
+            await store.arecord_decision(sid, "ship again", "recorded while the async read blocks")
 
-        hb = asyncio.ensure_future(heartbeat())
-        assert await consumer.aread() == []
-        hb.cancel()
-        return beats
+        w = asyncio.ensure_future(writer())
+        batch = await consumer.aread()
+        if w.done():
+            await w  # its error, if any
+        else:
+            w.cancel()  # the read returned without the writer's decision: it never got to run
+        return batch
 
-    assert asyncio.run(main()) >= 20  # the loop kept beating during the 0.5 s read
+    batch = asyncio.run(main())
+    assert [d["decision"] for d in batch] == ["ship again"]
 
 
 def test_stub_signatures_match_the_extension():

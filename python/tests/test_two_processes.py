@@ -27,10 +27,21 @@ _OPENAI_WRITER = textwrap.dedent(
         while len(list(Path(folder).iterdir())) < 2:
             time.sleep(0.001)
 
+    async def other_has_written(session):
+        # halfway, each process waits for an item of the other: the two really interleave,
+        # whatever the scheduler does (one could otherwise finish before the other starts)
+        for _ in range(60000):  # 60 s at most
+            if any(not i["content"].startswith(name + ":") for i in await session.get_items()):
+                return
+            await asyncio.sleep(0.001)
+        raise SystemExit(f"{name}: the other process wrote nothing in 60 s")
+
     async def main():
         session = AgentStateSession("shared-conv", store=await Store.aconnect(url, prefix=prefix))
         barrier(start)
         for b in range(batches):
+            if b == batches // 2:
+                await other_has_written(session)
             # a batch of 3 items: one add_items call
             await session.add_items([{"role": "user", "content": f"{name}:{b}:{i}"} for i in range(3)])
 
@@ -96,7 +107,8 @@ def test_two_processes_interleave_items_without_loss(redis_server):
     for k in range(0, 1200, 3):
         assert len({t.rsplit(":", 1)[0] for t in texts[k:k + 3]}) == 1, texts[k:k + 3]
     assert [m["seq"] for m in store.messages("shared-conv")] == list(range(1, 1201))
-    # and they did interleave (neither process wrote everything first)
+    # and they did interleave (neither process wrote everything first: each waited halfway
+    # for an item of the other)
     owners = [t[0] for t in texts]
     assert owners != sorted(owners) and owners != sorted(owners, reverse=True)
 

@@ -1,9 +1,17 @@
 """What both swap plugins share: deselection from a reviewed list (each entry with its
 reason, reported by pytest as "deselected"), and counting the tests that really constructed
-the agentstate stand-in, so the report shows how much of the suite exercised it."""
+the agentstate stand-in, so the report shows how much of the suite exercised it.
+
+With ``AGENTSTATE_SWAP_RECORD=<dir>`` the plugin also writes ``<dir>/used.txt`` (the node ids
+of the tests that constructed the stand-in) and ``<dir>/failed.txt`` (those that failed, in
+any phase): scripts/test-python.sh runs the suites with a deliberately broken stand-in and
+checks with ``check_broken.py`` that enough tests used it and that every failure is one of
+them.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -17,6 +25,7 @@ _db: List[Path] = []
 
 _current: List[str] = [""]
 _used: Set[str] = set()
+_failed: Set[str] = set()
 
 
 def start_backend(prefix: str) -> Tuple[RedisServer, SpillDaemon, "object"]:
@@ -43,8 +52,21 @@ def stop_backend(server: RedisServer, daemon: SpillDaemon) -> None:
 
 
 def mark_used() -> None:
-    """Called by a stand-in's constructor: the running test exercised agentstate."""
-    _used.add(_current[0])
+    """Called by a stand-in's constructor: the running test exercised agentstate (a
+    construction outside any test, at import or collection, counts for none)."""
+    if _current[0]:
+        _used.add(_current[0])
+
+
+def record(used: Set[str], failed: Set[str]) -> None:
+    """Writes the tests that used the stand-in and those that failed, one id a line, to
+    ``$AGENTSTATE_SWAP_RECORD`` (when set), for ``check_broken.py``."""
+    folder = os.environ.get("AGENTSTATE_SWAP_RECORD")
+    if not folder:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    for name, ids in (("used", used), ("failed", failed)):
+        Path(folder, f"{name}.txt").write_text("".join(f"{i}\n" for i in sorted(ids)))
 
 
 def load_deselected(path: Path) -> Dict[str, str]:
@@ -93,6 +115,13 @@ class SwapPlugin:
             return (yield)
         finally:
             _current[0] = ""
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            _failed.add(report.nodeid)
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        record(_used, _failed)
 
     def pytest_terminal_summary(self, terminalreporter):
         terminalreporter.write_line(
