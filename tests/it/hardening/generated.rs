@@ -240,17 +240,9 @@ fn contents(t: &TestEnv) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-/// One valid call of every script, on a session `s` (user `u`) with messages, a decision and
-/// a held lease: the base the generated arguments are written over.
-fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
-    let ns = t.store.keys();
-    let s = ns.session("s");
-    let p = s.partition;
-    let up = ns.partition("u");
-    let lease = format!("owner-x {}", 7);
-    let (dp, entry) = decision.split_once(':').unwrap();
-    let dp: u32 = dp.parse().unwrap();
-    let session_args = NewSessionArgs {
+/// Valid `create_session.lua` arguments: user `u`, an hour's idle TTL.
+fn session_args() -> NewSessionArgs<'static> {
+    NewSessionArgs {
         user: "u",
         parent: "",
         depth: 0,
@@ -260,7 +252,20 @@ fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
         config: "{}",
         metadata: "{}",
         ttl: 3600,
-    };
+    }
+}
+
+/// One valid call of every script, on a session `s` (user `u`) with messages, a decision and
+/// a held lease: the base the generated arguments are written over.
+pub(super) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
+    let ns = t.store.keys();
+    let s = ns.session("s");
+    let p = s.partition;
+    let up = ns.partition("u");
+    let lease = format!("owner-x {}", 7);
+    let (dp, entry) = decision.split_once(':').unwrap();
+    let dp: u32 = dp.parse().unwrap();
+    let session_args = session_args();
     let decision_args = DecisionArgs {
         decision: "d",
         rationale: "r",
@@ -590,4 +595,70 @@ fn edit(words: &[String], at: usize, text: &str) -> Vec<String> {
     let mut words = words.to_vec();
     words[at] = text.to_string();
     words
+}
+
+/// `claim_lease.lua` bumped the fencing-token counter (`INCR`) before failing on a lease time
+/// or token floor Redis does not take: a rejected claim that had half happened, and every
+/// later owner's token a step higher. It now checks both before its first write.
+#[tokio::test]
+async fn claim_lease_with_a_bad_lease_time_or_floor_writes_nothing() {
+    let t = env().await;
+    let call = scripts::claim_lease(t.store.keys(), 3, "owner-x", 3000, 0);
+    // ARGV: owner, lease time (ms), token floor.
+    for (pos, text) in [
+        (1, "-1"),
+        (1, "1.5"),
+        (1, "nan"),
+        (1, "1e309"),
+        (1, ""),
+        (1, "2147483648"),
+        (2, "x"),
+        (2, "0.5"),
+        (2, "1e309"),
+    ] {
+        let words = mutate(&call, &[(pos, text.to_string())], 0);
+        let before = t.snapshot();
+        let err = redis::cmd(&words[0])
+            .arg(&words[1..])
+            .query::<redis::Value>(&mut t.redis())
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            Some("BAD_INPUT"),
+            "ARGV {pos} = {text:?}: {err}"
+        );
+        assert_eq!(t.snapshot(), before, "ARGV {pos} = {text:?}");
+    }
+}
+
+/// `create_session.lua` wrote the meta hash (the session was live) before failing on an
+/// idle TTL Redis does not take. It now checks the TTL before its first write.
+#[tokio::test]
+async fn create_session_with_a_bad_ttl_writes_nothing() {
+    let t = env().await;
+    let ns = t.store.keys();
+    let n = ns.session("n");
+    let args = session_args();
+    let call = scripts::create_session(ns, &n, "n", &args);
+    // ARGV[11] is the idle TTL (index 10 from 0).
+    for ttl in [
+        "0",
+        "-1",
+        "1.5",
+        "x",
+        "",
+        "nan",
+        "1e309",
+        "99999999999999999999",
+    ] {
+        let words = mutate(&call, &[(10, ttl.to_string())], 0);
+        let before = t.snapshot();
+        let err = redis::cmd(&words[0])
+            .arg(&words[1..])
+            .query::<redis::Value>(&mut t.redis())
+            .unwrap_err();
+        assert_eq!(err.code(), Some("BAD_INPUT"), "ttl {ttl:?}: {err}");
+        assert_eq!(t.snapshot(), before, "ttl {ttl:?}");
+    }
+    assert_eq!(t.store.session("n").await.unwrap(), None);
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::support::TestEnv;
 
 /// Builds a session with every kind of durable state; returns its id and its child's.
-async fn rich_session(s: &Store, sid: &str) -> (String, String) {
+pub(crate) async fn rich_session(s: &Store, sid: &str) -> (String, String) {
     s.create_session(
         &NewSession::new()
             .id(sid)
