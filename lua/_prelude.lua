@@ -10,7 +10,8 @@
     KEYS[7] usage hash         <prefix>:{p}:s:<sid>:usage
     KEYS[8] children set       <prefix>:{p}:s:<sid>:children
     KEYS[9] wal stream         <prefix>:{p}:wal
-  Errors are returned as `CODE detail` replies; src/error.rs maps the codes.
+  Errors are returned as `CODE detail` replies; src/error.rs maps the codes. Every script
+  answers BAD_INPUT to a wrong argument count (bad_argc) before anything else.
 ]]
 
 -- Milliseconds since the epoch from the Redis clock, so skewed clients agree.
@@ -99,6 +100,35 @@ local function json_num_or_null(s)
   return tostring(tonumber(s))
 end
 
+-- The error reply when ARGV does not hold `n` arguments (with `step`: `n` and then whole
+-- groups of `step`, e.g. 2 for pairs); nil when it does. Every script checks its count
+-- before its first write: a missing argument would otherwise fail only at the command that
+-- reads it, after the writes before that command (issue 29).
+local function bad_argc(n, step)
+  local extra = #ARGV - n
+  if extra < 0 or (step == nil and extra ~= 0) or (step and extra % step ~= 0) then
+    return fail('BAD_INPUT', 'expected ' .. n .. (step and ' + ' .. step .. 'k' or '')
+      .. ' arguments, got ' .. #ARGV)
+  end
+  return nil
+end
+
+-- The error reply for a size limit that is not a whole number of bytes; nil when it is one.
+local function bad_limit(limit)
+  if not limit or #limit > 15 or not string.find(limit, '^%d+$') then
+    return fail('BAD_INPUT', 'size limit must be a whole number of bytes')
+  end
+  return nil
+end
+
+-- The error reply for a working-state op other than set, del or clear; nil when it is one.
+local function bad_working_op(op)
+  if op ~= 'set' and op ~= 'del' and op ~= 'clear' then
+    return fail('BAD_INPUT', 'working-state op must be set, del or clear')
+  end
+  return nil
+end
+
 -- The error reply for a message body over `limit` bytes or not a non-empty JSON object
 -- (the caller built it; this is the script's own check); nil when it is fine. Scripts take
 -- a body as its tail: the JSON object text without its opening brace (`"role":"user"}` for
@@ -144,7 +174,7 @@ end
 -- text (the batch joins them into its text reply; a number would be formatted by %.14g),
 -- or an error reply NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
 local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
-  local bad = bad_message_body(tail, limit)
+  local bad = bad_limit(limit) or bad_message_body(tail, limit)
   if bad then
     return bad
   end
@@ -213,8 +243,13 @@ end
 -- Sets, deletes or clears working state of the session whose keys are k[1..8] and bumps its
 -- version: the body of write_working.lua and of a batch item. Checks before its first write.
 -- `now`, `now_text` are the script's clock().
--- Returns the new version, or NO_SESSION / TOO_LARGE / CONFLICT <expected> <current>.
+-- Returns the new version, or BAD_INPUT / NO_SESSION / TOO_LARGE / CONFLICT <expected>
+-- <current>.
 local function working_one(k, sid, op, key, value, if_version, limit, now, now_text)
+  local bad = bad_working_op(op) or bad_limit(limit)
+  if bad then
+    return bad
+  end
   local meta = redis.call('HMGET', k[1], 'version', 'ttl_at')
   if not meta[1] then
     return fail('NO_SESSION', sid)

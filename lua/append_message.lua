@@ -13,4 +13,8 @@
   Atomic: every check runs before the first write (the body is append_one in _prelude,
   shared with session_batch.lua).
 ]]
+local bad_args = bad_argc(5)
+if bad_args then
+  return bad_args
+end
 return append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], clock())

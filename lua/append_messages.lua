@@ -12,6 +12,10 @@
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check (of every body) runs before the first write.
 ]]
+local bad_args = bad_argc(4, 1)
+if bad_args then
+  return bad_args
+end
 if #ARGV < 4 then
   return fail('BAD_INPUT', 'no messages to append')
 end

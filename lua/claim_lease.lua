@@ -12,6 +12,10 @@
   owner holds the lease or after a release
   Errors:  BAD_INPUT (lease time or floor not a whole number; checked before any write)
 ]]
+local bad_args = bad_argc(3)
+if bad_args then
+  return bad_args
+end
 local ttl, floor = tonumber(ARGV[2]), tonumber(ARGV[3])
 if not ttl or ttl < 0 or ttl > 2147483647 or ttl ~= math.floor(ttl)
   or not floor or math.abs(floor) > 9007199254740991 or floor ~= math.floor(floor) then

@@ -12,6 +12,10 @@
   Returns: {1 if the session was live else 0, wal entry id}
   Errors:  none (closing a session that is not live still reaches SQLite through the wal)
 ]]
+local bad_args = bad_argc(2)
+if bad_args then
+  return bad_args
+end
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
   KEYS[13], KEYS[14])

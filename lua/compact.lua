@@ -13,6 +13,10 @@
   agrees with the state of every element; load_messages relies on it.
   Atomic: every check runs before the first write.
 ]]
+local bad_args = bad_argc(7)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'last_compact_seq', 'compacted',
   'ttl_at')
 if not meta[1] then

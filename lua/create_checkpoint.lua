@@ -9,6 +9,10 @@
   Errors:  NO_SESSION, TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
+local bad_args = bad_argc(4, 1)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])

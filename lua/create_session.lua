@@ -17,6 +17,10 @@
            is not a whole number of seconds
   Atomic: the existence checks run before the first write.
 ]]
+local bad_args = bad_argc(11)
+if bad_args then
+  return bad_args
+end
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('SISMEMBER', KEYS[10], ARGV[1]) == 1 then
   return fail('EXISTS', 'session ' .. ARGV[1])
 end

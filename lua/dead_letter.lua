@@ -9,9 +9,20 @@
   Returns: the number of entries moved (ids no longer pending in the group are skipped)
   Dead letter fields: the entry's own fields, then reason, group, deliveries (times the
   group delivered it), original_id, dead_at (ms, Redis clock).
-  Errors:  none of its own (a missing group is Redis' NOGROUP)
+  Errors:  BAD_INPUT (an id that is not a stream entry id); a missing group is Redis'
+           NOGROUP
   Atomic: each entry is checked (still pending in the group) before it is written.
 ]]
+local bad_args = bad_argc(3, 1)
+if bad_args then
+  return bad_args
+end
+-- Every id is a stream id before the first write (XPENDING refuses any other).
+for i = 3, #ARGV do
+  if not string.find(ARGV[i], '^%d+%-%d+$') then
+    return fail('BAD_INPUT', 'not a stream entry id: ' .. ARGV[i])
+  end
+end
 local moved = 0
 for i = 3, #ARGV do
   local id = ARGV[i]

@@ -6,6 +6,10 @@
   Returns: {1, wal entry id} when a value was removed, {0, ''} when there was none (nothing
   is logged then)
 ]]
+local bad_args = bad_argc(2)
+if bad_args then
+  return bad_args
+end
 if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then
   return {0, ''}
 end

@@ -12,6 +12,10 @@
   Errors:  BAD_INPUT (the TTL is not a whole number of seconds in 1..2^31)
   Atomic: the TTL is checked before the first write.
 ]]
+local bad_args = bad_argc(2)
+if bad_args then
+  return bad_args
+end
 local ttl = tonumber(ARGV[2])
 if not ttl or ttl < 1 or ttl > 2147483648 or ttl ~= math.floor(ttl) then
   return fail('BAD_INPUT', 'tombstone TTL must be a whole number of seconds')

@@ -13,6 +13,10 @@
   Returns: the number of checkpoints removed (nothing is logged when 0)
   Errors:  NO_SESSION
 ]]
+local bad_args = bad_argc(2, 1)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
 local ttl = meta[1]
 if not ttl then

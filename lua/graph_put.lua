@@ -26,6 +26,10 @@
   Errors:  NO_SESSION, BAD_INPUT
   Atomic: every argument is read and checked before the first write.
 ]]
+local bad_args = bad_argc(2, 1)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
 local ttl = meta[1]
 if not ttl then

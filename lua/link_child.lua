@@ -7,6 +7,10 @@
   Errors:  NO_SESSION when adding to a parent that is not live
   Atomic: the parent's existence is checked before the first write.
 ]]
+local bad_args = bad_argc(2)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
 if not meta[1] then
   if ARGV[1] == 'add' then return fail('NO_SESSION', 'parent') end

@@ -11,6 +11,10 @@
   Never transfers compacted messages in 'active' mode: it reads only the active intervals,
   the complement of the meta `compacted` ranges.
 ]]
+local bad_args = bad_argc(4)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'compacted')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])

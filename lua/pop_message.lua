@@ -12,6 +12,10 @@
   Cost: O(1), plus O(idempotency keys of the session) when it has any.
   Atomic: every check runs before the first write.
 ]]
+local bad_args = bad_argc(1)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])

@@ -10,6 +10,10 @@
   ARGV[2..] field, value pairs to set (wal, decisions, seeded)
   Returns: 1 when written, 0 when the caller no longer holds the lease (nothing written)
 ]]
+local bad_args = bad_argc(1, 2)
+if bad_args then
+  return bad_args
+end
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return 0
 end

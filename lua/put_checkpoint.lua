@@ -9,6 +9,10 @@
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT
   Atomic: every check runs before the first write.
 ]]
+local bad_args = bad_argc(5)
+if bad_args then
+  return bad_args
+end
 local payload = ARGV[4]
 if #payload > tonumber(ARGV[5]) then
   return fail('TOO_LARGE', #payload .. ' ' .. ARGV[5])

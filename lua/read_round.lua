@@ -4,6 +4,10 @@
   ARGV[1] round id, or '' for the latest (highest) round
   Returns: the state JSON, or false when absent
 ]]
+local bad_args = bad_argc(1)
+if bad_args then
+  return bad_args
+end
 local round = ARGV[1]
 if round == '' then
   round = redis.call('HGET', KEYS[1], 'max_round')

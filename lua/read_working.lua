@@ -7,6 +7,10 @@
   Returns: {version, value or false} for one key; {version, {k1, v1, k2, v2, ...}} for all
   Errors:  NO_SESSION
 ]]
+local bad_args = bad_argc(2)
+if bad_args then
+  return bad_args
+end
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version then
   return fail('NO_SESSION', ARGV[1])

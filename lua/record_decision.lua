@@ -12,4 +12,8 @@
   Atomic: the existence check runs before the first write (the body is decision_one in
   _prelude, shared with session_batch.lua).
 ]]
+local bad_args = bad_argc(6)
+if bad_args then
+  return bad_args
+end
 return decision_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], clock())

@@ -11,6 +11,10 @@
   Errors:  NO_DECISION when the decision is neither open nor in the stream
   Atomic: every check runs before the first write.
 ]]
+local bad_args = bad_argc(3)
+if bad_args then
+  return bad_args
+end
 local open = redis.call('HGET', KEYS[2], ARGV[1])
 if not open then
   if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then

@@ -8,6 +8,10 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
+local bad_args = bad_argc(3)
+if bad_args then
+  return bad_args
+end
 local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
 if not meta[1] then
   return fail('NO_SESSION', ARGV[1])

@@ -12,6 +12,10 @@
            message is compacted out)
   Atomic: every check runs before the first write.
 ]]
+local bad_args = bad_argc(4)
+if bad_args then
+  return bad_args
+end
 local body = ARGV[3]
 local bad = bad_message_body(body, ARGV[4])
 if bad then

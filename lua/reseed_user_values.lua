@@ -16,6 +16,10 @@
   Returns: the number of values written, or -1 when the caller no longer holds the lease
   Cost: O(values + wal entries after ARGV[2]).
 ]]
+local bad_args = bad_argc(3, 2)
+if bad_args then
+  return bad_args
+end
 if redis.call('GET', KEYS[4]) ~= ARGV[3] then
   return -1
 end

@@ -17,8 +17,9 @@
   Errors:  BAD_INPUT (counts that do not match the arguments, a TTL that is not a positive
            integer), checked before the first write
 ]]
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+local bad_args = bad_argc(5, 1)
+if bad_args then
+  return bad_args
 end
 local n = tonumber(ARGV[4])
 local m = n and n >= 0 and n == math.floor(n) and tonumber(ARGV[5 + 2 * n])
@@ -26,6 +27,9 @@ local ttl = tonumber(ARGV[2])
 if not m or m < 0 or m ~= math.floor(m) or #ARGV ~= 5 + 2 * n + m
   or not ttl or ttl < 1 or ttl > 2147483647 or ttl ~= math.floor(ttl) then
   return fail('BAD_INPUT', 'restore_graph arguments do not match their counts')
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
 end
 if ARGV[1] == '1' then
   redis.call('DEL', KEYS[2], KEYS[3])

@@ -6,6 +6,10 @@
   ARGV[2..] (round id, state JSON) pairs
   Returns: 1 when restored, 0 when the hash was live already
 ]]
+local bad_args = bad_argc(1, 2)
+if bad_args then
+  return bad_args
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end

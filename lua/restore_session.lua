@@ -21,8 +21,9 @@
   Errors:  BAD_INPUT (a section count or compaction record that does not fit; nothing written)
   Atomic: one script; the meta hash (what makes a session live) is written last.
 ]]
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+local bad_args = bad_argc(4, 1)
+if bad_args then
+  return bad_args
 end
 -- Checks every section count and the compaction records before the first write (the
 -- arguments come from SQLite, but a bad count would otherwise walk past ARGV for ever).
@@ -47,6 +48,9 @@ do
     end
     pos = pos + 1 + n * width
   end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
 end
 local at = 1
 local function take()

@@ -13,6 +13,10 @@
   Errors:  TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
+local bad_args = bad_argc(5)
+if bad_args then
+  return bad_args
+end
 if #ARGV[4] > tonumber(ARGV[5]) then
   return fail('TOO_LARGE', #ARGV[4] .. ' ' .. ARGV[5])
 end

@@ -19,12 +19,43 @@
   only an error's has spaces (ids, numbers and wal entry ids have none). Text, because
   Redis converts every table of a reply with several field probes each and every value of
   one apart (and the client parses each value apart): one string costs a fraction of both.
+  Errors:  BAD_INPUT for a malformed call (an op it does not know, an item short of its
+  arguments, KEYS that do not match the items, a size limit that is not a whole number, a
+  working-state op other than set/del/clear): the whole batch is refused, nothing written.
   Invariant: items of one session run in item order (gapless seqs, versions); one TIME
   for the whole batch.
+  Atomic: every item's arguments are checked before the first write of any item (issue 29:
+  a bad limit in item 2 used to fail after item 1 was written).
 ]]
-local now, now_text = clock()
 -- KEYS and ARGV are globals (a hash lookup on every use): locals here, read ~15 times an item
 local KEYS, ARGV = KEYS, ARGV
+-- Arguments after the op, and KEYS, of an item of each op.
+local WIDTH = {append = 5, decision = 6, working = 6}
+local NKEYS = {append = 9, decision = 11, working = 9}
+do
+  local a, base = 1, 0
+  while a <= #ARGV do
+    local op = ARGV[a]
+    local width = WIDTH[op]
+    if not width or a + width > #ARGV then
+      return fail('BAD_INPUT', 'batch item at ARGV[' .. a .. '] is not a whole item')
+    end
+    local bad
+    if op == 'append' then
+      bad = bad_limit(ARGV[a + 5])
+    elseif op == 'working' then
+      bad = bad_working_op(ARGV[a + 2]) or bad_limit(ARGV[a + 6])
+    end
+    if bad then
+      return bad
+    end
+    a, base = a + width + 1, base + NKEYS[op]
+  end
+  if base ~= #KEYS then
+    return fail('BAD_INPUT', 'batch KEYS do not match its items')
+  end
+end
+local now, now_text = clock()
 local lines = {}
 local a, base = 1, 0
 while a <= #ARGV do

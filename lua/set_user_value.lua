@@ -8,6 +8,10 @@
   Returns: the wal entry id
   Errors:  TOO_LARGE
 ]]
+local bad_args = bad_argc(4)
+if bad_args then
+  return bad_args
+end
 if #ARGV[3] > tonumber(ARGV[4]) then
   return fail('TOO_LARGE', #ARGV[3] .. ' ' .. ARGV[4])
 end

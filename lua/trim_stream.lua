@@ -9,6 +9,10 @@
   Returns: the number of entries trimmed, or -1 when the caller no longer holds the lease
   (nothing trimmed)
 ]]
+local bad_args = bad_argc(2)
+if bad_args then
+  return bad_args
+end
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return -1
 end

@@ -11,6 +11,10 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
+local bad_args = bad_argc(2, 2)
+if bad_args then
+  return bad_args
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return fail('NO_SESSION', ARGV[1])
 end

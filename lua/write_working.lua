@@ -9,8 +9,13 @@
   ARGV[5] expected version or '' (set_if_version)
   ARGV[6] size limit of the value, bytes
   Returns: the new version (integer)
-  Errors:  NO_SESSION, TOO_LARGE, CONFLICT <expected> <current>
+  Errors:  BAD_INPUT (an op other than set/del/clear, a limit not a whole number),
+           NO_SESSION, TOO_LARGE, CONFLICT <expected> <current>
   Atomic: every check runs before the first write (the body is working_one in _prelude,
   shared with session_batch.lua).
 ]]
+local bad_args = bad_argc(6)
+if bad_args then
+  return bad_args
+end
 return working_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], clock())

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use agentstate::{AppendOptions, MessageQuery, NewMessage, NewSession};
+use agentstate::{AppendOptions, Compaction, MessageQuery, MessageState, NewMessage, NewSession};
 
 use crate::support::{cli_at, env, json_lines, seqs};
 
@@ -196,4 +196,110 @@ async fn of_writers_expecting_the_same_seq_exactly_one_wins() {
     }
     let all = t.store.messages("race", MessageQuery::all()).await.unwrap();
     assert_eq!(seqs(&all), [1, 2, 3, 4, 5]);
+}
+
+/// Compactions race appends on one session: each compaction is one atomic step (its note
+/// takes the next seq between two appends), so seqs stay gapless, every compacted range is
+/// compacted out and nothing else is, the audit names each note, and SQLite ends up with
+/// exactly what Redis holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compactions_racing_appends_keep_seqs_gapless_and_the_audit_exact() {
+    let t = env().await;
+    let sid = t
+        .store
+        .create_session(&NewSession::new().id("racing"))
+        .await
+        .unwrap();
+    const APPENDS: usize = 150;
+    // The appenders hold their second half until a compaction has landed, so compactions
+    // run while appends still come (however the machine schedules the tasks).
+    let (compacted_once, gate) = tokio::sync::watch::channel(false);
+    let appenders: Vec<_> = (0..2)
+        .map(|w| {
+            let store = t.store.clone();
+            let mut gate = gate.clone();
+            tokio::spawn(async move {
+                for i in 0..APPENDS {
+                    if i == APPENDS / 2 {
+                        gate.wait_for(|done| *done).await.unwrap();
+                    }
+                    let m = NewMessage::new("user").content(format!("w{w}-{i}"));
+                    store.append("racing", &m).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    // Meanwhile: compact the next five user messages as soon as they exist, again and again.
+    let mut ranges = Vec::new();
+    let mut from = 1;
+    while appenders.iter().any(|a| !a.is_finished()) || ranges.len() < 5 {
+        let all = t.store.messages(&sid, MessageQuery::all()).await.unwrap();
+        let users: Vec<u64> = all
+            .iter()
+            .filter(|m| m.role == "user" && m.seq >= from)
+            .map(|m| m.seq)
+            .take(5)
+            .collect();
+        if users.len() < 5 {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let (lo, hi) = (users[0], users[4]);
+        let (compact_seq, note_seq) = t
+            .store
+            .compact(&sid, &Compaction::new(lo, hi, format!("sum {lo}-{hi}")))
+            .await
+            .unwrap();
+        assert_eq!(compact_seq as usize, ranges.len() + 1);
+        ranges.push((lo, hi, note_seq));
+        compacted_once.send_replace(true);
+        from = hi + 1;
+    }
+    for a in appenders {
+        a.await.unwrap();
+    }
+    let all = t.store.messages(&sid, MessageQuery::all()).await.unwrap();
+    let total = 2 * APPENDS + ranges.len();
+    assert!(
+        all.iter().any(|m| m.role == "user" && m.seq > ranges[0].2),
+        "appends came after the first compaction"
+    );
+    assert_eq!(seqs(&all), (1..=total as u64).collect::<Vec<_>>());
+    let compacted = |seq: u64| ranges.iter().any(|(lo, hi, _)| (*lo..=*hi).contains(&seq));
+    for m in &all {
+        let expected = if compacted(m.seq) {
+            MessageState::CompactedOut
+        } else {
+            MessageState::Active
+        };
+        assert_eq!(m.state, expected, "seq {}", m.seq);
+    }
+    let notes: Vec<u64> = all
+        .iter()
+        .filter(|m| m.name.as_deref() == Some("compact_note"))
+        .map(|m| m.seq)
+        .collect();
+    let audit = t.store.compactions(&sid).await.unwrap();
+    assert_eq!(
+        audit
+            .iter()
+            .map(|c| (c.from_seq, c.to_seq, c.note_seq))
+            .collect::<Vec<_>>(),
+        ranges
+    );
+    assert_eq!(notes, ranges.iter().map(|r| r.2).collect::<Vec<_>>());
+    // The durable copy is the same history.
+    t.flush().await;
+    let durable = crate::support::sqlite_messages(&t.db(), &sid);
+    assert_eq!(durable.len(), total);
+    for ((seq, element), m) in durable.iter().zip(&all) {
+        assert_eq!(*seq as u64, m.seq);
+        let stored: serde_json::Value = serde_json::from_str(element).unwrap();
+        let state = if m.state == MessageState::CompactedOut {
+            "compacted_out"
+        } else {
+            "active"
+        };
+        assert_eq!(stored["state"], state, "seq {seq}");
+    }
 }

@@ -251,17 +251,12 @@ async fn a_paused_redis_times_out_calls_that_say_whether_a_retry_is_safe() {
                 .await
         })
     };
-    let started = std::time::Instant::now();
     let err = s
         .record_decision("p", &NewDecision::new("d", "r"))
         .await
         .unwrap_err();
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "fails fast: {:?}",
-        started.elapsed()
-    );
-    // And without waiting for Redis: the idempotent append, which does wait, is still out.
+    // It fails without waiting for Redis: the idempotent append, which does wait, is still
+    // out.
     assert!(
         !appender.is_finished(),
         "the decision failed while Redis was still paused"

@@ -396,9 +396,15 @@ async fn busy_session_ttls_stay_in_the_window_and_refresh_once_per_slack() {
         .await
         .unwrap();
     let _: String = t.cmd(&["CONFIG", "RESETSTAT"]);
-    let started = std::time::Instant::now();
+    let meta = t.store.keys().session("busy").meta;
+    let ttl_at = |t: &crate::support::TestEnv| -> u64 { t.hash(&meta)["ttl_at"].parse().unwrap() };
+    // Every value `ttl_at` took: each is one refresh (eight PEXPIREATs).
+    let mut refreshes = vec![ttl_at(&t)];
     let mut writes = 0u64;
-    while started.elapsed() < Duration::from_millis(1_500) {
+    let deadline = std::time::Instant::now() + crate::support::HANG;
+    // Until several slack periods have passed (three refreshes) and enough writes came.
+    while refreshes.len() < 4 || writes < 60 {
+        assert!(std::time::Instant::now() < deadline, "no refresh came");
         match writes % 3 {
             0 => {
                 s.append("busy", &NewMessage::new("user")).await.unwrap();
@@ -416,6 +422,10 @@ async fn busy_session_ttls_stay_in_the_window_and_refresh_once_per_slack() {
             }
         }
         writes += 1;
+        let due = ttl_at(&t);
+        if due != *refreshes.last().unwrap() {
+            refreshes.push(due);
+        }
         let (at, written) = expiries(&t, "busy");
         for (k, at) in at {
             // The 2000 ms TTL minus at most its 200 ms slack, counted from the write.
@@ -426,25 +436,32 @@ async fn busy_session_ttls_stay_in_the_window_and_refresh_once_per_slack() {
         }
         assert_expire_together(&t, "busy", &format!("after write {writes}"));
     }
-    let elapsed_ms = started.elapsed().as_millis() as u64;
     let info: String = t.cmd(&["INFO", "commandstats"]);
     let pexpireats = info
         .lines()
         .find_map(|l| l.strip_prefix("cmdstat_pexpireat:calls="))
         .and_then(|rest| rest.split(',').next())
         .map_or(0, |n| n.parse::<u64>().unwrap());
-    // One refresh (8 PEXPIREATs) per 200 ms slack at most, plus the one in progress; between
-    // refreshes only keys a write may have created get one: the idempotency hash on each
-    // keyed append, the message list once, the working-state hash on its 7 new fields.
+    // A refresh comes only once the last one's slack (200 ms of Redis' clock) has passed.
+    for pair in refreshes.windows(2) {
+        assert!(
+            pair[1] >= pair[0] + 200,
+            "refreshed before its time: {refreshes:?}"
+        );
+    }
+    // Eight PEXPIREATs per refresh; between refreshes only keys a write may have created get
+    // one: the idempotency hash on each keyed append, the message list once, the
+    // working-state hash on its 7 new fields.
+    let paid_refreshes = refreshes.len() as u64 - 1;
     let keyed_appends = writes.div_ceil(3);
     let may_create = keyed_appends + 1 + 7;
     assert!(
-        pexpireats <= 8 * (elapsed_ms / 200 + 1) + may_create,
-        "{pexpireats} PEXPIREATs for {writes} writes in {elapsed_ms} ms"
+        pexpireats <= 8 * paid_refreshes + may_create,
+        "{pexpireats} PEXPIREATs for {writes} writes and {paid_refreshes} refreshes"
     );
     assert!(
-        writes > 8 * (elapsed_ms / 200 + 1) && pexpireats < writes,
-        "{writes} writes, {pexpireats} PEXPIREATs: every write refreshed"
+        paid_refreshes < writes,
+        "{writes} writes, {paid_refreshes} refreshes: every write refreshed"
     );
 }
 

@@ -80,6 +80,11 @@ async fn a_store_and_the_cli_work_over_rediss() {
 /// A private CA, and a certificate it signed for `localhost` / 127.0.0.1 (EC keys: quick).
 /// Returns the paths of the CA certificate, the server certificate and its key.
 fn private_ca(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
+    private_ca_for(dir, "subjectAltName=DNS:localhost,IP:127.0.0.1")
+}
+
+/// Like [`private_ca`], the server certificate naming `san` (an openssl subjectAltName line).
+fn private_ca_for(dir: &std::path::Path, san: &str) -> [std::path::PathBuf; 3] {
     let p = |name: &str| dir.join(name);
     let openssl = |args: &[&str]| {
         let out = Command::new("openssl")
@@ -130,7 +135,7 @@ fn private_ca(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
     );
     std::fs::write(
         p("ext.cnf"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        format!("{san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
     )
     .unwrap();
     openssl(&[
@@ -184,4 +189,102 @@ fn ssl_cert_file_makes_a_private_ca_trusted() {
     );
     let out = cli(Some(&ca));
     assert_eq!((out.code, out.stdout.as_str()), (0, "ca\n"), "{out:?}");
+}
+
+/// The library (not the CLI) verifies a Redis' certificate against the CA SSL_CERT_FILE
+/// names, and refuses one issued by that CA for another host name. SSL_CERT_FILE is read
+/// from the process environment, so the library half runs in a child process of this test
+/// binary (`library_side_of_tls_verification`, ignored in a plain run) with it set.
+#[test]
+fn the_library_verifies_the_ca_and_refuses_a_certificate_for_another_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let [ca, cert, key] = private_ca(dir.path());
+    let (_good, good_port) = tls_listener(&cert, &key);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    // A key and request for a host that is not localhost (private_ca_for's own CA there is
+    // not used), signed by the CA the child trusts.
+    private_ca_for(&other, "subjectAltName=DNS:redis.example");
+    let out = Command::new("openssl")
+        .args(["x509", "-req", "-in"])
+        .arg(other.join("srv.csr"))
+        .arg("-CA")
+        .arg(&ca)
+        .arg("-CAkey")
+        .arg(dir.path().join("ca.key"))
+        .args(["-CAcreateserial", "-days", "1", "-out"])
+        .arg(other.join("wrong-host.pem"))
+        .arg("-extfile")
+        .arg(other.join("ext.cnf"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (_wrong, wrong_port) = tls_listener(&other.join("wrong-host.pem"), &other.join("srv.key"));
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "tls::library_side_of_tls_verification",
+            "--nocapture",
+        ])
+        .env("SSL_CERT_FILE", &ca)
+        .env_remove("SSL_CERT_DIR")
+        .env(
+            "AGENTSTATE_TEST_TLS_GOOD",
+            format!("rediss://localhost:{good_port}"),
+        )
+        .env(
+            "AGENTSTATE_TEST_TLS_WRONG",
+            format!("rediss://localhost:{wrong_port}"),
+        )
+        .env("AGENTSTATE_TEST_TLS_DB", dir.path().join("t.db"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&child.stdout),
+        String::from_utf8_lossy(&child.stderr)
+    );
+    assert!(child.status.success(), "{text}");
+    assert!(
+        text.contains("1 passed"),
+        "the library half did not run:\n{text}"
+    );
+}
+
+/// The child-process half of the test above (needs its environment: ignored in a plain run).
+#[tokio::test]
+#[ignore = "run by the_library_verifies_the_ca_and_refuses_a_certificate_for_another_host"]
+async fn library_side_of_tls_verification() {
+    let var = |name: &str| std::env::var(name).unwrap();
+    let good = var("AGENTSTATE_TEST_TLS_GOOD");
+    let store = Store::connect(Config::new(&good)).await.unwrap();
+    let db = var("AGENTSTATE_TEST_TLS_DB");
+    crate::support::daemon_pass(&store, SpillConfig::new(db)).await;
+    store
+        .create_session(&NewSession::new().id("verified"))
+        .await
+        .unwrap();
+    let seq = store
+        .append(
+            "verified",
+            &NewMessage::new("user").content("over verified tls"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(seq, 1);
+    // A certificate of the trusted CA, but for redis.example: refused.
+    let wrong = var("AGENTSTATE_TEST_TLS_WRONG");
+    let err = match Store::connect(Config::new(&wrong)).await {
+        Err(err) => err,
+        Ok(store) => store
+            .create_session(&NewSession::new().id("never"))
+            .await
+            .unwrap_err(),
+    };
+    assert!(
+        err.to_string()
+            .contains("certificate not valid for name \"localhost\""),
+        "not refused for its host name: {err:?}"
+    );
 }

@@ -7,6 +7,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use agentstate::scripts;
 use agentstate::*;
 use serde_json::json;
 
@@ -157,4 +158,83 @@ async fn the_daemon_flushes_and_trims_a_full_redis_so_memory_can_come_back() {
                 .append("full", &NewMessage::new("user").content("x")),
         )
         .await);
+}
+
+/// `used_memory` of the test's Redis, bytes.
+fn used_memory(t: &TestEnv) -> i64 {
+    let info: String = t.cmd(&["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A group-commit batch of `n` keyed appends of 4 KiB messages to `sid` (raw EVALSHA
+/// words).
+fn append_batch(t: &TestEnv, sid: &str, n: usize) -> Vec<String> {
+    let s = t.store.keys().session(sid);
+    let text = "x".repeat(4096);
+    let items: Vec<scripts::BatchItem> = (0..n)
+        .map(|i| {
+            let body = format!(r#"{{"role":"user","content":"m{i} {text}"}}"#);
+            scripts::append_item(s.clone(), sid, &body, Some(&format!("k{i}")), None, 1 << 20)
+        })
+        .collect();
+    scripts::session_batch(&items.iter().collect::<Vec<_>>()).argv()
+}
+
+/// Runs raw EVALSHA words.
+fn run(t: &TestEnv, words: &[String]) -> redis::RedisResult<String> {
+    redis::cmd(&words[0]).arg(&words[1..]).query(&mut t.redis())
+}
+
+/// `maxmemory` crossed in the middle of a batch: Redis checks it before a script's first
+/// write only, so a batch that starts below the limit runs to its end — every item whole,
+/// none half-written — and the next call, now above it, is refused and writes nothing.
+#[tokio::test]
+async fn a_batch_that_crosses_maxmemory_midway_is_written_whole_and_the_next_is_refused() {
+    let t = env().await;
+    crate::support::create(&t, "calibrate", None, None).await;
+    crate::support::create(&t, "crossing", None, None).await;
+    const ITEMS: usize = 40;
+    // How much the batch grows memory by (the same batch on a twin session; each message
+    // is kept twice, in the list and in the wal), beyond its own arguments, which are freed
+    // once it has run.
+    let calibrate = append_batch(&t, "calibrate", ITEMS);
+    let before = used_memory(&t);
+    run(&t, &calibrate).unwrap();
+    let growth = used_memory(&t) - before;
+    let words = append_batch(&t, "crossing", ITEMS);
+    // Redis holds a command's arguments while it runs (a generous 64 B per word on top).
+    let args: i64 = words.iter().map(|w| w.len() as i64 + 64).sum();
+    assert!(
+        args + 50_000 < growth,
+        "the batch's arguments ({args} B) must weigh well below its writes ({growth} B)"
+    );
+    // The limit: above what Redis holds with the arguments in (when Redis checks it, before
+    // the first write), below what the batch leaves.
+    let limit = used_memory(&t) + (args + growth) / 2;
+    maxmemory(&t, &limit.to_string());
+    let reply = run(&t, &words).unwrap();
+    let lines: Vec<&str> = reply.lines().collect();
+    assert_eq!(lines.len(), ITEMS);
+    assert!(lines.iter().all(|l| l.starts_with("1 ")), "{reply}");
+    assert!(used_memory(&t) > limit, "the batch did not cross the limit");
+    let seqs = crate::support::seqs(
+        &t.store
+            .messages("crossing", MessageQuery::all())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(seqs, (1..=ITEMS as u64).collect::<Vec<_>>());
+    assert_eq!(
+        t.hash(&t.store.keys().session("crossing").idem).len(),
+        ITEMS
+    );
+    // Above the limit now: the next write is refused before its first write.
+    let next = NewMessage::new("user").content("after");
+    oom(&t.rejected(t.store.append("crossing", &next)).await);
+    maxmemory(&t, "0");
 }

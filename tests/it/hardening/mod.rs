@@ -3,6 +3,7 @@
 
 mod acl;
 mod generated;
+mod invariants;
 mod memory;
 mod retention;
 mod sqlite_faults;

@@ -4,8 +4,9 @@
 //! commit: every message lands once the fault is gone.
 //!
 //! The read-only directory and the full filesystem are real mounts (a tmpfs with `size=`, a
-//! read-only bind mount): these tests need root and `mount`; where that is refused they
-//! print why and return. A directory turning read-only under a running daemon is not tested:
+//! read-only bind mount): these tests need root and `mount`; where the machine forbids a
+//! mount they say `SKIPPED <test>: <why>` on stderr (not captured), and any other failure to
+//! set up the fault fails the test. A directory turning read-only under a running daemon is not tested:
 //! Linux refuses a read-only remount while the daemon holds the files open for writing, and
 //! a permission change does not affect descriptors already open (root ignores permissions
 //! anyway), so the case that happens is a read-only volume at start. A file corrupted under
@@ -33,23 +34,45 @@ impl Drop for Mount {
     }
 }
 
+/// Mounts with `mount <args> <point>`. A refusal because the machine forbids mounting (not
+/// root, or a container without the capability) skips the test visibly: one `SKIPPED` line
+/// on the real stderr, which the test harness does not capture. Any other failure to set
+/// up the fault fails the test with the reason: a fault test never passes without its fault.
 fn mount(args: &[&str], point: &Path) -> bool {
-    let out = Command::new("mount").args(args).arg(point).output();
-    match out {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => {
-            eprintln!(
-                "SKIPPED: `mount {args:?} {}` refused (needs root): {}",
-                point.display(),
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
-            false
-        }
-        Err(e) => {
-            eprintln!("SKIPPED: cannot run mount: {e}");
-            false
-        }
+    let what = format!("mount {} {}", args.join(" "), point.display());
+    let out = match Command::new("mount").args(args).arg(point).output() {
+        Ok(out) => out,
+        Err(e) => return skip(&format!("cannot run `{what}`: {e}")),
+    };
+    if out.status.success() {
+        return true;
     }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let forbidden = [
+        "superuser",
+        "permission denied",
+        "not permitted",
+        "only root",
+    ]
+    .iter()
+    .any(|w| why.to_lowercase().contains(w));
+    assert!(
+        forbidden,
+        "`{what}` failed, so the fault cannot be set up: {why}"
+    );
+    skip(&format!("`{what}` refused: {why}"))
+}
+
+/// Reports the current test as skipped on the process' real stderr (seen with or without
+/// `--nocapture`) and returns false.
+fn skip(reason: &str) -> bool {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: the machine forbids its fault ({reason}); run as root to test it"
+    );
+    false
 }
 
 /// A fresh tmpfs of `size` (e.g. `"2m"`), or `None` (with the reason printed) without root.
@@ -98,7 +121,7 @@ fn stop(mut daemon: Daemon) {
     daemon.terminate();
 }
 
-/// Waits until `f` holds (10 s at most).
+/// Waits until `f` holds (20 s at most: the deadline only bounds a hang).
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !f() {
@@ -198,7 +221,16 @@ async fn a_full_filesystem_stops_commits_trims_nothing_uncommitted_and_catches_u
     wait_until("the daemon reports the full disk", || {
         std::fs::read_to_string(&log).unwrap().contains("full")
     });
-    std::thread::sleep(Duration::from_millis(300));
+    // The daemon goes on with its passes (it renewed the partition's lease twice since,
+    // each renewal a pass that retries the flush), and still commits nothing.
+    let lease = t.store.keys().lease(t.store.keys().partition("full"));
+    let (mut last, mut renewals) = (i64::MAX, 0);
+    wait_until("two more passes of the daemon", || {
+        let left: i64 = t.cmd(&["PTTL", &lease]);
+        renewals += usize::from(left > last);
+        last = left;
+        renewals >= 2
+    });
     assert_eq!(committed(&t, "full"), last_good, "nothing more committed");
     assert!(
         wal_len(&t, "full") >= 200,

@@ -73,7 +73,9 @@ async fn cli_export_stats_and_restore() {
     assert_eq!(cli(&t, &["export", "nosuch"]).0, 1);
 
     t.lose_redis().await;
-    let mut daemon = spill_process(&t, &["--interval-ms", "5"]).spawn().unwrap();
+    let mut daemon = spill_process(&t, &["spill", "--interval-ms", "5"])
+        .spawn()
+        .unwrap();
     t.wait_for_daemon().await;
     assert_eq!(cli(&t, &["restore", &sid]), (0, "restored\n".into()));
     assert_eq!(cli(&t, &["restore", &sid]), (0, "live\n".into()));

@@ -17,7 +17,7 @@ use serde_json::json;
 use crate::support::TestEnv;
 
 /// Builds a session with every kind of durable state; returns its id and its child's.
-async fn rich_session(s: &Store, sid: &str) -> (String, String) {
+pub(crate) async fn rich_session(s: &Store, sid: &str) -> (String, String) {
     s.create_session(
         &NewSession::new()
             .id(sid)
@@ -92,16 +92,81 @@ fn count(t: &TestEnv, sql: &str, sid: &str) -> i64 {
     t.sqlite().query_row(sql, [sid], |r| r.get(0)).unwrap()
 }
 
-/// `agentstate spill` as a child process of this test, against the test's Redis and SQLite.
-fn spill_process(t: &TestEnv, extra: &[&str]) -> std::process::Command {
+/// `agentstate <args>` (e.g. `spill --once`) as a child process of this test, against the
+/// test's Redis and SQLite.
+fn spill_process(t: &TestEnv, args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"));
     cmd.arg("--redis")
         .arg(t.server.url())
         .arg("--db")
         .arg(t.db())
-        .arg("spill")
-        .args(extra)
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     cmd
+}
+
+/// Starts keeping an applied-entry ledger in the test's SQLite file: triggers record every
+/// write of a message row (its insert, or the upsert's update) and every decision inserted.
+/// The flusher upserts messages, so a replayed wal entry leaves the table as it was; the
+/// ledger shows it as a second write of the same row.
+fn keep_ledger(t: &TestEnv) {
+    rusqlite::Connection::open(t.db())
+        .unwrap()
+        .execute_batch(
+            "CREATE TABLE test_ledger (what TEXT NOT NULL, session_id TEXT NOT NULL,
+                 item TEXT NOT NULL);
+             CREATE TRIGGER test_ledger_msg_insert AFTER INSERT ON messages BEGIN
+                 INSERT INTO test_ledger VALUES ('message', new.session_id, new.seq); END;
+             CREATE TRIGGER test_ledger_msg_update AFTER UPDATE ON messages BEGIN
+                 INSERT INTO test_ledger VALUES ('message', new.session_id, new.seq); END;
+             CREATE TRIGGER test_ledger_decision AFTER INSERT ON decisions BEGIN
+                 INSERT INTO test_ledger VALUES ('decision', new.session_id, new.id); END;",
+        )
+        .unwrap();
+}
+
+/// What the ledger saw applied more than once: `(what, session, item, times)`.
+fn replays(t: &TestEnv) -> Vec<(String, String, String, i64)> {
+    let db = t.sqlite();
+    let mut stmt = db
+        .prepare(
+            "SELECT what, session_id, item, count(*) FROM test_ledger
+             GROUP BY what, session_id, item HAVING count(*) > 1",
+        )
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap();
+    rows.collect::<rusqlite::Result<_>>().unwrap()
+}
+
+/// The message seqs of `sid` the ledger saw applied, in order, each once however often.
+fn ledger_seqs(t: &TestEnv, sid: &str) -> Vec<i64> {
+    let db = t.sqlite();
+    let mut stmt = db
+        .prepare(
+            "SELECT DISTINCT CAST(item AS INTEGER) AS seq FROM test_ledger
+             WHERE what = 'message' AND session_id = ?1 ORDER BY seq",
+        )
+        .unwrap();
+    let rows = stmt.query_map([sid], |r| r.get(0)).unwrap();
+    rows.collect::<rusqlite::Result<_>>().unwrap()
+}
+
+/// The partitions whose lease `owner` holds now.
+fn owned_by(t: &TestEnv, owner: &str) -> Vec<u32> {
+    let keys = t.store.keys();
+    (0..keys.partitions())
+        .filter(|p| {
+            t.cmd::<Option<String>>(&["GET", &keys.lease(*p)])
+                .is_some_and(|v| v.split(' ').next() == Some(owner))
+        })
+        .collect()
+}
+
+/// True when no daemon holds any partition's lease.
+fn no_lease_held(t: &TestEnv) -> bool {
+    let keys = t.store.keys();
+    (0..keys.partitions()).all(|p| t.cmd::<Option<String>>(&["GET", &keys.lease(p)]).is_none())
 }

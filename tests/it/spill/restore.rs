@@ -6,7 +6,7 @@ use agentstate::*;
 use serde_json::json;
 
 use super::{count, rich_session};
-use crate::support::{create, env, env_with, seqs};
+use crate::support::{create, env, env_with, seqs, wait_until};
 
 #[tokio::test]
 async fn redis_lost_after_a_flush_restores_every_session_exactly() {
@@ -95,13 +95,11 @@ async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_s
     s.set_working(&sid, "scratch", &json!(1)).await.unwrap();
     let ckpt = s.checkpoint(&sid, "c1", None).await.unwrap();
     let (stop, daemon) = t.start_daemon().await;
-    tokio::time::sleep(Duration::from_millis(2100)).await;
-    let mut c = t.redis();
-    let live: bool = redis::cmd("EXISTS")
-        .arg(s.keys().session(&sid).meta)
-        .query(&mut c)
-        .unwrap();
-    assert!(!live, "the session should have expired");
+    let meta = s.keys().session(&sid).meta;
+    wait_until("the session expires", || {
+        t.cmd::<i64>(&["EXISTS", &meta]) == 0
+    })
+    .await;
     // A plain read restores it too (checkpoints keep their payload; working state does not).
     let latest = s.checkpoint_latest(&sid, "c1").await.unwrap().unwrap();
     assert_eq!((latest.id, latest.payload), (ckpt, json!({"scratch": 1})));
@@ -142,14 +140,18 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .create_session(&NewSession::new().ttl(Duration::from_secs(1)))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let started = std::time::Instant::now();
+    let meta = s.keys().session(&gone).meta;
+    wait_until("the session expires", || {
+        t.cmd::<i64>(&["EXISTS", &meta]) == 0
+    })
+    .await;
+    // The waits are bounded: each call below returns its error (a hang fails the test
+    // after support::HANG); how long they take is not asserted (a loaded machine is slow).
     let err = s.append(&gone, &NewMessage::new("user")).await.unwrap_err();
     assert!(
         matches!(err, Error::NotLive { ref sid, .. } if *sid == gone),
         "{err:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(2));
     let sid = s.create_session(&NewSession::new()).await.unwrap();
     let durable = s.with_durability(Durability::Durable);
     let err = durable
@@ -157,7 +159,6 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .await
         .unwrap_err();
     assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(3));
     // Every durable write waits, deletions and outcomes too.
     s.set_user_value("u1", "k", &json!(1)).await.unwrap();
     let err = durable.delete_user_value("u1", "k").await.unwrap_err();

@@ -1,7 +1,5 @@
 //! Trimming the wal and decisions streams: only below what SQLite committed, keeping undelivered decisions.
 
-use std::time::Duration;
-
 use agentstate::*;
 
 use super::count;
@@ -35,7 +33,6 @@ async fn streams_shrink_only_below_what_sqlite_committed_and_keep_undelivered_de
             .unwrap();
     }
     // No daemon: nothing is committed, nothing is trimmed.
-    tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(t.xlen(&s.keys().wal(p)), 11);
     assert_eq!(t.wal_entries(), 11);
     // One decision delivered and still pending, two undelivered: all three stay.

@@ -5,12 +5,11 @@
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use agentstate::*;
 use serde_json::Value;
 
-use crate::support::{env, on_terminal, TestEnv};
+use crate::support::{env, on_terminal, wait_until, TestEnv};
 
 /// Sends SIGINT to a child process (Ctrl-C).
 fn interrupt(child: &std::process::Child) {
@@ -26,26 +25,45 @@ fn stats_of(t: &TestEnv, p: u32) -> Value {
     serde_json::from_str(out.lines().nth(p as usize).unwrap()).unwrap()
 }
 
+/// Redis' clock, milliseconds (the clock stream ids and `stats` use).
+fn redis_ms(t: &TestEnv) -> u64 {
+    let (secs, micros): (u64, u64) = t.cmd(&["TIME"]);
+    secs * 1000 + micros / 1000
+}
+
+/// The milliseconds part of the newest entry id of stream `key`.
+fn newest_entry_ms(t: &TestEnv, key: &str) -> u64 {
+    let v: redis::streams::StreamRangeReply = t.cmd(&["XREVRANGE", key, "+", "-", "COUNT", "1"]);
+    v.ids[0].id.split('-').next().unwrap().parse().unwrap()
+}
+
 #[tokio::test]
 async fn stats_lag_is_how_long_the_oldest_uncommitted_entry_has_waited() {
     let t = env().await;
     crate::support::create(&t, "lagging", None, None).await;
     let p = t.store.keys().partition("lagging");
+    let wal = t.store.keys().wal(p);
     t.flush().await;
     assert_eq!(stats_of(&t, p)["lag_ms"], 0, "nothing waits");
-    // An idle spell, then one write: it has just arrived, so the lag is small — the old
-    // "newest minus last committed" would have counted the whole idle spell.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    let committed = newest_entry_ms(&t, &wal);
+    // An idle spell (800 ms of Redis' clock), then one write: the lag counts from that
+    // write — the old "newest minus last committed" would have counted the idle spell.
+    wait_until("an idle spell passes", || redis_ms(&t) >= committed + 800).await;
     t.store
         .append("lagging", &NewMessage::new("user").content("after a pause"))
         .await
         .unwrap();
-    let fresh = stats_of(&t, p)["lag_ms"].as_u64().unwrap();
-    assert!(fresh < 500, "a write just made lags {fresh} ms");
+    let written = newest_entry_ms(&t, &wal);
+    let fresh = stats_of(&t, p);
+    let at = fresh["at"].as_u64().unwrap();
+    assert_eq!(fresh["lag_ms"].as_u64().unwrap(), at - written, "{fresh}");
+    assert!(written >= committed + 800, "the write came after the spell");
     // Nobody flushes: the lag grows with the wait, so it can be alerted on.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    wait_until("the write waits 600 ms", || redis_ms(&t) >= written + 600).await;
     let waited = stats_of(&t, p);
-    assert!(waited["lag_ms"].as_u64().unwrap() >= 600, "{waited}");
+    let at = waited["at"].as_u64().unwrap();
+    assert_eq!(waited["lag_ms"].as_u64().unwrap(), at - written, "{waited}");
+    assert!(at - written >= 600, "{waited}");
     assert_eq!(waited["wal_pending"], 1);
     t.flush().await;
     assert_eq!(stats_of(&t, p)["lag_ms"], 0);
@@ -129,19 +147,13 @@ async fn the_daemon_logs_start_and_stop_in_plain_text_and_one_line_per_event() {
     let mut t = env().await;
     one_session_per_partition(&t).await;
     t.flush().await;
-    // The daemon below must find every partition free to own them all from its first line.
-    // The pass above releases its leases, but under load CI once saw a daemon start owning
-    // 0-14, partition 15 still held: wait until no lease is left (a lease lapses on its own).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (0..16).any(|p| {
-        t.cmd::<Option<String>>(&["GET", &t.store.keys().lease(p)])
-            .is_some()
-    }) {
-        assert!(
-            Instant::now() < deadline,
-            "a lease outlived the test's own pass"
+    // The pass above released its leases: the daemon below finds every partition free.
+    for p in 0..16 {
+        let lease = t.cmd::<Option<String>>(&["GET", &t.store.keys().lease(p)]);
+        assert_eq!(
+            lease, None,
+            "the test's own pass left partition {p}'s lease held"
         );
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let log = t.server.path("daemon.log");
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_agentstate"))
@@ -166,17 +178,16 @@ async fn the_daemon_logs_start_and_stop_in_plain_text_and_one_line_per_event() {
         (&started["partitions"], &started["lease_ms"]),
         (&Value::from(16), &Value::from(500))
     );
-    // It owns every partition; then Redis dies, stays away a moment, and comes back empty.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (0..16).any(|p| {
-        t.cmd::<Option<String>>(&["GET", &t.store.keys().lease(p)])
-            .is_none()
-    }) {
-        assert!(Instant::now() < deadline, "the daemon took no leases");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    t.server.kill();
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // It has started (its start line, written after its first pass, is in the log); then
+    // Redis dies and comes back empty. Waiting for the lease keys instead raced the first
+    // pass: partition 15's key is set by claim_lease before the pass has finished taking
+    // the partition, and a Redis killed in between made the start line say owns=0-14.
+    wait_until("the daemon logs its start", || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("spill daemon started")
+    })
+    .await;
     t.lose_redis().await;
     t.wait_for_daemon().await;
     interrupt(&daemon);
