@@ -167,6 +167,28 @@ local function message_element(seq, state, created_at, tail)
 end
 
 
+-- Writes message `tail` (see bad_message_body) as seq `seq` of the session whose keys are
+-- k[1..9]: its list element and its wal entry (k[9]), and, when `idem` is not '', the
+-- idempotency key in k[5] and on the entry. The one implementation of an append's writes:
+-- append_one (append_message.lua, a session_batch.lua item) and append_messages.lua call it
+-- once their checks passed; the caller advances next_seq and refreshes the TTLs. `created`
+-- (nil or a list) gains the key indexes this call created, for refresh_ttl. Returns the wal
+-- entry id and `created`.
+local function write_message(k, sid, seq, tail, idem, now_text, created)
+  local element = message_element(seq, 'active', now_text, tail)
+  if redis.call('RPUSH', k[3], element) == 1 then
+    created = created or {}
+    table.insert(created, 3)
+  end
+  if idem == '' then
+    return redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element), created
+  end
+  redis.call('HSET', k[5], idem, seq)
+  created = created or {}
+  table.insert(created, 5)
+  return redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem), created
+end
+
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
 -- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
 -- so a failed item wrote nothing. `now`, `now_text` are the script's clock().
@@ -193,21 +215,8 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
   if expected ~= '' and expected ~= meta[1] then
     return fail('CONFLICT', expected .. ' ' .. meta[1])
   end
-  local element = message_element(meta[1], 'active', now_text, tail)
-  local created = nil
-  if redis.call('RPUSH', k[3], element) == 1 then
-    created = {3}
-  end
+  local id, created = write_message(k, sid, meta[1], tail, idem, now_text, nil)
   redis.call('HSET', k[1], 'next_seq', meta[1] + 1, 'updated_at', now_text)
-  local id
-  if idem ~= '' then
-    redis.call('HSET', k[5], idem, meta[1])
-    created = created or {}
-    table.insert(created, 5)
-    id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem)
-  else
-    id = redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element)
-  end
   refresh_ttl(k, nil, now, meta[2], created)
   return {meta[1], id, '0'}
 end

@@ -11,7 +11,7 @@
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check runs before the first write (the body is append_one in _prelude,
-  shared with session_batch.lua).
+  shared with session_batch.lua; its writes are write_message, shared with append_messages).
 ]]
 local bad_args = bad_argc(5)
 if bad_args then

@@ -10,7 +10,8 @@
   Returns: {first seq, last wal entry id}
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
-  Atomic: every check (of every body) runs before the first write.
+  Atomic: every check (of every body) runs before the first write. Each message is written
+  by write_message in _prelude, as append_message and a batch item write theirs.
 ]]
 local bad_args = bad_argc(4, 1)
 if bad_args then
@@ -36,11 +37,7 @@ end
 local now, now_text = clock()
 local seq, id, created = first, '', nil
 for i = 4, #ARGV do
-  local element = message_element(seq, 'active', now_text, ARGV[i])
-  if redis.call('RPUSH', KEYS[3], element) == 1 then
-    created = {3}
-  end
-  id = redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', element)
+  id, created = write_message(KEYS, ARGV[1], seq, ARGV[i], '', now_text, created)
   seq = seq + 1
 end
 redis.call('HSET', KEYS[1], 'next_seq', seq, 'updated_at', now_text)
