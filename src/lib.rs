@@ -14,68 +14,122 @@
 //! # Ok(()) }
 //! ```
 //!
-//! # Layout
-//! - [`config`]: namespace (prefix, partitions), TTLs, payload limits, waits, durability.
-//! - [`error`]: the one error enum; Lua error codes mapped in one table.
-//! - [`keys`]: the only place key names are formatted; id validation; partition function.
-//! - [`scripts`]: the `lua/` registry and one typed argument builder per script; the only
-//!   place an EVALSHA is built.
-//! - [`records`]: what the streams carry, typed (wal records, decision entries, the
+//! # The public API
+//! What users call: [`Store`] (the handle; every capability is a method on it), [`Config`]
+//! and [`config`] (namespace, TTLs, payload limits, waits, durability; the environment
+//! variables every front end reads), [`Error`] and [`error`], the capability types
+//! re-exported here ([`NewSession`], [`NewMessage`], [`Message`], [`WorkingState`],
+//! [`Checkpoint`], [`NewDecision`], [`GraphPut`], ...), the decision [`Consumer`], and behind
+//! the cargo feature `spill` (on by default) the spill daemon: [`SpillDaemon`] and [`spill`].
+//!
+//! # Layout (private modules)
+//! - `store`: the shared handle (connection, namespace check, fan-out over partitions).
+//! - `sessions`, `working`, `messages`, `checkpoints`, `rounds`, `decisions`, `users`,
+//!   `graphs` (graph checkpoint logs), `fork`: one capability each, as `impl Store` blocks.
+//! - `consumer`: consumer groups over the decisions streams: read, ack, claim, dead letters.
+//! - `durability`: `Durable` writes wait for SQLite's commit (and see a lost write).
+//! - `restore`: restore after Redis lost a session, agent side and (feature `spill`) daemon
+//!   side, in one folder.
+//! - `group_commit`: concurrent writes share one EVALSHA (lanes).
+//! - `keys`: the only place key names are formatted; id validation; partition function.
+//! - `scripts`: the `lua/` registry and one typed argument builder per script, a file per
+//!   capability; the only place a script call can be built.
+//! - `records`: what the streams carry, typed (wal records, decision entries, the
 //!   `committed` fields, stream ids).
-//! - [`connection`]: one node (pool) or a Redis Cluster (cluster connection), chosen by the
-//!   URL; the `Connection` every call uses.
-//! - [`store`]: the shared handle (connection, namespace check, fan-out over partitions).
-//! - [`sessions`], [`working`], [`messages`], [`checkpoints`], [`rounds`], [`decisions`],
-//!   [`users`]: one capability each, as `impl Store` blocks.
-//! - [`graphs`]: graph checkpoint logs (LangGraph threads) kept in a session.
-//! - [`fork`]: a new session from another one's settings, history up to a seq and graph log.
-//! - [`memory`]: what Redis' `maxmemory-policy` can evict of ours (checked at daemon start).
-//! - [`restore`]: the agent side of restore (ask the daemon, wait, bounded).
-//! - [`consumer`]: consumer groups over the decisions streams: read, ack, claim, dead letters.
-//! - `group_commit`: concurrent appends to one partition share one EVALSHA (lanes).
-//! - [`durability`]: `Durable` writes wait for SQLite's commit.
-//! - `spill` (cargo feature `spill`, on by default): the spill daemon (flusher,
-//!   rehydrator, trimmer, ownership) and the SQLite schema; the only code that opens SQLite.
-//! - [`pool`]: the connection pool (multiplexed connections, no PING per checkout in steady
-//!   use).
-//! - [`redis_server`]: a private `redis-server` child (the CLI's embedded default, tests)
+//! - `connection`, `pool`: one node (a pool of multiplexed connections, no PING per
+//!   checkout) or a Redis Cluster, chosen by the URL.
+//! - `memory`: what Redis' `maxmemory-policy` can evict of ours (checked at daemon start).
+//! - `backoff`: the one pause-and-poll every bounded wait uses.
+//! - `redis_server`: a private `redis-server` child (the CLI's embedded default, tests)
 //!   and the long-lived one of `agentstate server` (AOF in a data dir).
-//! - [`address`]: how a Redis URL is shown to people (its address; never a password).
-//! - [`advice`]: an error worded for the person who hit it: what failed, the address, the
+//! - `address`: how a Redis URL is shown to people (its address; never a password).
+//! - `advice`: an error worded for the person who hit it: what failed, the address, the
 //!   next step in the words of their front end (the CLI's flags, Python's arguments).
 //! - `cli` (cargo feature `cli`, on by default): the `agentstate` command line, entered by
-//!   the binary and by the Python wheel's `agentstate` command ([`cli::run_from`]).
+//!   the binary and by the Python wheel's `agentstate` command.
+//!
+//! What the tests, the benchmark, the binary and the Python binding reach beyond the API is
+//! re-exported under [`internals`] (hidden from the docs; it changes without notice).
 
-pub mod address;
-pub mod advice;
-mod backoff;
-pub mod checkpoints;
-#[cfg(feature = "cli")]
-pub mod cli;
+// The public API.
 pub mod config;
-pub mod connection;
-pub mod consumer;
-pub mod decisions;
-pub mod durability;
 pub mod error;
-pub mod fork;
-pub mod graphs;
-mod group_commit;
-pub mod keys;
-pub mod memory;
-pub mod messages;
-pub mod pool;
-pub mod records;
-pub mod redis_server;
-pub mod restore;
-pub mod rounds;
-pub mod scripts;
-pub mod sessions;
 #[cfg(feature = "spill")]
 pub mod spill;
-pub mod store;
-pub mod users;
-pub mod working;
+
+// Capabilities: `impl Store` blocks; their types are re-exported below.
+mod checkpoints;
+mod consumer;
+mod decisions;
+mod durability;
+mod fork;
+mod graphs;
+mod messages;
+mod restore;
+mod rounds;
+mod sessions;
+mod store;
+mod users;
+mod working;
+
+// Machinery.
+mod address;
+mod advice;
+mod backoff;
+#[cfg(feature = "cli")]
+mod cli;
+mod connection;
+mod group_commit;
+mod keys;
+mod memory;
+mod pool;
+mod records;
+mod redis_server;
+mod scripts;
+
+/// Not API: what the tests, the benchmark, the `agentstate` binary and the Python binding
+/// reach beyond the public API (key names, script calls, stream records, a private
+/// redis-server, error wording, the command line). It changes without notice.
+#[doc(hidden)]
+pub mod internals {
+    /// See `src/address.rs`.
+    pub mod address {
+        pub use crate::address::*;
+    }
+    /// See `src/advice.rs`.
+    pub mod advice {
+        pub use crate::advice::*;
+    }
+    /// See `src/cli/`.
+    #[cfg(feature = "cli")]
+    pub mod cli {
+        pub use crate::cli::*;
+    }
+    /// See `src/connection.rs`.
+    pub mod connection {
+        pub use crate::connection::*;
+    }
+    /// See `src/keys.rs`.
+    pub mod keys {
+        pub use crate::keys::*;
+    }
+    /// See `src/memory.rs`.
+    pub mod memory {
+        pub use crate::memory::*;
+    }
+    /// See `src/records.rs`.
+    pub mod records {
+        pub use crate::records::*;
+    }
+    /// See `src/redis_server.rs`.
+    pub mod redis_server {
+        pub use crate::redis_server::*;
+    }
+    /// See `src/scripts/`.
+    pub mod scripts {
+        pub use crate::scripts::*;
+    }
+}
 
 pub use checkpoints::Checkpoint;
 pub use config::{Config, Durability, Limits, Namespace};
@@ -90,6 +144,7 @@ pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,
     Usage,
 };
+pub use rounds::MAX_ROUND_ID;
 pub use sessions::{Lifecycle, NewSession, Session};
 #[cfg(feature = "spill")]
 pub use spill::{PassReport, SpillConfig, SpillDaemon};

@@ -8,5 +8,5 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    std::process::ExitCode::from(agentstate::cli::run_from(std::env::args_os()))
+    std::process::ExitCode::from(agentstate::internals::cli::run_from(std::env::args_os()))
 }

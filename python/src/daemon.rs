@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentstate::advice::{Front, Situation};
 use agentstate::config::{env, DEFAULT_DB, DEFAULT_PREFIX, DEFAULT_REDIS_URL};
+use agentstate::internals::advice::{Front, Situation};
 use agentstate::{Config, SpillConfig};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -71,11 +71,11 @@ impl PySpillDaemon {
         let url = env::resolve(url, env::REDIS_URL, DEFAULT_REDIS_URL);
         let prefix = env::resolve(prefix, env::PREFIX, DEFAULT_PREFIX);
         let db = db.unwrap_or_else(|| env::resolve(None, env::DB, DEFAULT_DB).into());
-        if let Err(why) = agentstate::address::check(&url) {
+        if let Err(why) = agentstate::internals::address::check(&url) {
             return Err(PyValueError::new_err(format!(
                 "SpillDaemon url {} is not a Redis URL: {why} — {}",
-                agentstate::address::redacted(&url),
-                agentstate::advice::URL_FORMS
+                agentstate::internals::address::redacted(&url),
+                agentstate::internals::advice::URL_FORMS
             )));
         }
         let at = Arc::new(Situation {
@@ -169,7 +169,7 @@ impl PySpillDaemon {
     fn __repr__(&self) -> String {
         format!(
             "SpillDaemon(url='{}', db='{}', prefix='{}', running={})",
-            agentstate::address::redacted(&self.config.redis_url),
+            agentstate::internals::address::redacted(&self.config.redis_url),
             self.spill.db_path.display(),
             self.config.namespace.prefix,
             if self.is_running() { "True" } else { "False" }

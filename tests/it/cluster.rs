@@ -281,7 +281,7 @@ fn the_demo_passes_on_a_cluster() {
 #[test]
 fn sixteen_partitions_spread_over_three_masters() {
     let cluster = crate::cluster_support::shared();
-    let keys = agentstate::keys::Keys::new("as", 16);
+    let keys = agentstate::internals::keys::Keys::new("as", 16);
     let mut per_master = [0usize; 3];
     for p in 0..16 {
         let slot: u16 = redis::cmd("CLUSTER")

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentstate::redis_server::RedisServer;
+use agentstate::internals::redis_server::RedisServer;
 use agentstate::*;
 use serde_json::json;
 

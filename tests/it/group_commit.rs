@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use agentstate::scripts::{self, BatchItem, DecisionArgs};
+use agentstate::internals::scripts::{self, BatchItem, DecisionArgs};
 use agentstate::{AppendOptions, Error, MessageQuery, NewDecision, NewMessage, NewSession};
 use futures_util::future::join_all;
 use serde_json::json;

@@ -133,7 +133,7 @@ async fn rounds_follow_the_state_service_contract() {
 async fn round_ids_are_exact_up_to_the_maximum_and_rejected_above_it() {
     let t = env().await;
     let s = &t.store;
-    let max = agentstate::rounds::MAX_ROUND_ID;
+    let max = agentstate::MAX_ROUND_ID;
     for round in [99_999_999_999_999, 100_000_000_000_000, max] {
         assert_eq!(
             s.save_state("big", &json!(round), None, Some(round))

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use agentstate::redis_server::RedisServer;
+use agentstate::internals::redis_server::RedisServer;
 use agentstate::*;
 use serde_json::json;
 

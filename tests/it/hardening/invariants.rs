@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agentstate::scripts;
+use agentstate::internals::scripts;
 use agentstate::*;
 use serde_json::json;
 
