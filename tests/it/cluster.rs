@@ -2,12 +2,14 @@
 //! append and the daemon flushes, and one master restarts empty. Each test has a cluster of
 //! its own (the flows both deployments share are in `deployments`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentstate::*;
 
 use crate::cluster_support::Cluster;
-use crate::support::{daemon_pass, sqlite_messages};
+use crate::support::{daemon_pass, sqlite_messages, wait_until};
 
 /// A store on `cluster`, checked against a fresh SQLite file by one daemon pass.
 async fn store_on(cluster: &Cluster, db: &std::path::Path) -> (Store, SpillConfig) {
@@ -68,18 +70,37 @@ async fn resharding_a_busy_partition_loses_and_duplicates_nothing() {
             .unwrap()
             .run(cancel.clone()),
     );
+    // Each writer appends the first half of its messages, then waits for the move to have
+    // begun and sends the rest while the slot's keys are split between the two nodes; the
+    // mover goes on only once every writer has a second-half append in flight. So the move
+    // overlaps writes by construction, not by timing.
     let (writers, per_writer) = (4, 150);
+    let (moving_tx, moving_rx) = tokio::sync::watch::channel(false);
+    let (in_flight_tx, in_flight_rx) = std::sync::mpsc::channel::<()>();
+    let done = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..writers)
         .map(|w| {
             let store = store.clone();
+            let mut moving = moving_rx.clone();
+            let in_flight = in_flight_tx.clone();
+            let done = done.clone();
             tokio::spawn(async move {
                 for i in 0..per_writer {
+                    if i == per_writer / 2 {
+                        moving.wait_for(|m| *m).await.unwrap();
+                        in_flight.send(()).unwrap();
+                    }
                     let m = NewMessage::new("user").content(format!("w{w}-{i}"));
                     let key = AppendOptions::default().idempotency_key(format!("w{w}-k{i}"));
                     loop {
                         match store.append_with("busy", &m, &key).await {
-                            Ok(_) => break,
-                            // A slot in the middle of a move may refuse for a moment.
+                            Ok(_) => {
+                                done.fetch_add(1, Ordering::Relaxed);
+                                break;
+                            }
+                            // A slot in the middle of a move refuses a script whose keys
+                            // are split (TRYAGAIN) until the move ends; the store retries
+                            // an idempotent call itself, this only outlasts a longer move.
                             Err(e) if e.is_unavailable() => {
                                 tokio::time::sleep(Duration::from_millis(10)).await
                             }
@@ -90,18 +111,32 @@ async fn resharding_a_busy_partition_loses_and_duplicates_nothing() {
             })
         })
         .collect();
-    // Move the slot while the writers are busy (keys migrate in batches, clients follow ASK).
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let written_before = store
-        .messages("busy", MessageQuery::all())
-        .await
-        .unwrap()
-        .len();
-    assert!(
-        written_before < writers * per_writer,
-        "the move comes under load"
-    );
-    tokio::task::block_in_place(|| cluster.move_slot(slot, from, to));
+    let first_half = writers * (per_writer / 2);
+    // Nothing of the second half went before the move: each writer waits for it.
+    wait_until("every writer's first half", || {
+        done.load(Ordering::Relaxed) >= first_half
+    })
+    .await;
+    tokio::task::block_in_place(|| {
+        cluster.move_slot(slot, from, to, || {
+            // The session's keys are on both nodes now.
+            let count = |node: usize| -> u64 {
+                redis::cmd("CLUSTER")
+                    .arg("COUNTKEYSINSLOT")
+                    .arg(slot)
+                    .query(&mut cluster.nodes[node].connection())
+                    .unwrap()
+            };
+            assert!(
+                count(from) > 0 && count(to) > 0,
+                "the slot's keys are split"
+            );
+            moving_tx.send(true).unwrap();
+            for _ in 0..writers {
+                in_flight_rx.recv().unwrap();
+            }
+        })
+    });
     for t in tasks {
         t.await.unwrap();
     }

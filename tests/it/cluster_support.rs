@@ -117,8 +117,10 @@ impl Cluster {
 
     /// Moves `slot` from node `from` to node `to` the way `redis-cli --cluster reshard`
     /// does: IMPORTING/MIGRATING, MIGRATE the keys in batches (clients meanwhile follow ASK),
-    /// then SETSLOT NODE on every node.
-    pub fn move_slot(&self, slot: u16, from: usize, to: usize) {
+    /// then SETSLOT NODE on every node. `mid_move` runs after the first batch moved, while
+    /// the slot's keys are split between the two nodes.
+    pub fn move_slot(&self, slot: u16, from: usize, to: usize, mid_move: impl FnOnce()) {
+        let mut mid_move = Some(mid_move);
         let (from_id, to_id) = (self.node_id(from), self.node_id(to));
         let mut src = self.nodes[from].connection();
         let mut dst = self.nodes[to].connection();
@@ -140,7 +142,8 @@ impl Cluster {
             let keys: Vec<String> = redis::cmd("CLUSTER")
                 .arg("GETKEYSINSLOT")
                 .arg(slot)
-                .arg(10)
+                // Two at a time: a session's keys stay split between the nodes for a while.
+                .arg(2)
                 .query(&mut src)
                 .unwrap();
             if keys.is_empty() {
@@ -156,6 +159,9 @@ impl Cluster {
                 .arg(&keys)
                 .query(&mut src)
                 .unwrap();
+            if let Some(f) = mid_move.take() {
+                f();
+            }
             // Let the clients run between batches, as a real reshard does.
             std::thread::sleep(Duration::from_millis(5));
         }
