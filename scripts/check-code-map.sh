@@ -7,6 +7,8 @@
 #   union NAME` or `macro_rules! NAME`, Lua `local function NAME`, Python `def|class NAME`.
 #   Tests are named the same way (`tests/it/x.rs::test_fn`, `src/x.rs::tests::test_fn`,
 #   `python/tests/test_x.py::test_name`), so a renamed or removed test fails here;
+# - a bare file name in the code map (`sessions.rs`) is not a file under the folder its
+#   entry's heading names (or, under a heading naming none, a file the repository tracks);
 # - a bullet of "## Invariants" names no test (`path::item` under a test path, or a
 #   `src/...::tests::...`) and no `scripts/check-*.sh`.
 # Usage: scripts/check-code-map.sh [FILE]   (default ARCHITECTURE.md)
@@ -57,6 +59,34 @@ while IFS= read -r span; do
     defined "$path" "$name" || fail "\`$span\`: $name is not defined in $path"
   done
 done <<<"$spans"
+
+# In the code map, a bare file name (`sessions.rs`) is a file under the folder its entry's
+# heading names (`### `src/scripts/``), or, under a heading naming no folder, one the
+# repository tracks; a bare `name.lua` is `lua/name.lua`, a bare `README.md` a top-level file.
+codemap=$(awk '/^## / { on = ($0 == "## Code map"); next } on' <<<"$prose")
+dirs=""
+while IFS= read -r line; do
+  if [[ $line == "### "* ]]; then
+    dirs=$(grep -o '`[^`]*/`' <<<"$line" | tr -d '`' || true)
+    continue
+  fi
+  for name in $(grep -o '`[A-Za-z0-9_.-]*\.\(rs\|lua\|py\|pyi\|sh\|txt\|toml\|md\)`' <<<"$line" | tr -d '`'); do
+    found=""
+    # A script is named by its file name anywhere; a top-level file by its name.
+    { [[ $name == *.lua ]] && [ -f "lua/$name" ]; } && found=1
+    [ -f "$name" ] && found=1
+    if [ -n "$found" ]; then
+      :
+    elif [ -n "$dirs" ]; then
+      for d in $dirs; do
+        [ -n "$(find "$d" -name "$name" -print -quit 2>/dev/null)" ] && found=1
+      done
+    else
+      git ls-files | grep -q "\(^\|/\)${name//./\\.}\$" && found=1
+    fi
+    [ -n "$found" ] || fail "\`$name\`: no such file${dirs:+ under $(echo $dirs)}"
+  done
+done <<<"$codemap"
 
 # Every invariant names what checks it.
 invariants=$(awk '/^## / { on = ($0 == "## Invariants"); next } on' <<<"$prose")
