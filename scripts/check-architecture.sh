@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the Architecture Invariants of ARCHITECTURE.md that a grep can check. Exit 1, naming
+# Checks the invariants of ARCHITECTURE.md ("## Invariants") that a grep can check. Exit 1, naming
 # the offending lines, when one is broken.
 set -euo pipefail
 cd "$(dirname "$0")/.."

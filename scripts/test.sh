@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh redis-server redis-cli openssl
 scripts/check-architecture.sh
+scripts/check-code-map.sh
 cargo test --locked "$@"

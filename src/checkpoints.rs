@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{within_limit, Error, Result};
 use crate::keys::validate_id;
 use crate::scripts;
 use crate::store::Store;
@@ -66,13 +66,7 @@ impl Store {
         }
         let text = payload.to_string();
         let limit = self.config().limits.state;
-        if text.len() > limit {
-            return Err(Error::TooLarge {
-                what: "checkpoint",
-                size: text.len(),
-                limit,
-            });
-        }
+        within_limit("checkpoint", text.len(), limit)?;
         let id = new_checkpoint_id();
         let call = scripts::put_checkpoint(&keys, sid, &id, label, &text, limit);
         let wal_id: String = self.invoke_session(sid, &call).await?;
@@ -94,13 +88,9 @@ impl Store {
     /// The latest checkpoint of every label, oldest first.
     pub async fn checkpoints(&self, sid: &str) -> Result<Vec<Checkpoint>> {
         let keys = self.session_keys(sid)?;
-        let items: Vec<String> = self
-            .read_live(sid, redis::cmd("HVALS").arg(&keys.ckpt))
+        let mut all: Vec<Checkpoint> = self
+            .read_live_json(sid, redis::cmd("HVALS").arg(&keys.ckpt))
             .await?;
-        let mut all = items
-            .iter()
-            .map(|t| serde_json::from_str(t).map_err(Error::from))
-            .collect::<Result<Vec<Checkpoint>>>()?;
         all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         Ok(all)
     }

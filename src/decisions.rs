@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{within_limit, Error, Result};
 use crate::records::{parse_stream_id, Stream};
 use crate::scripts;
 use crate::store::Store;
@@ -115,14 +115,7 @@ impl Store {
             + d.rationale.len()
             + meta.len()
             + d.planned_action.as_ref().map_or(0, String::len);
-        let limit = self.config().limits.message;
-        if size > limit {
-            return Err(Error::TooLarge {
-                what: "decision",
-                size,
-                limit,
-            });
-        }
+        within_limit("decision", size, self.config().limits.message)?;
         let p = keys.partition;
         let args = scripts::DecisionArgs {
             decision: &d.decision,
@@ -142,13 +135,7 @@ impl Store {
     /// that the stream never held (or trimmed) is [`Error::InvalidInput`].
     pub async fn record_outcome(&self, decision_id: &str, outcome: &str) -> Result<bool> {
         let id = DecisionId::parse(decision_id, self.keys().partitions())?;
-        if outcome.len() > self.config().limits.message {
-            return Err(Error::TooLarge {
-                what: "outcome",
-                size: outcome.len(),
-                limit: self.config().limits.message,
-            });
-        }
+        within_limit("outcome", outcome.len(), self.config().limits.message)?;
         let call =
             scripts::record_outcome(self.keys(), id.partition, decision_id, &id.entry, outcome);
         let (recorded, entry): (u8, String) = self.invoke(&call).await?;

@@ -227,6 +227,14 @@ fn numbers(detail: &str) -> [u64; 2] {
     [words.next().unwrap_or(0), words.next().unwrap_or(0)]
 }
 
+/// [`Error::TooLarge`] naming `what` when `size` passes `limit`: the one size check every
+/// payload goes through before Redis is touched.
+pub(crate) fn within_limit(what: &'static str, size: usize, limit: usize) -> Result<()> {
+    if size > limit {
+        return Err(Error::TooLarge { what, size, limit });
+    }
+    Ok(())
+}
 impl Error {
     /// [`Error::Redis`] with a message and no underlying error.
     pub fn redis(message: impl Into<String>) -> Error {

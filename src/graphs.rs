@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{within_limit, Error, Result};
 use crate::scripts::{self, GraphDrop, GraphItems, GraphRead};
 use crate::sessions::NewSession;
 use crate::store::Store;
@@ -553,11 +553,7 @@ impl Store {
 
     /// [`Error::TooLarge`] when one call's payload passes the state limit.
     fn check_graph_size(&self, what: &'static str, size: usize) -> Result<()> {
-        let limit = self.config().limits.state;
-        if size > limit {
-            return Err(Error::TooLarge { what, size, limit });
-        }
-        Ok(())
+        within_limit(what, size, self.config().limits.state)
     }
 
     /// Runs a `graph_put.lua` call on `thread`, creating the thread's session when it does

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{within_limit, Error, Result};
 use crate::keys::validate_id;
 use crate::scripts::{self, LoadMode};
 use crate::store::Store;
@@ -352,14 +352,7 @@ impl Store {
     fn message_body(&self, message: &NewMessage) -> Result<String> {
         validate_role(&message.role)?;
         let body = serde_json::to_string(message)?;
-        let limit = self.config().limits.message;
-        if body.len() > limit {
-            return Err(Error::TooLarge {
-                what: "message",
-                size: body.len(),
-                limit,
-            });
-        }
+        within_limit("message", body.len(), self.config().limits.message)?;
         Ok(body)
     }
 
@@ -461,14 +454,7 @@ impl Store {
             ..note
         };
         let body = serde_json::to_string(&note)?;
-        let limit = self.config().limits.message;
-        if body.len() > limit {
-            return Err(Error::TooLarge {
-                what: "compact note",
-                size: body.len(),
-                limit,
-            });
-        }
+        within_limit("compact note", body.len(), self.config().limits.message)?;
         let call = scripts::compact(
             &keys,
             sid,
@@ -486,16 +472,11 @@ impl Store {
     /// The compaction audit, oldest first.
     pub async fn compactions(&self, sid: &str) -> Result<Vec<CompactionRecord>> {
         let keys = self.session_keys(sid)?;
-        let items: Vec<String> = self
-            .read_live(
-                sid,
-                redis::cmd("LRANGE").arg(&keys.compactions).arg(0).arg(-1),
-            )
-            .await?;
-        items
-            .iter()
-            .map(|s| serde_json::from_str(s).map_err(Error::from))
-            .collect()
+        self.read_live_json(
+            sid,
+            redis::cmd("LRANGE").arg(&keys.compactions).arg(0).arg(-1),
+        )
+        .await
     }
 
     /// Upserts the usage of one round.
@@ -528,13 +509,9 @@ impl Store {
     /// Usage per round, by round index.
     pub async fn usage(&self, sid: &str) -> Result<Vec<Usage>> {
         let keys = self.session_keys(sid)?;
-        let items: Vec<String> = self
-            .read_live(sid, redis::cmd("HVALS").arg(&keys.usage))
+        let mut usage: Vec<Usage> = self
+            .read_live_json(sid, redis::cmd("HVALS").arg(&keys.usage))
             .await?;
-        let mut usage = items
-            .iter()
-            .map(|s| serde_json::from_str(s).map_err(Error::from))
-            .collect::<Result<Vec<Usage>>>()?;
         usage.sort_by_key(|u| u.round_index);
         Ok(usage)
     }

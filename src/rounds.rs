@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{within_limit, Error, Result};
 use crate::keys::validate_id;
 use crate::scripts;
 use crate::store::Store;
@@ -40,13 +40,7 @@ impl Store {
         validate_round(round)?;
         let text = state.to_string();
         let limit = self.config().limits.state;
-        if text.len() > limit {
-            return Err(Error::TooLarge {
-                what: "state",
-                size: text.len(),
-                limit,
-            });
-        }
+        within_limit("state", text.len(), limit)?;
         let p = self.keys().partition(user);
         let call = scripts::save_round(self.keys(), user, session, round, &text, limit);
         let (round, wal_id): (u64, String) = self.invoke(&call).await?;

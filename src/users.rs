@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{within_limit, Error, Result};
 use crate::keys::validate_id;
 use crate::scripts;
 use crate::store::Store;
@@ -33,13 +33,7 @@ impl Store {
         validate_id("user data key", key)?;
         let text = value.to_string();
         let limit = self.config().limits.state;
-        if text.len() > limit {
-            return Err(Error::TooLarge {
-                what: "user value",
-                size: text.len(),
-                limit,
-            });
-        }
+        within_limit("user value", text.len(), limit)?;
         let call = scripts::set_user_value(self.keys(), user, key, &text, limit);
         let wal_id: String = self.invoke(&call).await?;
         self.settle(self.keys().partition(user), &wal_id).await

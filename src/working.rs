@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{within_limit, Error, Result};
 use crate::keys::validate_id;
 use crate::scripts;
 use crate::store::Store;
@@ -65,13 +65,7 @@ impl Store {
             WriteOp::Set(key, value) => {
                 validate_id("working-state key", key)?;
                 let text = value.to_string();
-                if text.len() > limit {
-                    return Err(Error::TooLarge {
-                        what: "working value",
-                        size: text.len(),
-                        limit,
-                    });
-                }
+                within_limit("working value", text.len(), limit)?;
                 ("set", key, text)
             }
             WriteOp::Delete(key) => {

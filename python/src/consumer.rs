@@ -9,7 +9,6 @@ use agentstate::{Consumer, Delivery};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 
-use crate::bridge::{awaitable, block};
 use crate::convert::{to_json, Json};
 
 /// Deliveries handed out and not yet acked or released, by (partition, entry id): `ack`
@@ -36,22 +35,6 @@ impl PyConsumer {
             name: c.name().to_string(),
             inner: Arc::new(tokio::sync::Mutex::new(c)),
             outstanding: Arc::default(),
-        }
-    }
-
-    fn read_fut(
-        &self,
-    ) -> impl std::future::Future<Output = agentstate::Result<Json>> + Send + 'static {
-        let inner = self.inner.clone();
-        let out = self.outstanding.clone();
-        async move {
-            let batch = inner.lock().await.read().await?;
-            let json = to_json(&batch);
-            let mut map = out.lock().unwrap();
-            for d in batch {
-                map.insert((d.partition, d.entry_id.clone()), d);
-            }
-            Ok(json)
         }
     }
 
@@ -92,67 +75,42 @@ impl PyConsumer {
         self.name.clone()
     }
 
+    fn __repr__(&self) -> String {
+        format!("Consumer(group={:?}, name={:?})", self.group, self.name)
+    }
+}
+
+twins! {
+    impl PyConsumer;
+
     /// Waits up to `block` for decisions/outcomes (claiming stale ones of dead consumers
     /// first) and returns them as dicts (`partition`, `entry_id`, `deliveries`, `type`, ...).
-    fn read(&self, py: Python<'_>) -> PyResult<Json> {
-        block(py, &self.at, self.read_fut())
-    }
-
-    /// Async twin of `read`.
-    fn aread<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, &self.at, self.read_fut())
+    fn read / aread(self, py) -> Json {
+        let inner = self.inner.clone();
+        let out = self.outstanding.clone();
+        async move {
+            let batch = inner.lock().await.read().await?;
+            let json = to_json(&batch);
+            let mut map = out.lock().unwrap();
+            for d in batch {
+                map.insert((d.partition, d.entry_id.clone()), d);
+            }
+            Ok(json)
+        }
     }
 
     /// Acknowledges deliveries returned by `read`; returns how many the group still held.
-    fn ack(&self, py: Python<'_>, deliveries: Vec<Bound<'_, PyAny>>) -> PyResult<usize> {
+    fn ack / aack(self, py, deliveries: Vec<Bound<'_, PyAny>>) -> usize {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
-        block(
-            py,
-            &self.at,
-            async move { inner.lock().await.ack(&ds).await },
-        )
-    }
-
-    /// Async twin of `ack`.
-    fn aack<'py>(
-        &self,
-        py: Python<'py>,
-        deliveries: Vec<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let ds = self.take(&deliveries)?;
-        let inner = self.inner.clone();
-        awaitable(
-            py,
-            &self.at,
-            async move { inner.lock().await.ack(&ds).await },
-        )
+        async move { inner.lock().await.ack(&ds).await }
     }
 
     /// Hands deliveries back to the group unprocessed (the next claim of any consumer takes
     /// them; not counted as a delivery).
-    fn release(&self, py: Python<'_>, deliveries: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
+    fn release / arelease(self, py, deliveries: Vec<Bound<'_, PyAny>>) -> () {
         let ds = self.take(&deliveries)?;
         let inner = self.inner.clone();
-        block(py, &self.at, async move {
-            inner.lock().await.release(&ds).await
-        })
-    }
-
-    /// Async twin of `release`.
-    fn arelease<'py>(
-        &self,
-        py: Python<'py>,
-        deliveries: Vec<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let ds = self.take(&deliveries)?;
-        let inner = self.inner.clone();
-        awaitable(py, &self.at, async move {
-            inner.lock().await.release(&ds).await
-        })
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Consumer(group={:?}, name={:?})", self.group, self.name)
+        async move { inner.lock().await.release(&ds).await }
     }
 }

@@ -99,6 +99,20 @@ impl Store {
         }
     }
 
+    /// [`Store::read_live`] of a read that answers JSON texts (`HVALS`, `LRANGE`), each
+    /// parsed as a `T`, in the order Redis gave them.
+    pub(crate) async fn read_live_json<T: serde::de::DeserializeOwned>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+    ) -> Result<Vec<T>> {
+        let items: Vec<String> = self.read_live(sid, read).await?;
+        items
+            .iter()
+            .map(|t| serde_json::from_str(t).map_err(Error::from))
+            .collect()
+    }
+
     /// Whether `sid` may be restored. The partition's session index keeps an id until the
     /// session is closed, but it only speaks for SQLite once a spill daemon has checked this
     /// Redis against SQLite: the daemon publishes `<prefix>:{p}:committed` after re-seeding
