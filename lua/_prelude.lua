@@ -191,12 +191,14 @@ end
 
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
 -- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
--- so a failed item wrote nothing. `now`, `now_text` are the script's clock().
+-- so a failed item wrote nothing; the call's shape (`limit` a whole number, bad_limit) is
+-- the caller's to check first (the lone script, or the batch for every item at once).
+-- `now`, `now_text` are the script's clock().
 -- Returns {seq, wal entry id ('' for a repeat), '1' if a repeat else '0'}, all three as
 -- text (the batch joins them into its text reply; a number would be formatted by %.14g),
 -- or an error reply NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
 local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
-  local bad = bad_limit(limit) or bad_message_body(tail, limit)
+  local bad = bad_message_body(tail, limit)
   if bad then
     return bad
   end
@@ -250,15 +252,12 @@ local function decision_one(k, sid, partition, decision, rationale, action, meta
 end
 
 -- Sets, deletes or clears working state of the session whose keys are k[1..8] and bumps its
--- version: the body of write_working.lua and of a batch item. Checks before its first write.
--- `now`, `now_text` are the script's clock().
+-- version: the body of write_working.lua and of a batch item. Checks before its first write;
+-- the call's shape (`op` one of set/del/clear, `limit` a whole number) is the caller's to
+-- check first, as for append_one. `now`, `now_text` are the script's clock().
 -- Returns the new version, or BAD_INPUT / NO_SESSION / TOO_LARGE / CONFLICT <expected>
 -- <current>.
 local function working_one(k, sid, op, key, value, if_version, limit, now, now_text)
-  local bad = bad_working_op(op) or bad_limit(limit)
-  if bad then
-    return bad
-  end
   local meta = redis.call('HMGET', k[1], 'version', 'ttl_at')
   if not meta[1] then
     return fail('NO_SESSION', sid)
