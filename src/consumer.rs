@@ -681,7 +681,7 @@ impl Consumer {
     }
 
     /// Hands deliveries back to the group unprocessed: they stay pending but look idle for
-    /// [`RELEASED_IDLE`], so the next read of any consumer of the group (this one included)
+    /// `RELEASED_IDLE`, so the next read of any consumer of the group (this one included)
     /// claims them first, and this delivery is not counted against `max_deliveries`
     /// (XCLAIM ... IDLE RETRYCOUNT JUSTID).
     pub async fn release(&self, deliveries: &[Delivery]) -> Result<()> {
