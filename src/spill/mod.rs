@@ -17,25 +17,26 @@
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
 pub(crate) mod database;
+pub mod durable;
 mod events;
 mod flusher;
 pub mod inspect;
 mod lease;
 mod ownership;
+pub(crate) mod postgres;
 pub mod retention;
 pub mod schema;
 mod trimmer;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 pub use crate::restore::daemon::restore_from_sqlite;
 use crate::store::Store;
-use database::{with_db, Database, Db};
+use durable::Durable;
 use events::PassEvents;
 pub use retention::Retention;
 
@@ -164,8 +165,8 @@ pub struct SpillDaemon {
     config: SpillConfig,
     /// Unique per instance: `<pid>-<random>`; written into leases.
     owner: String,
-    /// The one writing connection and the identity of its file; blocking threads only.
-    db: Db,
+    /// The durable tier: SQLite's one writing connection, or a PostgreSQL pool.
+    db: Durable,
     /// Per-partition state, indexed by partition.
     parts: Vec<Partition>,
     /// Stops the batch loops between transactions.
@@ -178,7 +179,7 @@ impl std::fmt::Debug for SpillDaemon {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpillDaemon")
             .field("owner", &self.owner)
-            .field("db", &self.config.db_path)
+            .field("db", &durable::Location::of(&self.config.db_path).display())
             .finish()
     }
 }
@@ -186,15 +187,7 @@ impl std::fmt::Debug for SpillDaemon {
 impl SpillDaemon {
     /// Opens (creating or migrating) the SQLite file and checks its namespace.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
-        let path = config.db_path.clone();
-        let ns = store.config().namespace.clone();
-        let conn = tokio::task::spawn_blocking(move || {
-            schema::open_writer(&path, &ns)
-                .map_err(|e| database::classify(e, &path))
-                .and_then(|conn| Database::new(conn, &path))
-        })
-        .await
-        .map_err(|e| Error::sqlite(e.to_string()))??;
+        let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
         store.preload_scripts().await?;
         let parts = (0..store.keys().partitions())
             .map(|_| Partition::default())
@@ -203,7 +196,7 @@ impl SpillDaemon {
             owner: format!("{}-{:08x}", std::process::id(), rand::random::<u32>()),
             store,
             config,
-            db: Arc::new(Mutex::new(conn)),
+            db,
             parts,
             cancel: CancellationToken::new(),
             events: PassEvents::default(),
@@ -251,7 +244,7 @@ impl SpillDaemon {
                     .collect();
                 tracing::info!(
                     redis = %redis,
-                    db = %self.config.db_path.display(),
+                    db = %durable::Location::of(&self.config.db_path).display(),
                     partitions = self.store.keys().partitions(),
                     owns = %events::ranges(&owned),
                     lease_ms = self.config.lease_ttl.as_millis() as u64,
@@ -322,7 +315,7 @@ impl SpillDaemon {
     /// logged and the next run retries; a file that cannot be used stops the daemon.
     async fn collect_garbage(&self) -> Result<()> {
         let policy = self.config.retention.clone();
-        match with_db(&self.db, move |c| retention::apply(c, &policy)).await {
+        match self.db.retain(policy).await {
             Ok(removed) if removed.is_empty() => Ok(()),
             Ok(removed) => {
                 let count = |kind: fn(&retention::Removal) -> bool| {
