@@ -486,3 +486,106 @@ async fn apply_decision(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    //! The fence inside the transaction, on a database of this test's own on the test
+    //! server (`AGENTSTATE_TEST_PG`; scripts/test.sh finds or starts one).
+    use super::*;
+    use crate::config::Namespace;
+
+    /// Creates an empty database; returns its URL and a guard that drops it.
+    async fn database() -> (String, impl Drop) {
+        let admin = std::env::var("AGENTSTATE_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("agentstate_unit_{:08x}", rand::random::<u32>());
+        let run = |admin: String, sql: String| async move {
+            let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            let conn = tokio::spawn(conn);
+            client.batch_execute(&sql).await.unwrap();
+            drop(client);
+            let _ = conn.await;
+        };
+        run(admin.clone(), format!("CREATE DATABASE {name}")).await;
+        struct Dropper(String, String);
+        impl Drop for Dropper {
+            fn drop(&mut self) {
+                let (admin, name) = (self.0.clone(), self.1.clone());
+                std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    rt.block_on(async move {
+                        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+                            .await
+                            .unwrap();
+                        let conn = tokio::spawn(conn);
+                        let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                        client.batch_execute(&sql).await.unwrap();
+                        drop(client);
+                        let _ = conn.await;
+                    })
+                })
+                .join()
+                .unwrap();
+            }
+        }
+        let (base, _) = admin.rsplit_once('/').unwrap();
+        (format!("{base}/{name}"), Dropper(admin.clone(), name))
+    }
+
+    fn msg(id: &str, sid: &str, seq: i64) -> crate::records::Entry {
+        let fields = [
+            ("op", "msg".to_string()),
+            ("id", sid.to_string()),
+            (
+                "d",
+                format!(r#"{{"seq":{seq},"state":"active","created_at":1,"role":"user"}}"#),
+            ),
+        ];
+        (
+            id.to_string(),
+            fields
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        )
+    }
+
+    fn batch(token: i64, from: &str, wal: Vec<crate::records::Entry>) -> Batch {
+        Batch {
+            partition: 0,
+            token,
+            wal_from: from.into(),
+            decisions_from: "0-0".into(),
+            wal,
+            decisions: vec![],
+            user_values: HashMap::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stale_fencing_token_writes_nothing_inside_the_transaction() {
+        let (url, _drop) = database().await;
+        let pg = Pg::open(&url, &Namespace::default(), true).await.unwrap();
+        // The successor (token 2) committed first...
+        let applied = pg.apply(&batch(2, "0-0", vec![msg("1-0", "s", 1)])).await;
+        assert!(applied.unwrap().is_some());
+        // ...the paused old owner (token 1) resumes with a batch after the same cursor.
+        let stale = pg.apply(&batch(1, "1-0", vec![msg("2-0", "s", 2)])).await;
+        assert_eq!(stale.unwrap(), None);
+        let client = pg.client().await.unwrap();
+        let row = client
+            .query_one(
+                "SELECT (SELECT count(*) FROM messages), wal, token FROM cursors WHERE partition = 0",
+                &[],
+            )
+            .await
+            .unwrap();
+        let (n, wal, token): (i64, String, i64) = (row.get(0), row.get(1), row.get(2));
+        assert_eq!((n, wal.as_str(), token), (1, "1-0", 2));
+    }
+}

@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use agentstate::*;
 
+use super::on_both_backends;
 use super::{count, spill_process};
 use crate::support::env;
+use crate::support::TestEnv;
 
-#[tokio::test]
-async fn a_standby_takes_over_when_the_owner_dies_and_nothing_is_lost_or_doubled() {
-    let t = env().await;
+on_both_backends!(a_standby_takes_over_when_the_owner_dies_and_nothing_is_lost_or_doubled);
+async fn a_standby_takes_over_when_the_owner_dies_and_nothing_is_lost_or_doubled(t: TestEnv) {
     let sid = t.store.create_session(&NewSession::new()).await.unwrap();
     let writer = {
         let s = t.store.clone();
@@ -39,21 +40,19 @@ async fn a_standby_takes_over_when_the_owner_dies_and_nothing_is_lost_or_doubled
     );
     stop.cancel();
     daemon.await.unwrap().unwrap();
-    let db = t.sqlite();
-    let (n, lo, hi): (i64, i64, i64) = db
-        .query_row(
-            "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
-            [&sid],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!((n, lo, hi), (401, 1, 401));
+    let range = t.durable_ints(
+        "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+        &sid,
+    );
+    assert_eq!(range, [401, 1, 401]);
 }
 
-#[tokio::test]
+on_both_backends!(
+    repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing
+);
 async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing(
+    t: TestEnv,
 ) {
-    let t = env().await;
     let sids: Vec<String> = (0..3).map(|i| format!("kill{i}")).collect();
     for sid in &sids {
         t.store
@@ -104,18 +103,14 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
     assert!(out.status.success());
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["partitions"], 16, "{report}");
-    let db = t.sqlite();
     for sid in &sids {
-        let (n, lo, hi): (i64, i64, i64) = db
-            .query_row(
-                "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
-                [sid],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .unwrap();
+        let range = t.durable_ints(
+            "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+            sid,
+        );
         assert_eq!(
-            (n, lo, hi),
-            (per_session, 1, per_session),
+            range,
+            [per_session, 1, per_session],
             "{sid} after {kills} kills"
         );
     }

@@ -89,8 +89,29 @@ async fn rich_session(s: &Store, sid: &str) -> (String, String) {
 }
 
 fn count(t: &TestEnv, sql: &str, sid: &str) -> i64 {
-    t.sqlite().query_row(sql, [sid], |r| r.get(0)).unwrap()
+    t.durable_ints(sql, sid)[0]
 }
+
+/// Runs the flow `async fn $flow(t: TestEnv)` once per durable tier (`$flow::sqlite`,
+/// `$flow::postgres`): the same test on SQLite and on a PostgreSQL database of its own.
+macro_rules! on_both_backends {
+    ($flow:ident) => {
+        mod $flow {
+            use crate::support::{env_on, Backend};
+
+            #[tokio::test]
+            async fn sqlite() {
+                super::$flow(env_on(Backend::Sqlite).await).await
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                super::$flow(env_on(Backend::Postgres).await).await
+            }
+        }
+    };
+}
+pub(crate) use on_both_backends;
 
 /// `agentstate spill` as a child process of this test, against the test's Redis and SQLite.
 fn spill_process(t: &TestEnv, extra: &[&str]) -> std::process::Command {
