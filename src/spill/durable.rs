@@ -71,6 +71,39 @@ impl Durable {
         }
     }
 
+    /// Opens for reading (a SQLite file read-only; a PostgreSQL database without
+    /// migrating) and checks the namespace.
+    pub(crate) async fn open_reader(db: &Path, ns: &Namespace) -> Result<Durable> {
+        match Location::of(db) {
+            Location::Postgres(url) => Ok(Durable::Postgres(Pg::open(url, ns, false).await?)),
+            Location::Sqlite(path) => {
+                let conn = schema::open_read_only(path, ns)?;
+                let db = Database::new(conn, path)?;
+                Ok(Durable::Sqlite(Arc::new(Mutex::new(db))))
+            }
+        }
+    }
+
+    /// Every row of `sql` (`?1` is `arg`; the same text on both backends), each column
+    /// read as text (NULL as `None`): select text columns or `CAST(x AS TEXT)`.
+    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<Vec<Vec<Option<String>>>> {
+        match self {
+            Durable::Sqlite(db) => {
+                let (sql, arg) = (sql.to_string(), arg.to_string());
+                with_db(db, move |c| {
+                    let mut stmt = c.prepare_cached(&sql)?;
+                    let n = stmt.column_count();
+                    let rows = stmt.query_map([&arg], |r| {
+                        (0..n).map(|i| r.get::<_, Option<String>>(i)).collect()
+                    })?;
+                    Ok(rows.collect::<rusqlite::Result<_>>()?)
+                })
+                .await
+            }
+            Durable::Postgres(pg) => pg.text_rows(sql, arg).await,
+        }
+    }
+
     /// The cursors and fencing token recorded for `p` (defaults when none).
     pub(crate) async fn cursors(&self, p: u32) -> Result<(String, String, i64)> {
         match self {

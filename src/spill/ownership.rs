@@ -131,6 +131,7 @@ impl SpillDaemon {
                 self.parts[p as usize].token = 0;
             }
         }
+        self.leave().await;
         if let Some(err) = first {
             tracing::warn!(
                 partitions = %super::events::ranges(&failed),

@@ -75,7 +75,10 @@ pub(crate) fn rebase(
 /// Applies `batch` in one transaction. Returns `None`, writing nothing, when SQLite shows
 /// another daemon owns the partition now (a higher fencing token or moved cursors).
 pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Applied>> {
-    let tx = conn.transaction()?;
+    // IMMEDIATE: take the write lock before reading the cursors. A deferred transaction
+    // that reads first cannot wait for another daemon's write lock (SQLITE_BUSY at once,
+    // without the busy timeout) when several daemons share the file.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let (wal_at, decisions_at, token) = cursors(&tx, batch.partition)?;
     if token > batch.token || wal_at != batch.wal_from || decisions_at != batch.decisions_from {
         return Ok(None);

@@ -88,6 +88,21 @@ impl Pg {
         assemble(sid, rows).map(Some)
     }
 
+    /// Every row of `sql` (SQLite's spelling, `?1` = `arg`), each column as text.
+    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<Vec<Vec<Option<String>>>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&dollar(sql)).await?;
+        let rows = client.query(&stmt, &[&arg]).await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (0..r.len())
+                    .map(|i| r.get::<_, Option<String>>(i))
+                    .collect()
+            })
+            .collect())
+    }
+
     /// The user data of partition `p` (the partition of the user id).
     pub(crate) async fn load_user_data(
         &self,

@@ -123,6 +123,12 @@ fn spill_process(t: &TestEnv, extra: &[&str]) -> std::process::Command {
         .arg("spill")
         .args(extra)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
+        .stderr(
+            if std::env::var_os("AGENTSTATE_TEST_DAEMON_LOG").is_some() {
+                std::process::Stdio::inherit()
+            } else {
+                std::process::Stdio::null()
+            },
+        );
     cmd
 }
