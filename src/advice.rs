@@ -204,6 +204,11 @@ pub fn line(err: &Error, at: &Situation) -> String {
             at.setting("db"),
             crate::config::env::DB
         ),
+        Error::Postgres { .. } => format!(
+            "{err} — check {} (env {}): a postgres://user:password@host:port/database URL of a database this role may write; Redis keeps every entry PostgreSQL has not committed",
+            at.setting("db"),
+            crate::config::env::DB
+        ),
         other => other.to_string(),
     };
     one_line(&text)

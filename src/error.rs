@@ -149,6 +149,15 @@ pub enum Error {
         /// What is wrong with it.
         detail: String,
     },
+    /// An error from the PostgreSQL durable tier (a `postgres://` `--db`).
+    #[error("postgres: {message}")]
+    Postgres {
+        /// What failed, with the server (password redacted) when it is about connecting.
+        message: String,
+        /// The underlying error, when there was one.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// Local I/O failed (starting redis-server, files).
     #[error("io: {message}")]
     Io {
@@ -249,6 +258,14 @@ impl Error {
         Error::RedisUnavailable {
             message: message.into(),
             retry_safe: true,
+            source: None,
+        }
+    }
+
+    /// [`Error::Postgres`] with a message and no underlying error.
+    pub fn postgres(message: impl Into<String>) -> Error {
+        Error::Postgres {
+            message: message.into(),
             source: None,
         }
     }
@@ -437,6 +454,21 @@ impl From<rusqlite::Error> for Error {
     fn from(err: rusqlite::Error) -> Self {
         Error::Sqlite {
             message: err.to_string(),
+            source: Some(Box::new(err)),
+        }
+    }
+}
+
+#[cfg(feature = "spill")]
+impl From<tokio_postgres::Error> for Error {
+    fn from(err: tokio_postgres::Error) -> Self {
+        // The server's own text (as_db_error) says more than "db error".
+        let message = match err.as_db_error() {
+            Some(db) => format!("{}: {}", db.code().code(), db.message()),
+            None => err.to_string(),
+        };
+        Error::Postgres {
+            message,
             source: Some(Box::new(err)),
         }
     }

@@ -237,6 +237,12 @@ impl Keys {
         format!("{}:{{{}}}:restore:{sid}", self.prefix, self.partition(sid))
     }
 
+    /// `<prefix>:daemons` — the running spill daemons: sorted set of owner ids scored by
+    /// when their heartbeat lapses (ms). Each takes about partitions / members of them.
+    pub fn daemons(&self) -> String {
+        format!("{}:daemons", self.prefix)
+    }
+
     /// `<prefix>:{p}:spill` — the spill daemon's figures for partition `p` (owner, flushed,
     /// rate, at).
     pub fn spill_stats(&self, p: u32) -> String {

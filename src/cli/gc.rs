@@ -66,6 +66,14 @@ pub async fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
         ));
     }
     let path = ctx.global.db();
+    if let crate::spill::durable::Location::Postgres(url) =
+        crate::spill::durable::Location::of(&path)
+    {
+        return Err(Error::InvalidInput(format!(
+            "gc on PostgreSQL ({}) is not implemented yet; nothing was removed",
+            crate::spill::postgres::redact(url)
+        )));
+    }
     if !path.exists() {
         return Err(Error::sqlite(format!("{}: no such file", path.display())));
     }

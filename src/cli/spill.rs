@@ -52,7 +52,7 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         print_json(&json!({
             "event": "started",
             "redis": crate::address::redacted(&ctx.store.config().redis_url),
-            "db": ctx.global.db(),
+            "db": crate::spill::durable::Location::of(&ctx.global.db()).display(),
             "partitions": ctx.store.keys().partitions(),
             "lease_ms": lease.as_millis() as u64,
             "owner": owner,
@@ -200,7 +200,7 @@ pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
         inner: std::io::BufWriter::new(std::io::stdout().lock()),
         bar: bar.clone(),
     };
-    let lines = inspect::export_session(&ctx.store, &ctx.global.db(), sid, &mut out)?;
+    let lines = inspect::export_session(&ctx.store, &ctx.global.db(), sid, &mut out).await?;
     std::io::Write::flush(&mut out)?;
     bar.finish_and_clear();
     if lines == 0 {

@@ -5,10 +5,10 @@
 
 use std::time::Instant;
 
-use super::snapshot::{self, Snapshot};
+use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 use crate::scripts;
-use crate::spill::database::{with_db, Db};
+use crate::spill::durable::Durable;
 use crate::store::Store;
 
 /// Graph log values written back per `restore_graph.lua` call.
@@ -71,13 +71,13 @@ async fn restore_rounds(
 /// the new owner.
 pub(crate) async fn reseed_user_data(
     store: &Store,
-    db: &Db,
+    db: &Durable,
     p: u32,
     wal_committed: &str,
     lease: &str,
 ) -> Result<(u64, u64)> {
     let keys = store.keys().clone();
-    let (values, rounds) = with_db(db, move |c| snapshot::load_user_data(c, &keys, p)).await?;
+    let (values, rounds) = db.load_user_data(&keys, p).await?;
     let mut written = (0, 0);
     for (user, pairs) in &values {
         let call = scripts::reseed_user_values(store.keys(), user, wal_committed, lease, pairs);
@@ -98,11 +98,11 @@ pub(crate) async fn reseed_user_data(
 /// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis
 /// lost them: the daemon found `<prefix>:{p}:committed` empty), so listing shows them again.
 /// Returns how many sessions and open decisions it re-added.
-pub(crate) async fn reseed_indexes(store: &Store, db: &Db, p: u32) -> Result<(usize, usize)> {
-    let rows = with_db(db, move |c| snapshot::partition_sessions(c, p)).await?;
+pub(crate) async fn reseed_indexes(store: &Store, db: &Durable, p: u32) -> Result<(usize, usize)> {
+    let rows = db.partition_sessions(p).await?;
     // Decisions still without an outcome, so crash recovery (`incomplete_decisions`) and
     // `record_outcome` work again; HSETNX leaves any the new Redis holds alone.
-    let open = with_db(db, move |c| snapshot::open_decisions(c, p)).await?;
+    let open = db.open_decisions(p).await?;
     let mut conn = store.conn().await?;
     for chunk in rows.chunks(1000) {
         let mut pipe = redis::pipe();
@@ -130,7 +130,7 @@ pub(crate) async fn reseed_indexes(store: &Store, db: &Db, p: u32) -> Result<(us
 }
 
 /// Serves the pending restore requests of partition `p`; returns the sessions restored.
-pub(crate) async fn serve_requests(store: &Store, db: &Db, p: u32) -> Result<u64> {
+pub(crate) async fn serve_requests(store: &Store, db: &Durable, p: u32) -> Result<u64> {
     let mut conn = store.conn().await?;
     let requests: Option<Vec<String>> = redis::cmd("LPOP")
         .arg(store.keys().restore_requests(p))
@@ -145,8 +145,7 @@ pub(crate) async fn serve_requests(store: &Store, db: &Db, p: u32) -> Result<u64
         if crate::keys::validate_id("session", &sid).is_err() {
             continue;
         }
-        let id = sid.clone();
-        let snapshot = with_db(db, move |c| snapshot::load_snapshot(c, &id)).await?;
+        let snapshot = db.load_snapshot(&sid).await?;
         let answer = match &snapshot {
             Some(s) => {
                 let started = Instant::now();
@@ -177,8 +176,8 @@ pub async fn restore_from_sqlite(
     db_path: &std::path::Path,
     sid: &str,
 ) -> Result<Option<usize>> {
-    let conn = crate::spill::schema::open_read_only(db_path, &store.config().namespace)?;
-    let snapshot = snapshot::load_snapshot(&conn, sid)?;
+    let snapshot =
+        crate::spill::durable::read_snapshot(db_path, &store.config().namespace, sid).await?;
     match snapshot {
         Some(s) if write_snapshot(store, sid, &s).await? => Ok(Some(s.image.messages.len())),
         _ => Ok(None),

@@ -14,7 +14,7 @@
 #[cfg(feature = "spill")]
 pub(crate) mod daemon;
 #[cfg(feature = "spill")]
-mod snapshot;
+pub(crate) mod snapshot;
 
 use redis::FromRedisValue;
 

@@ -24,7 +24,9 @@ pub(crate) struct Snapshot {
 }
 
 /// Groups `(key, item)` rows sorted by key into one `(key, items)` entry per key.
-fn group_sorted<K: PartialEq, V>(rows: impl IntoIterator<Item = (K, V)>) -> Vec<(K, Vec<V>)> {
+pub(crate) fn group_sorted<K: PartialEq, V>(
+    rows: impl IntoIterator<Item = (K, V)>,
+) -> Vec<(K, Vec<V>)> {
     let mut groups: Vec<(K, Vec<V>)> = Vec::new();
     for (key, item) in rows {
         match groups.last_mut() {
@@ -41,101 +43,99 @@ fn strings<P: rusqlite::Params>(conn: &Connection, sql: &str, p: P) -> Result<Ve
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// The `sessions` row of a session: the text columns (user_id, kind, parent, lifecycle,
+/// status, model, system_prompt, config, metadata, pending) and the integer ones (ttl,
+/// created_at, updated_at, round_index, spawn_depth).
+pub(crate) struct SessionRow {
+    pub texts: [String; 10],
+    pub ints: [i64; 5],
+}
+
+/// Every row a durable store holds for one session, as read by either backend; [`assemble`]
+/// makes the restore image of them, so SQLite and PostgreSQL restore alike.
+pub(crate) struct SessionRows {
+    pub head: SessionRow,
+    /// (seq, element, idempotency key) by seq.
+    pub messages: Vec<(i64, String, Option<String>)>,
+    /// Compaction records by compact_seq.
+    pub compactions: Vec<String>,
+    /// (round index, record) by round index.
+    pub usage: Vec<(i64, String)>,
+    /// (label, record) of the latest checkpoint per label, oldest first.
+    pub checkpoints: Vec<(String, String)>,
+    /// Open decisions: id, decision, rationale, planned_action, meta, created_at.
+    pub decisions: Vec<Vec<String>>,
+    /// (user, (round id, state)) sorted by user and round.
+    pub rounds: Vec<(String, (i64, String))>,
+    /// Child session ids, sorted.
+    pub children: Vec<String>,
+    /// The graph log (field, value), sorted by field.
+    pub graph: Vec<(String, String)>,
+}
+
+/// The SQL both backends run for a session's rows (`?1` is the session id; PostgreSQL
+/// spells it `$1`), in the order of [`SessionRows`]' fields.
+pub(crate) mod sql {
+    pub const HEAD: &str =
+        "SELECT user_id, kind, parent, lifecycle, status, model, system_prompt, config, metadata,
+                pending, ttl, created_at, updated_at, round_index, spawn_depth
+         FROM sessions WHERE id = ?1";
+    pub const MESSAGES: &str =
+        "SELECT seq, element, idem_key FROM messages WHERE session_id = ?1 ORDER BY seq";
+    pub const COMPACTIONS: &str =
+        "SELECT record FROM compactions WHERE session_id = ?1 ORDER BY compact_seq";
+    pub const USAGE: &str =
+        "SELECT round_index, record FROM usage WHERE session_id = ?1 ORDER BY round_index";
+    pub const CHECKPOINTS: &str = "SELECT label, record FROM checkpoints WHERE seq IN
+             (SELECT max(seq) FROM checkpoints WHERE session_id = ?1 GROUP BY label)
+         ORDER BY seq";
+    pub const DECISIONS: &str =
+        "SELECT id, decision, rationale, planned_action, meta, created_at FROM decisions
+         WHERE session_id = ?1 AND outcome IS NULL ORDER BY created_at, id";
+    pub const ROUNDS: &str = "SELECT user_id, round_id, state FROM rounds WHERE session_id = ?1
+         ORDER BY user_id, round_id";
+    pub const CHILDREN: &str = "SELECT id FROM sessions WHERE parent = ?1 ORDER BY id";
+    pub const GRAPH: &str =
+        "SELECT field, value FROM graph_log WHERE session_id = ?1 ORDER BY field";
+}
+
 /// Reads session `sid` from SQLite; `None` when SQLite does not know it.
 pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snapshot>> {
-    type Row = (
-        String,
-        String,
-        String,
-        i64,
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-    );
-    type Row2 = (i64, i64, i64, i64, String);
-    let head: Option<(Row, Row2)> = conn
-        .query_row(
-            "SELECT user_id, kind, parent, spawn_depth, lifecycle, status, model, system_prompt,
-                    config, metadata, ttl, created_at, updated_at, round_index, pending
-             FROM sessions WHERE id = ?1",
-            params![sid],
-            |r| {
-                Ok((
-                    (
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                        r.get(6)?,
-                        r.get(7)?,
-                        r.get(8)?,
-                        r.get(9)?,
-                    ),
-                    (r.get(10)?, r.get(11)?, r.get(12)?, r.get(13)?, r.get(14)?),
-                ))
-            },
-        )
+    let head = conn
+        .query_row(sql::HEAD, params![sid], |r| {
+            let mut texts: [String; 10] = Default::default();
+            for (i, t) in texts.iter_mut().enumerate() {
+                *t = r.get(i)?;
+            }
+            let mut ints = [0i64; 5];
+            for (i, n) in ints.iter_mut().enumerate() {
+                *n = r.get(10 + i)?;
+            }
+            Ok(SessionRow { texts, ints })
+        })
         .optional()?;
-    let Some((
-        (user_id, kind, parent, depth, lifecycle, status, model, prompt, config, metadata),
-        (ttl, created, updated, round_index, pending),
-    )) = head
-    else {
+    let Some(head) = head else {
         return Ok(None);
     };
-    let mut snapshot = Snapshot::default();
-    let s = &mut snapshot.image;
-    s.user_id = user_id.clone();
-    s.ttl = ttl;
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT seq, element, idem_key FROM messages WHERE session_id = ?1 ORDER BY seq",
-        )?;
-        let mut rows = stmt.query(params![sid])?;
-        while let Some(r) = rows.next()? {
-            let seq: i64 = r.get(0)?;
-            if seq != s.messages.len() as i64 + 1 {
-                return Err(Error::sqlite(format!(
-                    "session {sid}: message seq {seq} follows {} (gap in SQLite)",
-                    s.messages.len()
-                )));
-            }
-            s.messages.push(r.get(1)?);
-            if let Some(k) = r.get::<_, Option<String>>(2)? {
-                s.idem.push((k, seq));
-            }
-        }
+    fn all<T>(
+        conn: &Connection,
+        sql: &str,
+        sid: &str,
+        f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(params![sid], f)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT record FROM compactions WHERE session_id = ?1 ORDER BY compact_seq",
-        )?;
-        let rows = stmt.query_map(params![sid], |r| r.get(0))?;
-        s.compactions = rows.collect::<rusqlite::Result<_>>()?;
-    }
-    {
-        let mut stmt = conn.prepare_cached(
-            "SELECT round_index, record FROM usage WHERE session_id = ?1 ORDER BY round_index",
-        )?;
-        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        s.usage = rows.collect::<rusqlite::Result<_>>()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT label, record FROM checkpoints WHERE seq IN
-                 (SELECT max(seq) FROM checkpoints WHERE session_id = ?1 GROUP BY label)
-             ORDER BY seq",
-        )?;
-        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        s.checkpoints = rows.collect::<rusqlite::Result<_>>()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT id, decision, rationale, planned_action, meta, created_at FROM decisions
-             WHERE session_id = ?1 AND outcome IS NULL ORDER BY created_at, id",
-        )?;
-        let rows = stmt.query_map(params![sid], |r| {
+    let rows = SessionRows {
+        head,
+        messages: all(conn, sql::MESSAGES, sid, |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?,
+        compactions: all(conn, sql::COMPACTIONS, sid, |r| r.get(0))?,
+        usage: all(conn, sql::USAGE, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
+        checkpoints: all(conn, sql::CHECKPOINTS, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
+        decisions: all(conn, sql::DECISIONS, sid, |r| {
             Ok(vec![
                 r.get(0)?,
                 r.get(1)?,
@@ -144,20 +144,44 @@ pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snaps
                 r.get(4)?,
                 r.get::<_, i64>(5)?.to_string(),
             ])
-        })?;
-        s.decisions = rows.collect::<rusqlite::Result<_>>()?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT user_id, round_id, state FROM rounds WHERE session_id = ?1
-             ORDER BY user_id, round_id",
-        )?;
-        let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
-        snapshot.rounds = group_sorted(rows.collect::<rusqlite::Result<Vec<_>>>()?);
+        })?,
+        rounds: all(conn, sql::ROUNDS, sid, |r| {
+            Ok((r.get(0)?, (r.get(1)?, r.get(2)?)))
+        })?,
+        children: strings(conn, sql::CHILDREN, params![sid])?,
+        graph: all(conn, sql::GRAPH, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
+    };
+    assemble(sid, rows).map(Some)
+}
+
+/// The restore image of a session's rows (either backend's).
+pub(crate) fn assemble(sid: &str, rows: SessionRows) -> Result<Snapshot> {
+    let SessionRow { texts, ints } = rows.head;
+    let [user_id, kind, parent, lifecycle, status, model, prompt, config, metadata, pending] =
+        texts;
+    let [ttl, created, updated, round_index, depth] = ints;
+    let mut snapshot = Snapshot::default();
+    let s = &mut snapshot.image;
+    s.user_id = user_id.clone();
+    s.ttl = ttl;
+    for (seq, element, key) in rows.messages {
+        if seq != s.messages.len() as i64 + 1 {
+            return Err(Error::sqlite(format!(
+                "session {sid}: message seq {seq} follows {} (gap in the durable tier)",
+                s.messages.len()
+            )));
+        }
+        s.messages.push(element);
+        if let Some(k) = key {
+            s.idem.push((k, seq));
+        }
     }
-    s.children = strings(
-        conn,
-        "SELECT id FROM sessions WHERE parent = ?1 ORDER BY id",
-        params![sid],
-    )?;
+    s.compactions = rows.compactions;
+    s.usage = rows.usage;
+    s.checkpoints = rows.checkpoints;
+    s.decisions = rows.decisions;
+    snapshot.rounds = group_sorted(rows.rounds);
+    s.children = rows.children;
     let last_compact_seq = s.compactions.len();
     // Every field of `META_FIELDS` but the last, `compacted`, which restore_session.lua
     // derives from the compaction records; in that order, a value each.
@@ -184,12 +208,8 @@ pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snaps
     ];
     debug_assert_eq!(META_FIELDS.last(), Some(&"compacted"));
     s.meta = META_FIELDS.into_iter().zip(values).collect();
-    let mut stmt = conn.prepare_cached(
-        "SELECT field, value FROM graph_log WHERE session_id = ?1 ORDER BY field",
-    )?;
-    let rows = stmt.query_map(params![sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    snapshot.graph = rows.collect::<rusqlite::Result<_>>()?;
-    Ok(Some(snapshot))
+    snapshot.graph = rows.graph;
+    Ok(snapshot)
 }
 
 /// User values (user → key/value pairs) and StateService rounds of sessions that are not

@@ -11,6 +11,15 @@ pub fn claim_lease(ns: &Keys, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> S
         .idempotent(true)
 }
 
+/// `daemon_heartbeat.lua`: renews (`ttl_ms` > 0) or ends (0) `owner`'s membership among the
+/// namespace's spill daemons; returns the live members.
+pub fn daemon_heartbeat(ns: &Keys, owner: &str, ttl_ms: u64) -> ScriptCall {
+    ScriptCall::new(&DAEMON_HEARTBEAT, &[&ns.daemons()])
+        .arg(owner)
+        .arg(ttl_ms)
+        .idempotent(true)
+}
+
 /// `publish_committed.lua`: sets `fields` of partition `p`'s committed hash while `lease`
 /// (the caller's lease value) still holds the partition.
 pub fn publish_committed(ns: &Keys, p: u32, lease: &str, fields: &[(&str, &str)]) -> ScriptCall {

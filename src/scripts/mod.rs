@@ -91,6 +91,7 @@ lua_scripts! {
     // its lease, publish what SQLite committed and trim the streams, which frees memory.
     CLAIM_LEASE => "claim_lease" #!"allow-oom",
     PUBLISH_COMMITTED => "publish_committed" #!"allow-oom",
+    DAEMON_HEARTBEAT => "daemon_heartbeat" #!"allow-oom",
     TRIM_STREAM => "trim_stream",
     RESTORE_SESSION => "restore_session",
     RESTORE_ROUNDS => "restore_rounds",

@@ -7,12 +7,11 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use rusqlite::params;
 use serde::Serialize;
 use serde_json::{json, value::RawValue};
 
 use crate::checkpoints::Checkpoint;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::records::{committed, parse_stream_id};
 use crate::store::Store;
 
@@ -114,7 +113,7 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
 }
 
 /// Every checkpoint of session `sid`, ordered by `created_at`: the full history from the
-/// SQLite file at `db_path` (opened read-only) merged with Redis' latest per label, so a
+/// durable tier at `db_path` (a SQLite file opened read-only, or a PostgreSQL URL) merged with Redis' latest per label, so a
 /// checkpoint not flushed yet is listed too; each id once. Without a file at `db_path`, only
 /// Redis' latest per label ([`Store::checkpoints`]).
 pub async fn checkpoint_history(
@@ -123,24 +122,23 @@ pub async fn checkpoint_history(
     sid: &str,
 ) -> Result<Vec<Checkpoint>> {
     let live = store.checkpoints(sid).await?;
-    if !db_path.exists() {
+    let url = matches!(
+        super::durable::Location::of(db_path),
+        super::durable::Location::Postgres(_)
+    );
+    if !url && !db_path.exists() {
         return Ok(live);
     }
-    let (path, ns, id) = (
-        db_path.to_path_buf(),
-        store.config().namespace.clone(),
-        sid.to_string(),
-    );
-    let mut all = tokio::task::spawn_blocking(move || -> Result<Vec<Checkpoint>> {
-        let conn = super::schema::open_read_only(&path, &ns)?;
-        let mut stmt =
-            conn.prepare("SELECT record FROM checkpoints WHERE session_id = ?1 ORDER BY seq")?;
-        let rows = stmt.query_map(params![id], |r| r.get::<_, String>(0))?;
-        rows.map(|record| Ok(serde_json::from_str(&record?)?))
-            .collect()
-    })
-    .await
-    .map_err(|e| Error::sqlite(format!("sqlite thread failed: {e}")))??;
+    let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
+    let mut all = db
+        .text_rows(
+            "SELECT record FROM checkpoints WHERE session_id = ?1 ORDER BY seq",
+            sid,
+        )
+        .await?
+        .into_iter()
+        .map(|r| Ok(serde_json::from_str(r[0].as_deref().unwrap_or_default())?))
+        .collect::<Result<Vec<Checkpoint>>>()?;
     for c in live {
         if !all.iter().any(|h| h.id == c.id) {
             all.push(c);
@@ -151,18 +149,20 @@ pub async fn checkpoint_history(
     Ok(all)
 }
 
-/// Writes the durable history of session `sid` from the SQLite file at `db_path` as JSON
-/// lines: one `session` line, then `message`, `compaction`, `usage`, `checkpoint` (the full
-/// history), `decision` and `round` lines, each object carrying a `type` field. Returns the
-/// number of lines, 0 when SQLite does not know the session.
-pub fn export_session(
+/// Writes the durable history of session `sid` from the durable tier at `db_path` (a SQLite
+/// file opened read-only, or a PostgreSQL URL) as JSON lines: one `session` line, then
+/// `message`, `compaction`, `usage`, `checkpoint` (the full history), `decision` and `round`
+/// lines, each object carrying a `type` field. Returns the number of lines, 0 when the
+/// durable tier does not know the session. The rows are read as text by the same SQL on
+/// both backends and made into JSON here, so both export the same bytes.
+pub async fn export_session(
     store: &Store,
     db_path: &Path,
     sid: &str,
     out: &mut dyn Write,
 ) -> Result<usize> {
     crate::keys::validate_id("session", sid)?;
-    let conn = super::schema::open_read_only(db_path, &store.config().namespace)?;
+    let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
     let mut lines = 0;
     let mut emit = |kind: &str, raw: &str, out: &mut dyn Write| -> Result<()> {
         // `{"type":"<kind>",` + the record's own fields.
@@ -176,43 +176,40 @@ pub fn export_session(
         lines += 1;
         Ok(())
     };
-    let session = conn.query_row(
-        "SELECT user_id, kind, parent, spawn_depth, lifecycle, status, model, system_prompt,
-                config, metadata, ttl, created_at, updated_at, round_index, pending
-         FROM sessions WHERE id = ?1",
-        params![sid],
-        |r| {
-            let opt = |i: usize| -> rusqlite::Result<Option<String>> {
-                Ok(Some(r.get::<_, String>(i)?).filter(|s| !s.is_empty()))
-            };
-            let raw = |i: usize| -> rusqlite::Result<Option<Box<RawValue>>> {
-                Ok(opt(i)?.and_then(|s| RawValue::from_string(s).ok()))
-            };
-            Ok(json!({
-                "id": sid,
-                "user_id": opt(0)?,
-                "kind": r.get::<_, String>(1)?,
-                "parent": opt(2)?,
-                "spawn_depth": r.get::<_, i64>(3)?,
-                "lifecycle": r.get::<_, String>(4)?,
-                "status": r.get::<_, String>(5)?,
-                "model": opt(6)?,
-                "system_prompt": opt(7)?,
-                "config": raw(8)?,
-                "metadata": raw(9)?,
-                "ttl": r.get::<_, i64>(10)?,
-                "created_at": r.get::<_, i64>(11)?,
-                "updated_at": r.get::<_, i64>(12)?,
-                "round_index": r.get::<_, i64>(13)?,
-                "pending": raw(14)?,
-            }))
-        },
-    );
-    let session = match session {
-        Ok(s) => s,
-        Err(rusqlite::Error::QueryReturnedNoRows) => return Ok(0),
-        Err(e) => return Err(e.into()),
+    let head = db
+        .text_rows(
+            "SELECT user_id, kind, parent, CAST(spawn_depth AS TEXT), lifecycle, status, model,
+                    system_prompt, config, metadata, CAST(ttl AS TEXT), CAST(created_at AS TEXT),
+                    CAST(updated_at AS TEXT), CAST(round_index AS TEXT), pending
+             FROM sessions WHERE id = ?1",
+            sid,
+        )
+        .await?;
+    let Some(r) = head.into_iter().next() else {
+        return Ok(0);
     };
+    let text = |i: usize| r[i].clone().unwrap_or_default();
+    let opt = |i: usize| Some(text(i)).filter(|s| !s.is_empty());
+    let raw = |i: usize| opt(i).and_then(|s| RawValue::from_string(s).ok());
+    let int = |i: usize| text(i).parse::<i64>().unwrap_or(0);
+    let session = json!({
+        "id": sid,
+        "user_id": opt(0),
+        "kind": text(1),
+        "parent": opt(2),
+        "spawn_depth": int(3),
+        "lifecycle": text(4),
+        "status": text(5),
+        "model": opt(6),
+        "system_prompt": opt(7),
+        "config": raw(8),
+        "metadata": raw(9),
+        "ttl": int(10),
+        "created_at": int(11),
+        "updated_at": int(12),
+        "round_index": int(13),
+        "pending": raw(14),
+    });
     emit("session", &session.to_string(), out)?;
     for (kind, sql) in [
         (
@@ -231,35 +228,110 @@ pub fn export_session(
             "checkpoint",
             "SELECT record FROM checkpoints WHERE session_id = ?1 ORDER BY seq",
         ),
-        (
-            "decision",
-            "SELECT json_object('id', id, 'session_id', session_id, 'decision', decision,
-                 'rationale', rationale, 'planned_action', nullif(planned_action, ''),
-                 'meta', json(meta), 'outcome', outcome, 'created_at', created_at)
-             FROM decisions WHERE session_id = ?1 ORDER BY created_at, id",
-        ),
-        (
-            "round",
-            "SELECT json_object('user_id', user_id, 'session_id', session_id, 'round_id', round_id,
-                 'created_at', created_at, 'state', json(state))
-             FROM rounds WHERE session_id = ?1 ORDER BY user_id, round_id",
-        ),
-        (
-            // Graph checkpoint log entries (without channel values) and pending writes.
-            "graph_checkpoint",
-            "SELECT value FROM graph_log WHERE session_id = ?1 AND field LIKE 'c|%'
-             ORDER BY json_extract(value, '$.ns'), json_extract(value, '$.id')",
-        ),
-        (
-            "graph_write",
-            "SELECT value FROM graph_log WHERE session_id = ?1 AND field LIKE 'w|%' ORDER BY field",
-        ),
     ] {
-        let mut stmt = conn.prepare(sql)?;
-        let mut rows = stmt.query(params![sid])?;
-        while let Some(r) = rows.next()? {
-            emit(kind, &r.get::<_, String>(0)?, out)?;
+        for row in db.text_rows(sql, sid).await? {
+            emit(kind, row[0].as_deref().unwrap_or_default(), out)?;
         }
     }
+    for r in db
+        .text_rows(
+            "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
+                    CAST(created_at AS TEXT)
+             FROM decisions WHERE session_id = ?1 ORDER BY created_at, id",
+            sid,
+        )
+        .await?
+    {
+        let line = DecisionLine {
+            id: r[0].as_deref().unwrap_or_default(),
+            session_id: r[1].as_deref().unwrap_or_default(),
+            decision: r[2].as_deref().unwrap_or_default(),
+            rationale: r[3].as_deref().unwrap_or_default(),
+            planned_action: r[4].as_deref().filter(|a| !a.is_empty()),
+            meta: json_value(r[5].as_deref())?,
+            outcome: r[6].as_deref(),
+            created_at: r[7].as_deref().unwrap_or("0").parse().unwrap_or(0),
+        };
+        emit("decision", &serde_json::to_string(&line)?, out)?;
+    }
+    for r in db
+        .text_rows(
+            "SELECT user_id, session_id, CAST(round_id AS TEXT), CAST(created_at AS TEXT), state
+             FROM rounds WHERE session_id = ?1 ORDER BY user_id, round_id",
+            sid,
+        )
+        .await?
+    {
+        let line = RoundLine {
+            user_id: r[0].as_deref().unwrap_or_default(),
+            session_id: r[1].as_deref().unwrap_or_default(),
+            round_id: r[2].as_deref().unwrap_or("0").parse().unwrap_or(0),
+            created_at: r[3].as_deref().unwrap_or("0").parse().unwrap_or(0),
+            state: json_value(r[4].as_deref())?,
+        };
+        emit("round", &serde_json::to_string(&line)?, out)?;
+    }
+    // Graph checkpoint log entries (without channel values) ordered by (ns, id), then
+    // pending writes by field.
+    // ((ns, id), value)
+    type Keyed = ((Option<String>, Option<String>), String);
+    let mut graph: Vec<Keyed> = db
+        .text_rows(
+            "SELECT value FROM graph_log WHERE session_id = ?1 AND field LIKE 'c|%'",
+            sid,
+        )
+        .await?
+        .into_iter()
+        .map(|r| {
+            let value = r[0].clone().unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&value).unwrap_or_default();
+            let key = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+            ((key("ns"), key("id")), value)
+        })
+        .collect();
+    graph.sort();
+    for (_, value) in graph {
+        emit("graph_checkpoint", &value, out)?;
+    }
+    for r in db
+        .text_rows(
+            "SELECT value FROM graph_log WHERE session_id = ?1 AND field LIKE 'w|%' ORDER BY field",
+            sid,
+        )
+        .await?
+    {
+        emit("graph_write", r[0].as_deref().unwrap_or_default(), out)?;
+    }
     Ok(lines)
+}
+
+/// A stored JSON text as a value (minified on output, as SQLite's `json()` did).
+fn json_value(text: Option<&str>) -> Result<serde_json::Value> {
+    Ok(match text {
+        Some(t) => serde_json::from_str(t)?,
+        None => serde_json::Value::Null,
+    })
+}
+
+/// An exported decision, fields in this order.
+#[derive(serde::Serialize)]
+struct DecisionLine<'a> {
+    id: &'a str,
+    session_id: &'a str,
+    decision: &'a str,
+    rationale: &'a str,
+    planned_action: Option<&'a str>,
+    meta: serde_json::Value,
+    outcome: Option<&'a str>,
+    created_at: i64,
+}
+
+/// An exported StateService round, fields in this order.
+#[derive(serde::Serialize)]
+struct RoundLine<'a> {
+    user_id: &'a str,
+    session_id: &'a str,
+    round_id: i64,
+    created_at: i64,
+    state: serde_json::Value,
 }

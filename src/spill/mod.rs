@@ -17,17 +17,19 @@
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
 pub(crate) mod database;
+pub mod durable;
 mod events;
 mod flusher;
 pub mod inspect;
 mod lease;
+mod membership;
 mod ownership;
+pub mod postgres;
 pub mod retention;
 pub mod schema;
 mod trimmer;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -35,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 pub use crate::restore::daemon::restore_from_sqlite;
 use crate::store::Store;
-use database::{with_db, Database, Db};
+use durable::Durable;
 use events::PassEvents;
 pub use retention::Retention;
 
@@ -164,21 +166,25 @@ pub struct SpillDaemon {
     config: SpillConfig,
     /// Unique per instance: `<pid>-<random>`; written into leases.
     owner: String,
-    /// The one writing connection and the identity of its file; blocking threads only.
-    db: Db,
+    /// The durable tier: SQLite's one writing connection, or a PostgreSQL pool.
+    db: Durable,
     /// Per-partition state, indexed by partition.
     parts: Vec<Partition>,
     /// Stops the batch loops between transactions.
     cancel: CancellationToken,
     /// What happened to partitions during the current pass, logged once per kind at its end.
     events: PassEvents,
+    /// When the heartbeat in `<prefix>:daemons` was last renewed (`membership`).
+    heartbeat: Option<Instant>,
+    /// How many partitions this daemon owns at most: partitions / live daemons, rounded up.
+    share: u32,
 }
 
 impl std::fmt::Debug for SpillDaemon {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpillDaemon")
             .field("owner", &self.owner)
-            .field("db", &self.config.db_path)
+            .field("db", &durable::Location::of(&self.config.db_path).display())
             .finish()
     }
 }
@@ -186,15 +192,16 @@ impl std::fmt::Debug for SpillDaemon {
 impl SpillDaemon {
     /// Opens (creating or migrating) the SQLite file and checks its namespace.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
-        let path = config.db_path.clone();
-        let ns = store.config().namespace.clone();
-        let conn = tokio::task::spawn_blocking(move || {
-            schema::open_writer(&path, &ns)
-                .map_err(|e| database::classify(e, &path))
-                .and_then(|conn| Database::new(conn, &path))
-        })
-        .await
-        .map_err(|e| Error::sqlite(e.to_string()))??;
+        if matches!(
+            durable::Location::of(&config.db_path),
+            durable::Location::Postgres(_)
+        ) && !config.retention.keeps_everything()
+        {
+            return Err(Error::InvalidInput(
+                "retention policies (--keep-*, --drop-closed-after, --max-decisions) are not implemented on PostgreSQL yet; start the daemon without them".into(),
+            ));
+        }
+        let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
         store.preload_scripts().await?;
         let parts = (0..store.keys().partitions())
             .map(|_| Partition::default())
@@ -203,10 +210,12 @@ impl SpillDaemon {
             owner: format!("{}-{:08x}", std::process::id(), rand::random::<u32>()),
             store,
             config,
-            db: Arc::new(Mutex::new(conn)),
+            db,
             parts,
             cancel: CancellationToken::new(),
             events: PassEvents::default(),
+            heartbeat: None,
+            share: 0,
         })
     }
 
@@ -251,7 +260,7 @@ impl SpillDaemon {
                     .collect();
                 tracing::info!(
                     redis = %redis,
-                    db = %self.config.db_path.display(),
+                    db = %durable::Location::of(&self.config.db_path).display(),
                     partitions = self.store.keys().partitions(),
                     owns = %events::ranges(&owned),
                     lease_ms = self.config.lease_ttl.as_millis() as u64,
@@ -266,7 +275,7 @@ impl SpillDaemon {
                         tracing::warn!(
                             redis = %redis,
                             after_s = %format!("{:.1}", since.elapsed().as_secs_f64()),
-                            "spill passes work again (Redis answers)"
+                            "spill passes work again"
                         );
                     }
                     total.add(report);
@@ -284,7 +293,16 @@ impl SpillDaemon {
                     return Err(err);
                 }
                 Err(err) => {
-                    let text = err.to_string();
+                    // An outage is one event whatever each attempt's error says (a broken
+                    // pipe, then connection refused).
+                    let postgres = matches!(err, Error::Postgres { .. });
+                    let text = if err.is_unavailable() {
+                        "redis unavailable".to_string()
+                    } else if postgres {
+                        "postgres failing".to_string()
+                    } else {
+                        err.to_string()
+                    };
                     match &failing {
                         Some((_, logged)) if *logged == text => {
                             tracing::debug!(error = %err, "spill pass failed again; retrying")
@@ -294,11 +312,20 @@ impl SpillDaemon {
                             error = %err,
                             "cannot reach Redis; retrying until it answers"
                         ),
+                        _ if postgres => tracing::warn!(
+                            db = %durable::Location::of(&self.config.db_path).display(),
+                            error = %err,
+                            "cannot commit to PostgreSQL; Redis keeps every entry it has not committed (nothing is trimmed); retrying with backoff — check the server is up and reachable at --db"
+                        ),
                         _ => tracing::error!(error = %err, "spill pass failed; retrying"),
                     }
                     let since = failing.take().map_or_else(Instant::now, |(t, _)| t);
                     failing = Some((since, text));
-                    self.config.interval.max(Duration::from_millis(200))
+                    // Backoff grows with the outage: 200 ms plus half its length so far, at
+                    // most 5 s.
+                    let waited = since.elapsed().as_millis() as u64;
+                    let backoff = Duration::from_millis((200 + waited / 2).min(5000));
+                    self.config.interval.max(backoff)
                 }
             };
             tokio::select! {
@@ -322,7 +349,7 @@ impl SpillDaemon {
     /// logged and the next run retries; a file that cannot be used stops the daemon.
     async fn collect_garbage(&self) -> Result<()> {
         let policy = self.config.retention.clone();
-        match with_db(&self.db, move |c| retention::apply(c, &policy)).await {
+        match self.db.retain(policy).await {
             Ok(removed) if removed.is_empty() => Ok(()),
             Ok(removed) => {
                 let count = |kind: fn(&retention::Removal) -> bool| {
@@ -381,6 +408,7 @@ impl SpillDaemon {
     pub async fn pass(&mut self) -> Result<PassReport> {
         let mut report = PassReport::default();
         let (mut worked, mut failure, mut unreachable) = (false, None, None);
+        self.rebalance().await?;
         for p in 0..self.store.keys().partitions() {
             if self.cancel.is_cancelled() {
                 break;
@@ -421,6 +449,11 @@ impl SpillDaemon {
 
     /// The pass over partition `p` (see [`SpillDaemon::pass`]); adds what it did to `report`.
     async fn pass_partition(&mut self, p: u32, report: &mut PassReport) -> Result<()> {
+        // Above its share (`membership`), a daemon leaves the partitions it does not hold
+        // to the others.
+        if self.parts[p as usize].token == 0 && !self.below_share() {
+            return Ok(());
+        }
         if !self.hold_lease(p).await? {
             return Ok(());
         }

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use super::lease::{claim, release, value};
 
-use super::flusher::{self, sqlite};
-use super::{with_db, Partition, SpillDaemon};
+use super::flusher;
+use super::{Partition, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry};
 use crate::restore;
@@ -24,7 +24,7 @@ impl SpillDaemon {
         }
         // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite.
         let floor = match part.token {
-            0 => with_db(&self.db, move |c| sqlite::cursors(c, p)).await?.2,
+            0 => self.db.cursors(p).await?.2,
             held => held,
         };
         let Some(token) = claim(&self.store, p, &self.owner, ttl, floor).await? else {
@@ -32,8 +32,7 @@ impl SpillDaemon {
             return Ok(false);
         };
         if token != self.parts[p as usize].token {
-            let (mut wal, mut decisions, _) =
-                with_db(&self.db, move |c| sqlite::cursors(c, p)).await?;
+            let (mut wal, mut decisions, _) = self.db.cursors(p).await?;
             let key = self.store.keys().committed(p);
             let mut conn = self.store.conn().await?;
             let (known, seeded): (u32, bool) = redis::pipe()
@@ -50,14 +49,10 @@ impl SpillDaemon {
                 let decisions_lost =
                     stream_lost(&self.store, &self.store.keys().decisions(p), &decisions).await?;
                 if wal_lost || decisions_lost {
-                    let rebased = with_db(&self.db, move |c| {
-                        sqlite::rebase(c, p, token, wal_lost, decisions_lost)
-                    })
-                    .await?;
+                    let rebased = self.db.rebase(p, token, wal_lost, decisions_lost).await?;
                     if rebased {
                         self.events.rebased(p);
-                        (wal, decisions, _) =
-                            with_db(&self.db, move |c| sqlite::cursors(c, p)).await?;
+                        (wal, decisions, _) = self.db.cursors(p).await?;
                     }
                 }
                 let (sessions, open) =
@@ -136,6 +131,7 @@ impl SpillDaemon {
                 self.parts[p as usize].token = 0;
             }
         }
+        self.leave().await;
         if let Some(err) = first {
             tracing::warn!(
                 partitions = %super::events::ranges(&failed),

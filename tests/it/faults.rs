@@ -134,7 +134,7 @@ async fn persistent_env(tweak: impl FnOnce(Config) -> Config) -> TestEnv {
     let store = Store::connect(tweak(Config::new(server.url())))
         .await
         .unwrap();
-    let t = TestEnv { server, store };
+    let t = TestEnv::new(server, store);
     t.flush().await;
     t
 }

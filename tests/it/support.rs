@@ -10,10 +10,39 @@ use agentstate::{
     Config, Error, Lifecycle, Message, MessageState, NewDecision, NewSession, Result, Store,
 };
 
-/// A private Redis and a store connected to it. Dropping it kills the server.
+/// A private Redis and a store connected to it, and the durable tier its daemons write.
+/// Dropping it kills the server (and drops the test's PostgreSQL database).
 pub struct TestEnv {
     pub server: RedisServer,
     pub store: Store,
+    /// SQLite (a file in the server's temp dir) unless the test runs on PostgreSQL.
+    pub durable: Durable,
+}
+
+/// The durable tier a test's daemons write.
+pub enum Durable {
+    /// `spill.db` in the Redis server's temp dir.
+    Sqlite,
+    /// A database of the test's own on the test PostgreSQL server.
+    Postgres(PgDatabase),
+}
+
+/// Which durable tier a parameterised test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl TestEnv {
+    /// A test env on SQLite around an existing server and store.
+    pub fn new(server: RedisServer, store: Store) -> TestEnv {
+        TestEnv {
+            server,
+            store,
+            durable: Durable::Sqlite,
+        }
+    }
 }
 
 /// Starts a private redis-server and connects a store with the default namespace.
@@ -21,13 +50,31 @@ pub async fn env() -> TestEnv {
     env_with(|c| c).await
 }
 
+/// Like [`env`], with its durable tier on `backend` (a fresh PostgreSQL database of its own).
+pub async fn env_on(backend: Backend) -> TestEnv {
+    env_on_with(backend, |c| c).await
+}
+
 /// Like [`env`], with a tweaked configuration.
 pub async fn env_with(tweak: impl FnOnce(Config) -> Config) -> TestEnv {
+    env_on_with(Backend::Sqlite, tweak).await
+}
+
+/// Like [`env_on`], with a tweaked configuration.
+pub async fn env_on_with(backend: Backend, tweak: impl FnOnce(Config) -> Config) -> TestEnv {
     let server = RedisServer::start().expect("start redis-server");
     let store = Store::connect(tweak(Config::new(server.url())))
         .await
         .expect("connect");
-    let t = TestEnv { server, store };
+    let durable = match backend {
+        Backend::Sqlite => Durable::Sqlite,
+        Backend::Postgres => Durable::Postgres(PgDatabase::create()),
+    };
+    let t = TestEnv {
+        server,
+        store,
+        durable,
+    };
     // As in production, a spill daemon has checked this Redis against SQLite before agents
     // work on it (it publishes `<prefix>:{p}:committed`); tests of the moments before that
     // (a lost Redis, no daemon yet) use `env_without_daemon`.
@@ -42,7 +89,7 @@ pub async fn env_without_daemon() -> TestEnv {
     let store = Store::connect(Config::new(server.url()))
         .await
         .expect("connect");
-    TestEnv { server, store }
+    TestEnv::new(server, store)
 }
 
 /// Everything Redis holds: every key's serialized value (`DUMP`) and the total wal length.
@@ -295,9 +342,93 @@ pub async fn record_decisions(store: &Store, sids: &[String], n: usize) -> Vec<S
 
 /// A durable store env: a private Redis plus a SQLite path in the server's temp dir.
 impl TestEnv {
-    /// The test's SQLite file (inside the server's temp dir).
+    /// The test's `--db`: its SQLite file (inside the server's temp dir) or its PostgreSQL
+    /// database's URL.
     pub fn db(&self) -> std::path::PathBuf {
-        self.server.path("spill.db")
+        match &self.durable {
+            Durable::Sqlite => self.server.path("spill.db"),
+            Durable::Postgres(pg) => pg.url.clone().into(),
+        }
+    }
+
+    /// The first row of `sql` on the durable tier, every column an integer (NULL as 0).
+    /// `?1` is `arg` on either backend.
+    pub fn durable_ints(&self, sql: &str, arg: &str) -> Vec<i64> {
+        match &self.durable {
+            Durable::Sqlite => self
+                .sqlite()
+                .query_row(
+                    sql,
+                    rusqlite::params_from_iter(sql.contains("?1").then_some(arg)),
+                    |r| {
+                        (0..r.as_ref().column_count())
+                            .map(|i| Ok(r.get::<_, Option<i64>>(i)?.unwrap_or(0)))
+                            .collect()
+                    },
+                )
+                .unwrap(),
+            Durable::Postgres(pg) => pg
+                .rows(&bind_literal(sql, arg))
+                .remove(0)
+                .into_iter()
+                .map(|v| v.map_or(0, |v| v.parse().unwrap()))
+                .collect(),
+        }
+    }
+
+    /// Every row of `sql` on the durable tier, each column as text (NULL as "", integers in
+    /// decimal). `?1` is `arg` on either backend.
+    pub fn durable_rows(&self, sql: &str, arg: &str) -> Vec<Vec<String>> {
+        match &self.durable {
+            Durable::Sqlite => {
+                let db = self.sqlite();
+                let mut stmt = db.prepare(sql).unwrap();
+                let n = stmt.column_count();
+                let rows = stmt
+                    .query_map(
+                        rusqlite::params_from_iter(sql.contains("?1").then_some(arg)),
+                        |r| {
+                            (0..n)
+                                .map(|i| {
+                                    Ok(match r.get::<_, rusqlite::types::Value>(i)? {
+                                        rusqlite::types::Value::Null => String::new(),
+                                        rusqlite::types::Value::Integer(n) => n.to_string(),
+                                        rusqlite::types::Value::Text(t) => t,
+                                        other => format!("{other:?}"),
+                                    })
+                                })
+                                .collect()
+                        },
+                    )
+                    .unwrap();
+                rows.map(Result::unwrap).collect()
+            }
+            Durable::Postgres(pg) => pg
+                .rows(&bind_literal(sql, arg))
+                .into_iter()
+                .map(|r| r.into_iter().map(Option::unwrap_or_default).collect())
+                .collect(),
+        }
+    }
+
+    /// `(seq, stored element)` of every message the durable tier holds for `sid`.
+    pub fn durable_messages(&self, sid: &str) -> Vec<(i64, String)> {
+        match &self.durable {
+            Durable::Sqlite => sqlite_messages(&self.db(), sid),
+            Durable::Postgres(pg) => pg
+                .rows(&bind_literal(
+                    "SELECT seq, element FROM messages WHERE session_id = ?1 ORDER BY seq",
+                    sid,
+                ))
+                .into_iter()
+                .map(|r| {
+                    (
+                        r[0].as_ref().unwrap().parse().unwrap(),
+                        r[1].clone().unwrap(),
+                    )
+                })
+                .collect(),
+        }
     }
 
     /// Spill daemon settings for this test: its SQLite file, short pauses and leases.
@@ -652,4 +783,105 @@ fn parse_monitor_line(line: &[u8]) -> Option<Monitored> {
         rest = &rest[i + 1..];
     }
     (!words.is_empty()).then_some(Monitored { client, words })
+}
+
+/// `sql` with `?1` replaced by `arg` as a quoted literal (tests only: PostgreSQL's simple
+/// protocol takes no parameters, and an untyped literal fits text and integer columns).
+fn bind_literal(sql: &str, arg: &str) -> String {
+    sql.replace("?1", &format!("'{}'", arg.replace('\'', "''")))
+}
+
+/// A PostgreSQL database of one test's own on the test server (`AGENTSTATE_TEST_PG`, an
+/// admin URL; default `postgres://postgres@127.0.0.1:5432/postgres`), created empty and
+/// dropped with the test: no test uses an existing database as it is.
+pub struct PgDatabase {
+    /// The database's URL (the `--db` of the test's daemons).
+    pub url: String,
+    /// Its name.
+    pub name: String,
+    /// The admin URL it was created through.
+    admin: String,
+}
+
+/// The test server's admin URL.
+pub fn pg_admin_url() -> String {
+    std::env::var("AGENTSTATE_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+impl PgDatabase {
+    /// Creates an empty database named after this process and a random number.
+    pub fn create() -> PgDatabase {
+        PgDatabase::create_on(&pg_admin_url())
+    }
+
+    /// Creates an empty database on the server of `admin`.
+    pub fn create_on(admin: &str) -> PgDatabase {
+        let name = format!(
+            "agentstate_it_{}_{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        let (base, _) = admin.rsplit_once('/').expect("a postgres://host/db URL");
+        let url = format!("{base}/{name}");
+        pg_batch(admin, &format!("CREATE DATABASE {name}"));
+        PgDatabase {
+            url,
+            name,
+            admin: admin.to_string(),
+        }
+    }
+
+    /// Every row of `sql` (simple protocol), each column as text or NULL.
+    pub fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        pg_rows(&self.url, sql)
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        pg_batch(
+            &self.admin,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
+/// Runs `sql` on `url` on a thread of its own (callers are inside a test's runtime).
+pub fn pg_batch(url: &str, sql: &str) {
+    pg_rows(url, sql);
+}
+
+/// Every row of `sql` on `url` (simple protocol), each column as text or NULL.
+pub fn pg_rows(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let (url, sql) = (url.to_string(), sql.to_string());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap_or_else(|e| panic!("connect to {url}: {e} (is AGENTSTATE_TEST_PG right?)"));
+            let conn = tokio::spawn(conn);
+            let rows = client
+                .simple_query(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                    }
+                    _ => None,
+                })
+                .collect();
+            drop(client);
+            let _ = conn.await;
+            rows
+        })
+    })
+    .join()
+    .unwrap()
 }

@@ -1,15 +1,14 @@
 //! The flusher: reads a batch of a partition's `wal` and `decisions` streams after its
-//! cursors (the Redis half, here) and commits it in one SQLite transaction with the new
-//! cursors ([`sqlite::apply`]), then publishes the committed ids in
+//! cursors (the Redis half, here) and commits it in one transaction of the durable tier (SQLite or PostgreSQL) with the new
+//! cursors (`Durable::apply`: [`sqlite::apply`] or PostgreSQL's), then publishes the committed ids in
 //! `<prefix>:{p}:committed`. Every entry lands exactly once whenever the process dies.
 
+pub(crate) mod records;
 pub(crate) mod sqlite;
 
 use std::collections::{BTreeSet, HashMap};
 
-use rusqlite::Connection;
-
-use super::{lease, with_db, SpillDaemon};
+use super::{lease, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry, WalOp, WalRecord};
 use crate::scripts;
@@ -80,14 +79,7 @@ impl SpillDaemon {
             decisions,
             user_values,
         };
-        let applied = with_db(&self.db, move |c| {
-            let applied = sqlite::apply(c, &batch)?;
-            if applied.as_ref().is_some_and(|a| a.erased) {
-                truncate_wal_file(c);
-            }
-            Ok(applied)
-        })
-        .await?;
+        let applied = self.db.apply(batch).await?;
         let Some(Applied { wal, decisions, .. }) = applied else {
             // Fenced: another daemon owns the partition now.
             self.lost_lease(p);
@@ -124,14 +116,4 @@ pub(super) async fn publish_committed(
     let call = scripts::publish_committed(store.keys(), p, lease, fields);
     let written: i64 = store.invoke(&call).await?;
     Ok(written == 1)
-}
-
-/// After user data was erased: copy the zeroed pages into the main file and truncate the
-/// `-wal` file, so the erased bytes are in neither (`secure_delete` zeroed them on delete).
-fn truncate_wal_file(conn: &Connection) {
-    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) {
-        Ok(0) => {}
-        Ok(_) => tracing::warn!("wal checkpoint after an erasure was blocked by a reader; erased bytes stay in the -wal file until the next checkpoint"),
-        Err(err) => tracing::warn!(error = %err, "wal checkpoint after an erasure failed"),
-    }
 }

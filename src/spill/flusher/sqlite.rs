@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
-use serde::Deserialize;
-use serde_json::value::RawValue;
+
+use super::records::*;
 
 use crate::error::{Error, Result};
 use crate::records::{decision_id, stream_id_ms, DecisionEntry, Entry, WalOp, WalRecord};
@@ -75,7 +75,10 @@ pub(crate) fn rebase(
 /// Applies `batch` in one transaction. Returns `None`, writing nothing, when SQLite shows
 /// another daemon owns the partition now (a higher fencing token or moved cursors).
 pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Applied>> {
-    let tx = conn.transaction()?;
+    // IMMEDIATE: take the write lock before reading the cursors. A deferred transaction
+    // that reads first cannot wait for another daemon's write lock (SQLITE_BUSY at once,
+    // without the busy timeout) when several daemons share the file.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let (wal_at, decisions_at, token) = cursors(&tx, batch.partition)?;
     if token > batch.token || wal_at != batch.wal_from || decisions_at != batch.decisions_from {
         return Ok(None);
@@ -116,101 +119,6 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Appli
         decisions,
         erased,
     }))
-}
-
-#[derive(Deserialize)]
-struct CreateRecord<'a> {
-    user_id: Option<String>,
-    kind: String,
-    parent: Option<String>,
-    spawn_depth: i64,
-    lifecycle: String,
-    status: String,
-    model: Option<String>,
-    system_prompt: Option<String>,
-    #[serde(borrow)]
-    config: &'a RawValue,
-    #[serde(borrow)]
-    metadata: &'a RawValue,
-    ttl: i64,
-    created_at: i64,
-}
-
-#[derive(Deserialize)]
-struct Stamped {
-    #[serde(default)]
-    seq: i64,
-    created_at: i64,
-}
-
-/// `msg_pop`: the removed seq and when.
-#[derive(Deserialize)]
-struct PopRecord {
-    seq: i64,
-    updated_at: i64,
-}
-
-#[derive(Deserialize)]
-struct CompactRecord {
-    compact_seq: i64,
-    from_seq: i64,
-    to_seq: i64,
-    created_at: i64,
-}
-
-#[derive(Deserialize)]
-struct UsageRecord {
-    round_index: i64,
-    created_at: i64,
-}
-
-#[derive(Deserialize)]
-struct CheckpointRecord {
-    id: String,
-    label: String,
-    created_at: i64,
-}
-
-#[derive(Deserialize)]
-struct RoundRecord<'a> {
-    user_id: String,
-    session_id: String,
-    round_id: i64,
-    created_at: i64,
-    #[serde(borrow)]
-    state: &'a RawValue,
-}
-
-#[derive(Deserialize)]
-struct KeyRecord {
-    key: String,
-}
-
-#[derive(Deserialize)]
-struct CloseRecord {
-    cascade: bool,
-}
-
-/// `graph_put`: graph log values written (field → entry / write JSON, field → value).
-#[derive(Deserialize)]
-struct GraphPutRecord<'a> {
-    /// The write's time (the session's `updated_at`), ms.
-    at: i64,
-    #[serde(borrow)]
-    checkpoints: HashMap<String, &'a RawValue>,
-    blobs: HashMap<String, String>,
-    #[serde(borrow)]
-    writes: HashMap<String, &'a RawValue>,
-}
-
-/// `graph_drop`: graph log fields removed.
-#[derive(Deserialize)]
-struct GraphDropRecord {
-    /// The removal's time (the session's `updated_at`), ms.
-    at: i64,
-    checkpoints: Vec<String>,
-    writes: Vec<String>,
-    blobs: Vec<String>,
 }
 
 /// Applies one wal entry; returns true when it deleted user data.
@@ -406,33 +314,20 @@ fn delete_user_value(tx: &Transaction<'_>, user: &str, key: &str) -> Result<bool
     Ok(n > 0)
 }
 
-/// `session_update`: `{updated_at, status?, parent? (null = none), pending? (null = none),
-/// round_index?}`.
+/// `session_update`: sets the columns the record names.
 fn apply_session_update(
     tx: &Transaction<'_>,
     sid: &str,
     d: &str,
     touched: &mut HashMap<String, i64>,
 ) -> Result<()> {
-    let fields: HashMap<String, &RawValue> = serde_json::from_str(d)?;
-    for (name, raw) in &fields {
-        let text = raw.get();
-        let value: String = match name.as_str() {
-            "updated_at" => {
-                touch(touched, sid, text.parse().unwrap_or(0));
-                continue;
-            }
-            "status" => serde_json::from_str(text)?,
-            "parent" => serde_json::from_str::<Option<String>>(text)?.unwrap_or_default(),
-            "pending" if text == "null" => String::new(),
-            "pending" | "round_index" => text.to_string(),
-            other => {
-                tracing::warn!(field = other, "skipping unknown session field");
-                continue;
-            }
-        };
-        // The column name comes from the fixed list above, never from the data.
-        let sql = format!("UPDATE sessions SET {name} = ?2 WHERE id = ?1");
+    let update = SessionUpdate::parse(d)?;
+    if let Some(at) = update.updated_at {
+        touch(touched, sid, at);
+    }
+    for (column, value) in &update.columns {
+        // The column name comes from a fixed list, never from the data.
+        let sql = format!("UPDATE sessions SET {column} = ?2 WHERE id = ?1");
         tx.prepare_cached(&sql)?.execute(params![sid, value])?;
     }
     Ok(())
@@ -532,4 +427,14 @@ fn apply_decision(
         }
     }
     Ok(())
+}
+
+/// After user data was erased: copy the zeroed pages into the main file and truncate the
+/// `-wal` file, so the erased bytes are in neither (`secure_delete` zeroed them on delete).
+pub(crate) fn truncate_wal_file(conn: &Connection) {
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) {
+        Ok(0) => {}
+        Ok(_) => tracing::warn!("wal checkpoint after an erasure was blocked by a reader; erased bytes stay in the -wal file until the next checkpoint"),
+        Err(err) => tracing::warn!(error = %err, "wal checkpoint after an erasure failed"),
+    }
 }

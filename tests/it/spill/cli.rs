@@ -24,9 +24,8 @@ fn cli(t: &TestEnv, args: &[&str]) -> (i32, String) {
     )
 }
 
-#[tokio::test]
-async fn cli_export_stats_and_restore() {
-    let mut t = env().await;
+super::on_both_backends!(cli_export_stats_and_restore);
+async fn cli_export_stats_and_restore(mut t: TestEnv) {
     let (sid, _) = rich_session(&t.store, "cli1").await;
     let (code, stats) = cli(&t, &["--json", "stats"]);
     assert_eq!(code, 0);

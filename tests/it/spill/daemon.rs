@@ -8,6 +8,7 @@ use std::time::Duration;
 use agentstate::*;
 use tokio_util::sync::CancellationToken;
 
+use super::on_both_backends;
 use super::{count, keep_ledger, ledger_seqs, no_lease_held, owned_by, replays, spill_process};
 use crate::support::{env, wait_until, TestEnv};
 
@@ -100,6 +101,8 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
     assert_eq!((n, lo, hi), (last + 1, 1, last + 1));
 }
 
+// SQLite only for now: the applied-entry ledger (triggers) is SQLite's; on PostgreSQL the
+// multi-daemon tests below check exactly-once by the rows.
 #[tokio::test]
 async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing(
 ) {
@@ -172,23 +175,19 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["partitions"], 16, "{report}");
     assert_eq!(replays(&t), vec![], "entries applied more than once");
-    let db = t.sqlite();
     for sid in &sids {
         assert_eq!(
             ledger_seqs(&t, sid),
             (1..=per_session).collect::<Vec<_>>(),
             "{sid} after {kills} kills"
         );
-        let (n, lo, hi): (i64, i64, i64) = db
-            .query_row(
-                "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
-                [sid],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .unwrap();
+        let range = t.durable_ints(
+            "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+            sid,
+        );
         assert_eq!(
-            (n, lo, hi),
-            (per_session, 1, per_session),
+            range,
+            [per_session, 1, per_session],
             "{sid} after {kills} kills"
         );
     }
@@ -244,4 +243,151 @@ async fn sigterm_drains_commits_and_exits_zero() {
         .query(&mut c)
         .unwrap();
     assert_eq!(lease, None);
+}
+
+/// The owner id of each partition's lease (`"<pid>-<random> <token>"` → pid), `None` when
+/// free.
+fn lease_pids(t: &TestEnv) -> Vec<Option<u32>> {
+    let keys = t.store.keys();
+    (0..keys.partitions())
+        .map(|p| {
+            t.cmd::<Option<String>>(&["GET", &keys.lease(p)])
+                .map(|v| v.split('-').next().unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+/// Waits until every partition is leased by one of `pids`, each holding between `lo` and
+/// `hi` of them; panics with the leases after `within`.
+async fn wait_for_spread(t: &TestEnv, pids: &[u32], lo: usize, hi: usize, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let leases = lease_pids(t);
+        let counts: Vec<usize> = pids
+            .iter()
+            .map(|pid| leases.iter().filter(|o| **o == Some(*pid)).count())
+            .collect();
+        if counts.iter().sum::<usize>() == leases.len()
+            && counts.iter().all(|n| (lo..=hi).contains(n))
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "leases {leases:?}, daemons {pids:?}: counts {counts:?}, wanted {lo}..={hi} each"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Appends `n` messages to each of `sids` with a short pause between rounds.
+fn writer(t: &TestEnv, sids: &[String], n: usize) -> tokio::task::JoinHandle<()> {
+    let s = t.store.clone();
+    let sids = sids.to_vec();
+    tokio::spawn(async move {
+        for i in 0..n {
+            for sid in &sids {
+                s.append(sid, &NewMessage::new("user").content(format!("{i}")))
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+}
+
+/// After the daemons are gone: one more drain, then every session holds messages 1..=n
+/// exactly once in the durable tier.
+async fn assert_exactly_once(t: &TestEnv, sids: &[String], n: i64) {
+    tokio::time::sleep(Duration::from_millis(700)).await; // the last leases lapse
+    let out = spill_process(t, &["spill", "--once"]).output().unwrap();
+    assert!(out.status.success());
+    for sid in sids {
+        let range = t.durable_ints(
+            "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+            sid,
+        );
+        assert_eq!(range, [n, 1, n], "{sid}");
+    }
+}
+
+async fn sessions_over_partitions(t: &TestEnv, n: usize) -> Vec<String> {
+    let sids: Vec<String> = (0..n).map(|i| format!("share{i}")).collect();
+    for sid in &sids {
+        t.store
+            .create_session(&NewSession::new().id(sid))
+            .await
+            .unwrap();
+    }
+    sids
+}
+
+on_both_backends!(three_daemons_share_the_partitions_and_two_take_over_a_killed_one);
+async fn three_daemons_share_the_partitions_and_two_take_over_a_killed_one(t: TestEnv) {
+    let sids = sessions_over_partitions(&t, 8).await;
+    let args = ["spill", "--interval-ms", "5", "--lease-ms", "600"];
+    let mut daemons: Vec<_> = (0..3)
+        .map(|_| spill_process(&t, &args).spawn().unwrap())
+        .collect();
+    let pids: Vec<u32> = daemons.iter().map(|c| c.id()).collect();
+    // 16 partitions over 3 daemons: 6, 6 and 4 (each at most its share, 6).
+    wait_for_spread(&t, &pids, 4, 6, Duration::from_secs(10)).await;
+    let per_session = 200;
+    let writing = writer(&t, &sids, per_session);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    daemons[0].kill().unwrap(); // SIGKILL while agents append
+    daemons[0].wait().unwrap();
+    // The two left take its partitions once its leases and heartbeat lapse: 8 each.
+    wait_for_spread(&t, &pids[1..], 8, 8, Duration::from_secs(5)).await;
+    writing.await.unwrap();
+    for d in &mut daemons[1..] {
+        d.kill().unwrap();
+        d.wait().unwrap();
+    }
+    assert_exactly_once(&t, &sids, per_session as i64).await;
+}
+
+on_both_backends!(a_stopped_owner_resumed_after_its_lease_lapsed_writes_nothing);
+async fn a_stopped_owner_resumed_after_its_lease_lapsed_writes_nothing(t: TestEnv) {
+    let sids = sessions_over_partitions(&t, 8).await;
+    let args = ["spill", "--interval-ms", "5", "--lease-ms", "400"];
+    let mut old = spill_process(&t, &args).spawn().unwrap();
+    wait_for_spread(&t, &[old.id()], 16, 16, Duration::from_secs(10)).await;
+    let per_session = 400;
+    let writing = writer(&t, &sids, per_session);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let pid = old.id() as libc::pid_t;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let keys = t.store.keys();
+    let token_of = |p: u32| -> i64 {
+        let lease: String = t.cmd(&["GET", &keys.lease(p)]);
+        lease.split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    // The tokens the stopped owner holds; once its successor committed, none may come back.
+    let stale: Vec<i64> = (0..keys.partitions()).map(token_of).collect();
+    let mut new = spill_process(&t, &args).spawn().unwrap();
+    wait_for_spread(&t, &[new.id()], 16, 16, Duration::from_secs(5)).await;
+    // The durable tier's tokens now are the successor's; the old owner resumes with its
+    // stale ones (and whatever batch it had read) while agents keep appending.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    writing.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let busy: std::collections::BTreeSet<u32> = sids.iter().map(|s| keys.partition(s)).collect();
+    for p in busy {
+        let recorded = t.durable_ints(
+            "SELECT token FROM cursors WHERE partition = ?1",
+            &p.to_string(),
+        )[0];
+        assert!(
+            recorded > stale[p as usize],
+            "partition {p}: the durable tier records token {recorded}, the stopped owner's was {}",
+            stale[p as usize]
+        );
+    }
+    old.kill().unwrap();
+    new.kill().unwrap();
+    old.wait().unwrap();
+    new.wait().unwrap();
+    assert_exactly_once(&t, &sids, per_session as i64).await;
 }

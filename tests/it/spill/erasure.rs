@@ -4,6 +4,7 @@ use agentstate::*;
 use serde_json::json;
 
 use super::count;
+use super::on_both_backends;
 use crate::support::{create, env, TestEnv};
 
 /// True when `needle` occurs in the SQLite file or its -wal file.
@@ -99,9 +100,8 @@ async fn a_forgotten_users_values_are_gone_from_the_sqlite_files() {
     assert!(db_files_contain(&t, b"carol-keeps-this"));
 }
 
-#[tokio::test]
-async fn closing_a_session_removes_its_tree_from_sqlite() {
-    let t = env().await;
+on_both_backends!(closing_a_session_removes_its_tree_from_sqlite);
+async fn closing_a_session_removes_its_tree_from_sqlite(t: TestEnv) {
     let s = &t.store;
     let (root, linked, grandkid, detached) = ("croot", "clinked", "cgrand", "cdet");
     create(&t, root, None, None).await;
@@ -115,27 +115,13 @@ async fn closing_a_session_removes_its_tree_from_sqlite() {
             .unwrap();
     }
     t.flush().await;
-    assert_eq!(
-        t.sqlite()
-            .query_row("SELECT count(*) FROM sessions", [], |r| r.get::<_, i64>(0))
-            .unwrap(),
-        4
-    );
+    assert_eq!(t.durable_ints("SELECT count(*) FROM sessions", "")[0], 4);
     assert_eq!(s.close_session(root, true).await.unwrap(), 3);
     t.flush().await;
-    let db = t.sqlite();
-    let left: Vec<(String, String)> = db
-        .prepare("SELECT id, parent FROM sessions ORDER BY id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(left, vec![(detached.to_string(), String::new())]);
+    let left = t.durable_rows("SELECT id, parent FROM sessions ORDER BY id", "");
+    assert_eq!(left, vec![vec![detached.to_string(), String::new()]]);
     for table in ["messages", "decisions"] {
-        let n: i64 = db
-            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
-            .unwrap();
+        let n = t.durable_ints(&format!("SELECT count(*) FROM {table}"), "")[0];
         assert_eq!(n, 0, "{table}");
     }
 }

@@ -2,12 +2,13 @@
 
 use agentstate::*;
 
+use super::on_both_backends;
 use super::{count, rich_session};
-use crate::support::{create, env};
+use crate::support::create;
+use crate::support::TestEnv;
 
-#[tokio::test]
-async fn flush_lands_every_entry_once_and_publishes_the_committed_ids() {
-    let t = env().await;
+on_both_backends!(flush_lands_every_entry_once_and_publishes_the_committed_ids);
+async fn flush_lands_every_entry_once_and_publishes_the_committed_ids(t: TestEnv) {
     let s = &t.store;
     let (sid, kid) = rich_session(s, "rich1").await;
     let p = s.keys().partition(&sid);
@@ -18,7 +19,7 @@ async fn flush_lands_every_entry_once_and_publishes_the_committed_ids() {
     assert!(report.wal >= wal_before as u64, "{report:?}");
     assert_eq!(report.decisions, 3);
 
-    let seqs = crate::support::sqlite_messages(&t.db(), &sid);
+    let seqs = t.durable_messages(&sid);
     assert_eq!(
         seqs.iter().map(|x| x.0).collect::<Vec<_>>(),
         (1..=8).collect::<Vec<_>>()
@@ -110,9 +111,10 @@ async fn flush_lands_every_entry_once_and_publishes_the_committed_ids() {
     assert_eq!(t.flush().await.wal, 0);
 }
 
-#[tokio::test]
-async fn after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_cursor() {
-    let mut t = env().await;
+on_both_backends!(after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_cursor);
+async fn after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_cursor(
+    mut t: TestEnv,
+) {
     t.store
         .create_session(&NewSession::new().id("before"))
         .await
@@ -154,9 +156,8 @@ async fn after_redis_loss_new_entries_flush_even_when_their_ids_sort_below_the_c
     assert_eq!(committed.as_deref(), Some("1-1"));
 }
 
-#[tokio::test]
-async fn a_decision_applied_before_its_sessions_create_survives_the_create() {
-    let t = env().await;
+on_both_backends!(a_decision_applied_before_its_sessions_create_survives_the_create);
+async fn a_decision_applied_before_its_sessions_create_survives_the_create(t: TestEnv) {
     create(&t, "busy", None, None).await;
     for i in 0..10 {
         t.store
@@ -192,9 +193,8 @@ async fn a_decision_applied_before_its_sessions_create_survives_the_create() {
     );
 }
 
-#[tokio::test]
-async fn a_partition_with_an_entry_sqlite_rejects_does_not_hold_the_others_back() {
-    let t = env().await;
+on_both_backends!(a_partition_with_an_entry_sqlite_rejects_does_not_hold_the_others_back);
+async fn a_partition_with_an_entry_sqlite_rejects_does_not_hold_the_others_back(t: TestEnv) {
     let p_bad = t.store.keys().partition("sick");
     let well = (0..)
         .map(|i| format!("well{i}"))
@@ -234,9 +234,8 @@ async fn a_partition_with_an_entry_sqlite_rejects_does_not_hold_the_others_back(
     );
 }
 
-#[tokio::test]
-async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_message() {
-    let t = env().await;
+on_both_backends!(a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_message);
+async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_message(t: TestEnv) {
     create(&t, "rewound", None, None).await;
     for c in ["one", "two", "three"] {
         t.store
@@ -256,13 +255,10 @@ async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_messag
         .unwrap();
     assert_eq!(seq, 3);
     t.flush().await;
-    let element: String = t
-        .sqlite()
-        .query_row(
-            "SELECT element FROM messages WHERE session_id = 'rewound' AND seq = 3",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let element = t.durable_rows(
+        "SELECT element FROM messages WHERE session_id = ?1 AND seq = 3",
+        "rewound",
+    )[0][0]
+        .clone();
     assert!(element.contains("three again"), "{element}");
 }

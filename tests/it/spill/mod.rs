@@ -89,8 +89,29 @@ pub(crate) async fn rich_session(s: &Store, sid: &str) -> (String, String) {
 }
 
 fn count(t: &TestEnv, sql: &str, sid: &str) -> i64 {
-    t.sqlite().query_row(sql, [sid], |r| r.get(0)).unwrap()
+    t.durable_ints(sql, sid)[0]
 }
+
+/// Runs the flow `async fn $flow(t: TestEnv)` once per durable tier (`$flow::sqlite`,
+/// `$flow::postgres`): the same test on SQLite and on a PostgreSQL database of its own.
+macro_rules! on_both_backends {
+    ($flow:ident) => {
+        mod $flow {
+            use crate::support::{env_on, Backend};
+
+            #[tokio::test]
+            async fn sqlite() {
+                super::$flow(env_on(Backend::Sqlite).await).await
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                super::$flow(env_on(Backend::Postgres).await).await
+            }
+        }
+    };
+}
+pub(crate) use on_both_backends;
 
 /// `agentstate <args>` (e.g. `spill --once`) as a child process of this test, against the
 /// test's Redis and SQLite.
@@ -102,7 +123,13 @@ fn spill_process(t: &TestEnv, args: &[&str]) -> std::process::Command {
         .arg(t.db())
         .args(args)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
+        .stderr(
+            if std::env::var_os("AGENTSTATE_TEST_DAEMON_LOG").is_some() {
+                std::process::Stdio::inherit()
+            } else {
+                std::process::Stdio::null()
+            },
+        );
     cmd
 }
 

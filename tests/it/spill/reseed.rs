@@ -4,11 +4,12 @@ use agentstate::*;
 use serde_json::json;
 
 use super::count;
-use crate::support::{create, env};
+use super::on_both_backends;
+use crate::support::create;
+use crate::support::TestEnv;
 
-#[tokio::test]
-async fn user_values_and_state_rounds_come_back_after_redis_restarts_empty() {
-    let mut t = env().await;
+on_both_backends!(user_values_and_state_rounds_come_back_after_redis_restarts_empty);
+async fn user_values_and_state_rounds_come_back_after_redis_restarts_empty(mut t: TestEnv) {
     let (stop, daemon) = t.start_daemon().await;
     let durable = t.store.with_durability(Durability::Durable);
     durable
@@ -82,9 +83,8 @@ async fn user_values_and_state_rounds_come_back_after_redis_restarts_empty() {
     daemon.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn after_redis_loss_a_forget_stays_forgotten_and_a_newer_value_wins() {
-    let mut t = env().await;
+on_both_backends!(after_redis_loss_a_forget_stays_forgotten_and_a_newer_value_wins);
+async fn after_redis_loss_a_forget_stays_forgotten_and_a_newer_value_wins(mut t: TestEnv) {
     let (stop, daemon) = t.start_daemon().await;
     let durable = t.store.with_durability(Durability::Durable);
     durable
@@ -126,14 +126,13 @@ async fn after_redis_loss_a_forget_stays_forgotten_and_a_newer_value_wins() {
     );
     assert_eq!(s.user_value("ann", "tz").await.unwrap(), Some(json!("UTC")));
     let rows = |user: &str| -> Vec<(String, String)> {
-        let db = t.sqlite();
-        let mut stmt = db
-            .prepare("SELECT key, value FROM user_values WHERE user_id = ?1 ORDER BY key")
-            .unwrap();
-        let rows = stmt
-            .query_map([user], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap();
-        rows.collect::<rusqlite::Result<_>>().unwrap()
+        t.durable_rows(
+            "SELECT key, value FROM user_values WHERE user_id = ?1 ORDER BY key",
+            user,
+        )
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect()
     };
     assert_eq!(rows("bob"), []);
     assert_eq!(rows("dan"), []);
@@ -148,11 +147,10 @@ async fn after_redis_loss_a_forget_stays_forgotten_and_a_newer_value_wins() {
     daemon.await.unwrap().unwrap();
 }
 
+on_both_backends!(the_user_reseed_script_never_overwrites_or_resurrects);
 /// `reseed_user_values.lua` on its own, at the moment between the daemon's flush (SQLite
 /// still holds the values) and its re-seed: what agents did since is left alone.
-#[tokio::test]
-async fn the_user_reseed_script_never_overwrites_or_resurrects() {
-    let t = env().await;
+async fn the_user_reseed_script_never_overwrites_or_resurrects(t: TestEnv) {
     let s = &t.store;
     let script = redis::Script::new(concat!(
         include_str!("../../../lua/_prelude.lua"),
@@ -220,9 +218,8 @@ async fn the_user_reseed_script_never_overwrites_or_resurrects() {
     assert_eq!(reseed("cy", &at, &[("a", "1"), ("b", "2")]), 2);
 }
 
-#[tokio::test]
-async fn open_decisions_come_back_after_redis_loss_for_crash_recovery() {
-    let mut t = env().await;
+on_both_backends!(open_decisions_come_back_after_redis_loss_for_crash_recovery);
+async fn open_decisions_come_back_after_redis_loss_for_crash_recovery(mut t: TestEnv) {
     create(&t, "dec", None, None).await;
     let open = t
         .store

@@ -5,12 +5,13 @@ use std::time::Duration;
 use agentstate::*;
 use serde_json::json;
 
+use super::on_both_backends;
 use super::{count, rich_session};
+use crate::support::TestEnv;
 use crate::support::{create, env, env_with, seqs, wait_until};
 
-#[tokio::test]
-async fn redis_lost_after_a_flush_restores_every_session_exactly() {
-    let mut t = env().await;
+on_both_backends!(redis_lost_after_a_flush_restores_every_session_exactly);
+async fn redis_lost_after_a_flush_restores_every_session_exactly(mut t: TestEnv) {
     let (sid, kid) = rich_session(&t.store, "rich2").await;
     let open_before = t.store.incomplete_decisions(Some(&sid)).await.unwrap();
     let before = (t.session_dump(&sid), t.session_dump(&kid));
@@ -79,9 +80,8 @@ async fn redis_lost_after_a_flush_restores_every_session_exactly() {
     daemon.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_state() {
-    let t = env().await;
+on_both_backends!(a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_state);
+async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_state(t: TestEnv) {
     let s = &t.store;
     let sid = s
         .create_session(&NewSession::new().ttl(Duration::from_secs(1)))
@@ -198,9 +198,8 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
     daemon.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn a_durable_write_survives_redis_loss_right_after_it_returns() {
-    let mut t = env().await;
+on_both_backends!(a_durable_write_survives_redis_loss_right_after_it_returns);
+async fn a_durable_write_survives_redis_loss_right_after_it_returns(mut t: TestEnv) {
     let (stop, daemon) = t.start_daemon().await;
     let durable = t.store.with_durability(Durability::Durable);
     let sid = durable.create_session(&NewSession::new()).await.unwrap();
@@ -220,9 +219,8 @@ async fn a_durable_write_survives_redis_loss_right_after_it_returns() {
     daemon.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn concurrent_openers_restore_a_session_once() {
-    let mut t = env().await;
+on_both_backends!(concurrent_openers_restore_a_session_once);
+async fn concurrent_openers_restore_a_session_once(mut t: TestEnv) {
     let sid = t.store.create_session(&NewSession::new()).await.unwrap();
     for _ in 0..20 {
         t.store
@@ -295,9 +293,8 @@ async fn right_after_redis_restarts_empty_an_opener_waits_for_the_running_daemon
     daemon.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn closing_a_parent_restores_and_closes_a_child_that_expired_from_redis() {
-    let t = env().await;
+on_both_backends!(closing_a_parent_restores_and_closes_a_child_that_expired_from_redis);
+async fn closing_a_parent_restores_and_closes_a_child_that_expired_from_redis(t: TestEnv) {
     create(&t, "boss", Some("ann"), None).await;
     create(&t, "kid", Some("ann"), Some(("boss", Lifecycle::Linked))).await;
     t.flush().await;
@@ -311,9 +308,8 @@ async fn closing_a_parent_restores_and_closes_a_child_that_expired_from_redis() 
     daemon.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn a_sub_agent_can_be_spawned_under_a_parent_that_expired_from_redis() {
-    let t = env().await;
+on_both_backends!(a_sub_agent_can_be_spawned_under_a_parent_that_expired_from_redis);
+async fn a_sub_agent_can_be_spawned_under_a_parent_that_expired_from_redis(t: TestEnv) {
     create(&t, "elder", None, None).await;
     t.flush().await;
     t.expire_session("elder");
@@ -328,9 +324,8 @@ async fn a_sub_agent_can_be_spawned_under_a_parent_that_expired_from_redis() {
     daemon.await.unwrap().unwrap();
 }
 
-#[tokio::test]
-async fn an_expired_session_id_cannot_be_created_anew_over_its_durable_history() {
-    let t = env().await;
+on_both_backends!(an_expired_session_id_cannot_be_created_anew_over_its_durable_history);
+async fn an_expired_session_id_cannot_be_created_anew_over_its_durable_history(t: TestEnv) {
     create(&t, "once", None, None).await;
     t.store
         .append("once", &NewMessage::new("user").content("keep me"))
@@ -353,13 +348,12 @@ async fn an_expired_session_id_cannot_be_created_anew_over_its_durable_history()
     );
 }
 
+on_both_backends!(compacted_ranges_merge_the_same_when_compacting_and_restoring);
 /// Compacted ranges have one implementation, the prelude's `merge_compacted`: compact.lua
 /// adds each range as it goes, restore_session.lua folds the audit records SQLite kept. Fed
 /// the same ranges (out of order, overlapping, adjacent) through a real Redis, both give the
 /// same meta, and active loads skip exactly those seqs.
-#[tokio::test]
-async fn compacted_ranges_merge_the_same_when_compacting_and_restoring() {
-    let t = env().await;
+async fn compacted_ranges_merge_the_same_when_compacting_and_restoring(t: TestEnv) {
     let s = &t.store;
     create(&t, "cr", None, None).await;
     for i in 0..30 {

@@ -1,0 +1,215 @@
+//! The durable tier as the daemon and the CLI see it: one interface, [`Durable`], over its
+//! two implementations — a SQLite file (`flusher::sqlite`, `schema`, `restore::snapshot`,
+//! `retention`; run on the blocking pool) and a PostgreSQL database (`postgres`; async).
+//! `--db` / `AGENTSTATE_DB` choose: a `postgres://` or `postgresql://` URL, else a path.
+//! Callers never ask which one they hold; each operation is one match here.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use super::database::{self, with_db, Database, Db};
+use super::flusher::sqlite::{self, Applied, Batch};
+use super::postgres::{self, Pg};
+use super::{retention, schema};
+use crate::config::Namespace;
+use crate::decisions::Decision;
+use crate::error::{Error, Result};
+use crate::restore::snapshot::{self, Snapshot, UserData};
+
+/// Where the durable tier lives, as `--db` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location<'a> {
+    /// A SQLite file.
+    Sqlite(&'a Path),
+    /// A PostgreSQL database URL.
+    Postgres(&'a str),
+}
+
+impl<'a> Location<'a> {
+    /// Reads `--db`: a `postgres://` / `postgresql://` URL, else a SQLite path.
+    pub fn of(db: &'a Path) -> Location<'a> {
+        match db.to_str() {
+            Some(url) if postgres::is_url(url) => Location::Postgres(url),
+            _ => Location::Sqlite(db),
+        }
+    }
+
+    /// The location for messages and logs (a URL's password redacted).
+    pub fn display(&self) -> String {
+        match self {
+            Location::Sqlite(path) => path.display().to_string(),
+            Location::Postgres(url) => postgres::redact(url),
+        }
+    }
+}
+
+/// An open durable tier (cheap to clone: a shared connection or a pool).
+#[derive(Clone)]
+pub(crate) enum Durable {
+    /// The daemon's one SQLite connection with its file's identity.
+    Sqlite(Db),
+    /// A PostgreSQL connection pool.
+    Postgres(Pg),
+}
+
+impl Durable {
+    /// Opens for writing (creating or migrating the schema) and checks the namespace.
+    pub(crate) async fn open_writer(db: &Path, ns: &Namespace) -> Result<Durable> {
+        match Location::of(db) {
+            Location::Postgres(url) => Ok(Durable::Postgres(Pg::open(url, ns, true).await?)),
+            Location::Sqlite(path) => {
+                let (path, ns) = (path.to_path_buf(), ns.clone());
+                let db = tokio::task::spawn_blocking(move || {
+                    schema::open_writer(&path, &ns)
+                        .map_err(|e| database::classify(e, &path))
+                        .and_then(|conn| Database::new(conn, &path))
+                })
+                .await
+                .map_err(|e| Error::sqlite(e.to_string()))??;
+                Ok(Durable::Sqlite(Arc::new(Mutex::new(db))))
+            }
+        }
+    }
+
+    /// Opens for reading (a SQLite file read-only; a PostgreSQL database without
+    /// migrating) and checks the namespace.
+    pub(crate) async fn open_reader(db: &Path, ns: &Namespace) -> Result<Durable> {
+        match Location::of(db) {
+            Location::Postgres(url) => Ok(Durable::Postgres(Pg::open(url, ns, false).await?)),
+            Location::Sqlite(path) => {
+                let conn = schema::open_read_only(path, ns)?;
+                let db = Database::new(conn, path)?;
+                Ok(Durable::Sqlite(Arc::new(Mutex::new(db))))
+            }
+        }
+    }
+
+    /// Every row of `sql` (`?1` is `arg`; the same text on both backends), each column
+    /// read as text (NULL as `None`): select text columns or `CAST(x AS TEXT)`.
+    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<Vec<Vec<Option<String>>>> {
+        match self {
+            Durable::Sqlite(db) => {
+                let (sql, arg) = (sql.to_string(), arg.to_string());
+                with_db(db, move |c| {
+                    let mut stmt = c.prepare_cached(&sql)?;
+                    let n = stmt.column_count();
+                    let rows = stmt.query_map([&arg], |r| {
+                        (0..n).map(|i| r.get::<_, Option<String>>(i)).collect()
+                    })?;
+                    Ok(rows.collect::<rusqlite::Result<_>>()?)
+                })
+                .await
+            }
+            Durable::Postgres(pg) => pg.text_rows(sql, arg).await,
+        }
+    }
+
+    /// The cursors and fencing token recorded for `p` (defaults when none).
+    pub(crate) async fn cursors(&self, p: u32) -> Result<(String, String, i64)> {
+        match self {
+            Durable::Sqlite(db) => with_db(db, move |c| sqlite::cursors(c, p)).await,
+            Durable::Postgres(pg) => pg.cursors(p).await,
+        }
+    }
+
+    /// Points the named cursors of `p` back to `0-0` unless a higher token owns it; false
+    /// when fenced.
+    pub(crate) async fn rebase(&self, p: u32, token: i64, wal: bool, dec: bool) -> Result<bool> {
+        match self {
+            Durable::Sqlite(db) => {
+                with_db(db, move |c| sqlite::rebase(c, p, token, wal, dec)).await
+            }
+            Durable::Postgres(pg) => pg.rebase(p, token, wal, dec).await,
+        }
+    }
+
+    /// The flusher's transaction: applies `batch` and advances the cursors together, or
+    /// writes nothing (`None`) when a higher fencing token or moved cursors show another
+    /// daemon owns the partition.
+    pub(crate) async fn apply(&self, batch: Batch) -> Result<Option<Applied>> {
+        match self {
+            Durable::Sqlite(db) => {
+                with_db(db, move |c| {
+                    let applied = sqlite::apply(c, &batch)?;
+                    if applied.as_ref().is_some_and(|a| a.erased) {
+                        sqlite::truncate_wal_file(c);
+                    }
+                    Ok(applied)
+                })
+                .await
+            }
+            Durable::Postgres(pg) => pg.apply(&batch).await,
+        }
+    }
+
+    /// Applies a retention policy; what it removed.
+    pub(crate) async fn retain(
+        &self,
+        policy: retention::Retention,
+    ) -> Result<Vec<retention::Removal>> {
+        match self {
+            Durable::Sqlite(db) => with_db(db, move |c| retention::apply(c, &policy)).await,
+            Durable::Postgres(_) => Err(Error::postgres(
+                "retention policies are not implemented on PostgreSQL yet: run the daemon without --keep-* flags",
+            )),
+        }
+    }
+
+    /// Session `sid` as the durable tier holds it; `None` when unknown.
+    pub(crate) async fn load_snapshot(&self, sid: &str) -> Result<Option<Snapshot>> {
+        match self {
+            Durable::Sqlite(db) => {
+                let sid = sid.to_string();
+                with_db(db, move |c| snapshot::load_snapshot(c, &sid)).await
+            }
+            Durable::Postgres(pg) => pg.load_snapshot(sid).await,
+        }
+    }
+
+    /// User values and loose rounds of partition `p`.
+    pub(crate) async fn load_user_data(
+        &self,
+        keys: &crate::keys::Keys,
+        p: u32,
+    ) -> Result<UserData> {
+        match self {
+            Durable::Sqlite(db) => {
+                let keys = keys.clone();
+                with_db(db, move |c| snapshot::load_user_data(c, &keys, p)).await
+            }
+            Durable::Postgres(pg) => pg.load_user_data(keys, p).await,
+        }
+    }
+
+    /// The sessions of partition `p`: (id, user id or '').
+    pub(crate) async fn partition_sessions(&self, p: u32) -> Result<Vec<(String, String)>> {
+        match self {
+            Durable::Sqlite(db) => with_db(db, move |c| snapshot::partition_sessions(c, p)).await,
+            Durable::Postgres(pg) => pg.partition_sessions(p).await,
+        }
+    }
+
+    /// The decisions of partition `p` without an outcome, oldest first.
+    pub(crate) async fn open_decisions(&self, p: u32) -> Result<Vec<Decision>> {
+        match self {
+            Durable::Sqlite(db) => with_db(db, move |c| snapshot::open_decisions(c, p)).await,
+            Durable::Postgres(pg) => pg.open_decisions(p).await,
+        }
+    }
+}
+
+/// Reads session `sid` from the durable tier at `db` without a daemon (a SQLite file opened
+/// read-only, or a PostgreSQL database).
+pub(crate) async fn read_snapshot(
+    db: &Path,
+    ns: &Namespace,
+    sid: &str,
+) -> Result<Option<Snapshot>> {
+    match Location::of(db) {
+        Location::Postgres(url) => Pg::open(url, ns, false).await?.load_snapshot(sid).await,
+        Location::Sqlite(path) => {
+            let conn = schema::open_read_only(path, ns)?;
+            snapshot::load_snapshot(&conn, sid)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The payloads of wal records (`d`) the durable stores apply, parsed once for both
+//! (`flusher::sqlite`, `postgres::flush`).
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+#[derive(Deserialize)]
+pub(crate) struct CreateRecord<'a> {
+    pub user_id: Option<String>,
+    pub kind: String,
+    pub parent: Option<String>,
+    pub spawn_depth: i64,
+    pub lifecycle: String,
+    pub status: String,
+    pub model: Option<String>,
+    pub system_prompt: Option<String>,
+    #[serde(borrow)]
+    pub config: &'a RawValue,
+    #[serde(borrow)]
+    pub metadata: &'a RawValue,
+    pub ttl: i64,
+    pub created_at: i64,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Stamped {
+    #[serde(default)]
+    pub seq: i64,
+    pub created_at: i64,
+}
+
+/// `msg_pop`: the removed seq and when.
+#[derive(Deserialize)]
+pub(crate) struct PopRecord {
+    pub seq: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CompactRecord {
+    pub compact_seq: i64,
+    pub from_seq: i64,
+    pub to_seq: i64,
+    pub created_at: i64,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct UsageRecord {
+    pub round_index: i64,
+    pub created_at: i64,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CheckpointRecord {
+    pub id: String,
+    pub label: String,
+    pub created_at: i64,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RoundRecord<'a> {
+    pub user_id: String,
+    pub session_id: String,
+    pub round_id: i64,
+    pub created_at: i64,
+    #[serde(borrow)]
+    pub state: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct KeyRecord {
+    pub key: String,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CloseRecord {
+    pub cascade: bool,
+}
+
+/// `graph_put`: graph log values written (field → entry / write JSON, field → value).
+#[derive(Deserialize)]
+pub(crate) struct GraphPutRecord<'a> {
+    /// The write's time (the session's `updated_at`), ms.
+    pub at: i64,
+    #[serde(borrow)]
+    pub checkpoints: HashMap<String, &'a RawValue>,
+    pub blobs: HashMap<String, String>,
+    #[serde(borrow)]
+    pub writes: HashMap<String, &'a RawValue>,
+}
+
+/// `graph_drop`: graph log fields removed.
+#[derive(Deserialize)]
+pub(crate) struct GraphDropRecord {
+    /// The removal's time (the session's `updated_at`), ms.
+    pub at: i64,
+    pub checkpoints: Vec<String>,
+    pub writes: Vec<String>,
+    pub blobs: Vec<String>,
+}
+
+/// A `session_update` record (`{updated_at, status?, parent? (null = none), pending? (null =
+/// none), round_index?}`) as the columns it sets.
+pub(crate) struct SessionUpdate {
+    /// The write's time, ms.
+    pub updated_at: Option<i64>,
+    /// (column, value as SQLite and PostgreSQL store it); columns from a fixed list.
+    pub columns: Vec<(&'static str, String)>,
+}
+
+impl SessionUpdate {
+    pub(crate) fn parse(d: &str) -> crate::error::Result<SessionUpdate> {
+        let fields: HashMap<String, &RawValue> = serde_json::from_str(d)?;
+        let mut update = SessionUpdate {
+            updated_at: None,
+            columns: Vec::new(),
+        };
+        for (name, raw) in &fields {
+            let text = raw.get();
+            let (column, value): (&'static str, String) = match name.as_str() {
+                "updated_at" => {
+                    update.updated_at = Some(text.parse().unwrap_or(0));
+                    continue;
+                }
+                "status" => ("status", serde_json::from_str(text)?),
+                "parent" => (
+                    "parent",
+                    serde_json::from_str::<Option<String>>(text)?.unwrap_or_default(),
+                ),
+                "pending" if text == "null" => ("pending", String::new()),
+                "pending" => ("pending", text.to_string()),
+                "round_index" => ("round_index", text.to_string()),
+                other => {
+                    tracing::warn!(field = other, "skipping unknown session field");
+                    continue;
+                }
+            };
+            update.columns.push((column, value));
+        }
+        Ok(update)
+    }
+}

@@ -1,0 +1,178 @@
+//! Snapshot reads from PostgreSQL: the same queries as SQLite's (`restore::snapshot`), made
+//! into the same restore image by `restore::snapshot::assemble`.
+
+use super::Pg;
+use crate::decisions::Decision;
+use crate::error::Result;
+use crate::records::decision_id;
+use crate::restore::snapshot::{
+    assemble, group_sorted, sql, SessionRow, SessionRows, Snapshot, UserData,
+};
+
+/// SQLite's `?N` placeholders in PostgreSQL's spelling, `$N`.
+pub(crate) fn dollar(sql: &str) -> String {
+    sql.replace('?', "$")
+}
+
+impl Pg {
+    /// Reads session `sid`; `None` when PostgreSQL does not know it. One snapshot of the
+    /// database (a repeatable-read transaction), as SQLite's reads are.
+    pub(crate) async fn load_snapshot(&self, sid: &str) -> Result<Option<Snapshot>> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let head = tx.query_opt(&dollar(sql::HEAD), &[&sid]).await?;
+        let Some(head) = head else {
+            return Ok(None);
+        };
+        let mut texts: [String; 10] = Default::default();
+        for (i, t) in texts.iter_mut().enumerate() {
+            *t = head.get(i);
+        }
+        let mut ints = [0i64; 5];
+        for (i, n) in ints.iter_mut().enumerate() {
+            *n = head.get(10 + i);
+        }
+        let q = |s: &'static str| {
+            let tx = &tx;
+            async move { tx.query(&dollar(s), &[&sid]).await }
+        };
+        let rows = SessionRows {
+            head: SessionRow { texts, ints },
+            messages: q(sql::MESSAGES)
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect(),
+            compactions: q(sql::COMPACTIONS)
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect(),
+            usage: q(sql::USAGE)
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect(),
+            checkpoints: q(sql::CHECKPOINTS)
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect(),
+            decisions: q(sql::DECISIONS)
+                .await?
+                .iter()
+                .map(|r| {
+                    let mut v: Vec<String> = (0..5).map(|i| r.get(i)).collect();
+                    v.push(r.get::<_, i64>(5).to_string());
+                    v
+                })
+                .collect(),
+            rounds: q(sql::ROUNDS)
+                .await?
+                .iter()
+                .map(|r| (r.get(0), (r.get(1), r.get(2))))
+                .collect(),
+            children: q(sql::CHILDREN).await?.iter().map(|r| r.get(0)).collect(),
+            graph: q(sql::GRAPH)
+                .await?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect(),
+        };
+        tx.commit().await?;
+        assemble(sid, rows).map(Some)
+    }
+
+    /// Every row of `sql` (SQLite's spelling, `?1` = `arg`), each column as text.
+    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<Vec<Vec<Option<String>>>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&dollar(sql)).await?;
+        let rows = client.query(&stmt, &[&arg]).await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (0..r.len())
+                    .map(|i| r.get::<_, Option<String>>(i))
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The user data of partition `p` (the partition of the user id).
+    pub(crate) async fn load_user_data(
+        &self,
+        keys: &crate::keys::Keys,
+        p: u32,
+    ) -> Result<UserData> {
+        let client = self.client().await?;
+        let values = client
+            .query(
+                "SELECT user_id, key, value FROM user_values ORDER BY user_id, key",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get::<_, String>(0), (r.get(1), r.get(2))))
+            .filter(|(u, _)| keys.partition(u) == p)
+            .collect::<Vec<_>>();
+        let rounds = client
+            .query(
+                "SELECT user_id, session_id, round_id, state FROM rounds
+                 WHERE session_id NOT IN (SELECT id FROM sessions)
+                 ORDER BY user_id, session_id, round_id",
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|r| ((r.get::<_, String>(0), r.get(1)), (r.get(2), r.get(3))))
+            .filter(|((u, _), _)| keys.partition(u) == p)
+            .collect::<Vec<_>>();
+        Ok((group_sorted(values), group_sorted(rounds)))
+    }
+
+    /// The sessions of partition `p`: (id, user id or '').
+    pub(crate) async fn partition_sessions(&self, p: u32) -> Result<Vec<(String, String)>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, user_id FROM sessions WHERE partition = $1",
+                &[&(p as i64)],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// The decisions of partition `p` without an outcome, oldest first.
+    pub(crate) async fn open_decisions(&self, p: u32) -> Result<Vec<Decision>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, session_id, decision, rationale, planned_action, meta, created_at
+                 FROM decisions WHERE id LIKE $1 AND outcome IS NULL ORDER BY created_at",
+                &[&decision_id(p, "%")],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let action: String = r.get(4);
+                let meta: String = r.get(5);
+                Decision {
+                    id: r.get(0),
+                    session_id: r.get(1),
+                    decision: r.get(2),
+                    rationale: r.get(3),
+                    planned_action: Some(action).filter(|a| !a.is_empty()),
+                    meta: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
+                    outcome: None,
+                    created_at: r.get(6),
+                }
+            })
+            .collect())
+    }
+}
