@@ -240,7 +240,9 @@ async fn the_daemon_logs_start_and_stop_in_plain_text_and_one_line_per_event() {
         .collect();
     named.sort_unstable();
     assert_eq!(named, (0..16).collect::<Vec<u32>>(), "{text}");
-    assert!(warnings.len() <= 3, "more than one line per event:\n{text}");
+    // The kinds a loss can bring: leases lost, Redis unreachable, streams lost (at most twice,
+    // above), passes work again; each once (`seen` below), never one per partition.
+    assert!(warnings.len() <= 5, "more than one line per event:\n{text}");
     assert!(!text.contains(" partition="), "{text}");
     let mut seen = BTreeSet::new();
     for w in &warnings {
