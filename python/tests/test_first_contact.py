@@ -128,13 +128,14 @@ def test_a_runtime_error_is_one_line_and_exit_1(own_redis):
 
 
 def lease_owners(url: str, prefix: str) -> set:
+    """The owners of the 16 partition leases (`""` for a lease nobody holds)."""
     return {redis_cli(url, "GET", f"{prefix}:{{{p}}}:lease").split(" ")[0] for p in range(16)}
 
 
 def test_an_in_process_daemon_and_agentstate_spill_share_the_leases(own_redis, tmp_path, prefix):
     """The in-process daemon takes the partitions through the same leases as `agentstate
-    spill`: started first it owns all 16 and the command stands by; stopped, it hands them
-    over, and every write is committed exactly once."""
+    spill`: started first it owns all 16; the command joins and they share them; stopped, it
+    hands its share over, and every write is committed exactly once."""
     db = tmp_path / "shared.db"
     inproc = SpillDaemon(own_redis, db, prefix=prefix).start()
     assert inproc.running and lease_owners(own_redis, prefix) == {inproc.owner}
@@ -153,11 +154,15 @@ def test_an_in_process_daemon_and_agentstate_spill_share_the_leases(own_redis, t
         for sid in sids:
             durable.create_session(sid)
             durable.append(sid, "user", f"hello {sid}")
-        assert lease_owners(own_redis, prefix) == {inproc.owner}
+        wait_until(lambda: len(lease_owners(own_redis, prefix) - {""}) == 2,
+                   what="the two daemons to share the partitions")
+        assert inproc.owner in lease_owners(own_redis, prefix)
         inproc.stop()
         assert not inproc.running
         for sid in sids:
             durable.append(sid, "assistant", f"bye {sid}")
+        wait_until(lambda: len(lease_owners(own_redis, prefix) - {""}) == 1,
+                   what="agentstate spill to own every partition")
         [owner] = lease_owners(own_redis, prefix)
         assert owner not in ("", inproc.owner)
         rows = sqlite_rows(db, "SELECT session_id, seq FROM messages ORDER BY session_id, seq")
