@@ -57,7 +57,7 @@ impl PySpillDaemon {
     /// `url`, `db` and `prefix` default to `AGENTSTATE_REDIS_URL`, `AGENTSTATE_DB`,
     /// `AGENTSTATE_PREFIX`, then to redis://127.0.0.1:6379, ./agentstate.db and "as" (the
     /// CLI's precedence). `interval`: pause between idle passes; `lease`: how long after
-    /// this daemon dies a standby takes its partitions (seconds).
+    /// this daemon dies the other daemons take its partitions (seconds).
     #[new]
     #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = 16, interval = 0.05, lease = 3.0))]
     fn new(
