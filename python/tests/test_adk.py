@@ -12,7 +12,7 @@ the durability tests run a real ``agentstate spill`` writing a real SQLite file.
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -482,3 +482,20 @@ def _whole(read, before):
     loss, while the session itself is restored on demand)."""
     after, listed = read
     return (after, listed) if after is not None and after.state == before.state else None
+
+
+def test_the_readme_example_runs_an_adk_runner_twice_and_the_counts_go_on(tmp_path):
+    server = RedisServer()
+    try:
+        example = Path(__file__).resolve().parents[1] / "examples" / "adk_counter.py"
+        env = {**os.environ, "AGENTSTATE_REDIS_URL": server.url}
+        outputs = [
+            subprocess.run([sys.executable, str(example)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+            for _ in range(2)
+        ]
+        assert "turn 2 (visit 2, app turn 2)" in outputs[0]
+        assert "turn 4 (visit 4, app turn 4)" in outputs[1]
+        assert "8 events; state: {'count': 4, 'app:turns': 4, 'user:visits': 4}" in outputs[1]
+    finally:
+        server.close()

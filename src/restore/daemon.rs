@@ -109,7 +109,8 @@ pub(crate) async fn reseed_indexes(store: &Store, db: &Durable, p: u32) -> Resul
         for (sid, user) in chunk {
             pipe.zadd(store.keys().sessions_index(p), sid, 0).ignore();
             if !user.is_empty() {
-                pipe.zadd(store.keys().user_sessions(p, user), sid, 0).ignore();
+                pipe.zadd(store.keys().user_sessions(p, user), sid, 0)
+                    .ignore();
             }
         }
         let _: () = pipe.query_async(&mut conn).await?;

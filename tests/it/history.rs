@@ -313,7 +313,13 @@ async fn append_checkpointed_writes_the_message_and_the_state_together_or_nothin
         .rejected(s.append_checkpointed("s", &user("late"), Some(2), "state", &json!({"n": 9})))
         .await;
     assert!(
-        matches!(err, Error::Conflict { expected: 2, current: 3 }),
+        matches!(
+            err,
+            Error::Conflict {
+                expected: 2,
+                current: 3
+            }
+        ),
         "{err:?}"
     );
     for (msg, payload) in [(user("x"), json!([1])), (NewMessage::new("Bad"), json!({}))] {
@@ -336,7 +342,11 @@ async fn append_checkpointed_writes_the_message_and_the_state_together_or_nothin
         ["e1", "e2"]
     );
     assert_eq!(
-        s.checkpoint_latest("s", "state").await.unwrap().unwrap().payload,
+        s.checkpoint_latest("s", "state")
+            .await
+            .unwrap()
+            .unwrap()
+            .payload,
         json!({"n": 2})
     );
     stop.cancel();

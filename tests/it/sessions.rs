@@ -285,7 +285,10 @@ async fn paging_over_ten_thousand_sessions_returns_each_exactly_once_in_order() 
     assert_eq!(everything.len(), 10_050);
     assert_eq!(everything, s.list_sessions(None).await.unwrap());
     let prefixed = all_pages(s, SessionListing::new(7).prefix("other")).await;
-    assert_eq!(prefixed, (0..50).map(|i| format!("other{i:02}")).collect::<Vec<_>>());
+    assert_eq!(
+        prefixed,
+        (0..50).map(|i| format!("other{i:02}")).collect::<Vec<_>>()
+    );
     // A cursor that is no id (deleted since, say) still pages from where it sorts.
     let page = s
         .list_sessions_page(&SessionListing::new(2).user("paula").after("pg09998a"))
@@ -329,9 +332,13 @@ async fn the_cli_pages_with_limit_and_after_and_prints_the_next_cursor() {
     }
     let first = t.cli_ok(&["session", "list", "--user", "carl", "--limit", "2"]);
     assert_eq!(first, "c0\nc1\nnext: c1\n");
-    let second = t.cli_ok(&["session", "list", "--user", "carl", "--limit", "2", "--after", "c1"]);
+    let second = t.cli_ok(&[
+        "session", "list", "--user", "carl", "--limit", "2", "--after", "c1",
+    ]);
     assert_eq!(second, "c2\nc3\nnext: c3\n");
-    let last = t.cli_ok(&["session", "list", "--user", "carl", "--limit", "2", "--after", "c3"]);
+    let last = t.cli_ok(&[
+        "session", "list", "--user", "carl", "--limit", "2", "--after", "c3",
+    ]);
     assert_eq!(last, "c4\n");
     let json = t.cli_ok(&["--json", "session", "list", "--limit", "4"]);
     let lines = crate::support::json_lines(&json);
