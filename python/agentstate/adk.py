@@ -222,7 +222,18 @@ class AgentStateSessionService(BaseSessionService):
         except UnknownSession:
             return None
         if checkpoint is None:
-            return None  # created by another agentstate tool, not by this service
+            # Its creator stopped between the session and its state (create_session is two
+            # scripts): an empty session, as created. A session of another tool is none.
+            meta = await store.asession(sid)
+            ids = (meta or {}).get("metadata") or {}
+            if ids.get("framework") != "google-adk":
+                return None
+            return {
+                "adk": {k: ids[k] for k in ("app", "user", "session")},
+                "seq": 0,
+                "state": {},
+                "update_time": meta["created_at"] / 1000,
+            }
         payload = checkpoint["payload"]
         return {
             "adk": payload["adk"],

@@ -499,3 +499,21 @@ def test_the_readme_example_runs_an_adk_runner_twice_and_the_counts_go_on(tmp_pa
         assert "8 events; state: {'count': 4, 'app:turns': 4, 'user:visits': 4}" in outputs[1]
     finally:
         server.close()
+
+
+def test_a_session_whose_creator_stopped_before_its_state_reads_as_created_and_goes_on(service, store):
+    async def go():
+        # create_session's first script only: what a creator dying before the second leaves.
+        sid = service.session_key(APP, "u", "half")
+        store.create_session(sid, user=service.user_key(APP, "u"),
+                             metadata={"framework": "google-adk", "app": APP, "user": "u", "session": "half"})
+        got = await service.get_session(app_name=APP, user_id="u", session_id="half")
+        assert (got.id, got.state, got.events) == ("half", {}, [])
+        await service.append_event(got, delta(k=1))
+        again = await service.get_session(app_name=APP, user_id="u", session_id="half")
+        assert again.state == {"k": 1} and len(again.events) == 1
+        # A session another agentstate tool made under such an id is no ADK session.
+        store.create_session(service.session_key(APP, "u", "foreign"))
+        assert await service.get_session(app_name=APP, user_id="u", session_id="foreign") is None
+
+    run(go())
