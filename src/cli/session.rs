@@ -56,8 +56,8 @@ pub enum SessionCmd {
         user: Option<String>,
         /// One page of at most N ids (constant time, whatever the number of sessions); when
         /// more follow, the last line is `next: CURSOR` (`{"next":"CURSOR"}` with --json).
-        #[arg(long, value_name = "N")]
-        limit: Option<usize>,
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::MAX_PAGE as u64))]
+        limit: Option<u64>,
         /// The page after this cursor (the `next:` of the previous page); needs --limit.
         #[arg(long, value_name = "CURSOR", requires = "limit")]
         after: Option<String>,
@@ -186,12 +186,12 @@ struct Listed {
 async fn list(
     ctx: &Ctx,
     user: Option<&str>,
-    limit: Option<usize>,
+    limit: Option<u64>,
     after: Option<&str>,
 ) -> Result<()> {
     let (ids, next) = match limit {
         Some(limit) => {
-            let mut listing = crate::SessionListing::new(limit);
+            let mut listing = crate::SessionListing::new(limit as usize);
             listing.user = user.map(str::to_string);
             listing.after = after.map(str::to_string);
             let page = ctx.store.list_sessions_page(&listing).await?;

@@ -340,6 +340,15 @@ async fn the_cli_pages_with_limit_and_after_and_prints_the_next_cursor() {
         "session", "list", "--user", "carl", "--limit", "2", "--after", "c3",
     ]);
     assert_eq!(last, "c4\n");
+    // A limit out of 1..=MAX_PAGE, or a cursor without a limit, is bad usage (exit 2).
+    for args in [
+        &["--limit", "0"][..],
+        &["--limit", "10001"],
+        &["--after", "c1"],
+    ] {
+        let out = t.cli(&[&["session", "list"][..], args].concat());
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+    }
     let json = t.cli_ok(&["--json", "session", "list", "--limit", "4"]);
     let lines = crate::support::json_lines(&json);
     assert_eq!(lines.len(), 5);
