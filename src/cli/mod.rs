@@ -275,7 +275,8 @@ where
     let default_level = match cli.command {
         TopCommand::Demo(_) => "off",
         TopCommand::Store(Command::Spill(_)) | TopCommand::Server(_) => {
-            "warn,agentstate::spill=info,agentstate::cli=info"
+            // The pool's own warnings repeat what the daemon's one line per outage says.
+            "warn,agentstate::spill=info,agentstate::cli=info,deadpool=error"
         }
         // A command's own daemon pass (`check_against_sqlite`) is the daemon's business:
         // only its errors show, so stderr stays the command's one `error:` line.

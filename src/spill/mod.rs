@@ -420,8 +420,9 @@ impl SpillDaemon {
                     self.events.emit(false);
                     return Err(err);
                 }
-                // Redis out of reach is not about one partition: the pass fails as a whole.
-                Err(err) if err.is_unavailable() => {
+                // Redis or PostgreSQL out of reach is not about one partition: the pass
+                // fails as a whole (one log line per outage, and backoff).
+                Err(err) if err.is_unavailable() || err.is_durable_unreachable() => {
                     unreachable.get_or_insert(err);
                 }
                 Err(err) => {

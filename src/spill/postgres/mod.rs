@@ -199,7 +199,7 @@ impl Pg {
             let detail = match &e {
                 deadpool_postgres::PoolError::Backend(pg) => match pg.as_db_error() {
                     Some(db) => db.message().to_string(),
-                    None => pg.to_string(),
+                    None => crate::error::postgres_detail(pg),
                 },
                 other => other.to_string(),
             };
