@@ -190,17 +190,9 @@ impl std::fmt::Debug for SpillDaemon {
 }
 
 impl SpillDaemon {
-    /// Opens (creating or migrating) the SQLite file and checks its namespace.
+    /// Opens (creating or migrating) the durable tier (a SQLite file or a PostgreSQL
+    /// database) and checks its namespace.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
-        if matches!(
-            durable::Location::of(&config.db_path),
-            durable::Location::Postgres(_)
-        ) && !config.retention.keeps_everything()
-        {
-            return Err(Error::InvalidInput(
-                "retention policies (--keep-*, --drop-closed-after, --max-decisions) are not implemented on PostgreSQL yet; start the daemon without them".into(),
-            ));
-        }
         let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
         store.preload_scripts().await?;
         let parts = (0..store.keys().partitions())

@@ -416,6 +416,19 @@ impl TestEnv {
         }
     }
 
+    /// Runs statements that change the durable tier (tests that move times back, say).
+    pub fn durable_execute(&self, sql: &str) {
+        match &self.durable {
+            Durable::Sqlite => rusqlite::Connection::open(self.db())
+                .unwrap()
+                .execute_batch(sql)
+                .unwrap(),
+            Durable::Postgres(pg) => {
+                pg.rows(sql);
+            }
+        }
+    }
+
     /// `(seq, stored element)` of every message the durable tier holds for `sid`.
     pub fn durable_messages(&self, sid: &str) -> Vec<(i64, String)> {
         match &self.durable {

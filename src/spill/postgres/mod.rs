@@ -4,6 +4,7 @@
 //! restore needs. The same tables and rows as SQLite (`super::schema`), so both answer alike.
 
 pub(crate) mod flush;
+pub(crate) mod retention;
 pub(crate) mod snapshot;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
