@@ -16,6 +16,7 @@
 //! - [`retention`]: retention policies and gc (what the durable history keeps).
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 
+pub mod copy;
 pub(crate) mod database;
 pub mod durable;
 mod events;
