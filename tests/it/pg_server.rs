@@ -61,15 +61,43 @@ fn run(mut cmd: Command, what: &str) {
 impl PgServer {
     /// A server with trust auth (any password is accepted).
     pub fn start() -> PgServer {
-        PgServer::init(None)
+        PgServer::init(None, None)
     }
 
     /// A server whose `postgres` user must give `password` (scram-sha-256).
     pub fn start_with_password(password: &str) -> PgServer {
-        PgServer::init(Some(password))
+        PgServer::init(Some(password), None)
     }
 
-    fn init(password: Option<&str>) -> PgServer {
+    /// A server that takes TLS connections only (`hostssl` in pg_hba.conf, trust auth),
+    /// presenting the certificate `cert` with its key `key` (PEM files).
+    pub fn start_tls(cert: &Path, key: &Path) -> PgServer {
+        PgServer::init(None, Some((cert, key)))
+    }
+
+    /// Replaces the server's certificate and key and reloads (new connections present it).
+    pub fn replace_certificate(&self, cert: &Path, key: &Path) {
+        self.install_certificate(cert, key);
+        run(self.pg_ctl(&["reload"]), "pg_ctl reload");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+
+    fn install_certificate(&self, cert: &Path, key: &Path) {
+        let data = self.dir.path().join("data");
+        for (from, to) in [(cert, "server.crt"), (key, "server.key")] {
+            std::fs::copy(from, data.join(to)).unwrap();
+            let mut chmod = Command::new("chmod");
+            chmod.arg("600").arg(data.join(to));
+            run(chmod, "chmod the server's TLS files");
+            if running_as_root() {
+                let mut chown = Command::new("chown");
+                chown.arg("postgres").arg(data.join(to));
+                run(chown, "chown the server's TLS files");
+            }
+        }
+    }
+
+    fn init(password: Option<&str>, tls: Option<(&Path, &Path)>) -> PgServer {
         let dir = tempfile::Builder::new()
             .prefix("agentstate-pg-it")
             .tempdir()
@@ -122,6 +150,20 @@ impl PgServer {
             },
             dir,
         };
+        if let Some((cert, key)) = tls {
+            server.install_certificate(cert, key);
+            let data = server.dir.path().join("data");
+            let mut conf = std::fs::OpenOptions::new()
+                .append(true)
+                .open(data.join("postgresql.conf"))
+                .unwrap();
+            std::io::Write::write_all(&mut conf, b"\nssl = on\n").unwrap();
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+            )
+            .unwrap();
+        }
         server.start_again();
         server
     }
@@ -129,6 +171,13 @@ impl PgServer {
     /// `postgres://…/postgres`, the URL tests create their databases through.
     pub fn admin_url(&self) -> String {
         self.url_of("postgres")
+    }
+
+    /// `postgres://…/postgres` through the server's Unix socket (for a TLS-only server,
+    /// which the tests' own plain connections reach only this way).
+    pub fn socket_admin_url(&self) -> String {
+        let dir = self.dir.path().display().to_string().replace('/', "%2F");
+        format!("postgres://{}{dir}:{}/postgres", self.auth, self.port)
     }
 
     /// The URL of database `name` on this server.

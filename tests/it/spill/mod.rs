@@ -8,6 +8,7 @@ mod daemon;
 mod erasure;
 mod flush;
 mod postgres_faults;
+mod postgres_tls;
 mod reseed;
 mod restore;
 mod trim;
