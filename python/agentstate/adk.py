@@ -18,7 +18,8 @@ Redis lost it.
     runner = Runner(app_name="shop", agent=agent, session_service=service)
 
 Ids: the agentstate session id is ``<id_prefix><app>@<session>@<user>`` when that fits
-agentstate's id rules (1-128 chars of ``[A-Za-z0-9._@+-]``), else ``<id_prefix><app>@h.<digest>``
+agentstate's id rules (1-128 chars of ``[A-Za-z0-9._@+-]``) and neither part holds an ``@``,
+else ``<id_prefix><app>@h.<digest>``
 (an app name that does not fit becomes a digest too), so one app's sessions are one range
 of the session index and ``list_sessions`` reads pages of it, never a scan. The ADK ids are
 kept in the state checkpoint and come back exactly.
@@ -80,10 +81,11 @@ def _app_part(app: str) -> str:
 
 
 def _fit(prefix: str, text: str, *raw: str) -> str:
-    """``prefix + text`` when it is a valid agentstate id, else ``prefix`` + a digest of
-    ``raw`` (the ids ``text`` was made of)."""
+    """``prefix + text`` when it is a valid agentstate id and no part of ``raw`` (the ids
+    ``text`` joins with ``@``) holds an ``@`` (which would make two joins alike), else
+    ``prefix`` + a digest of ``raw``."""
     whole = prefix + text
-    if _ID.match(whole) and not text.startswith("h."):
+    if _ID.match(whole) and not text.startswith("h.") and not any("@" in r for r in raw):
         return whole
     return prefix + _digest(*raw)
 
@@ -166,20 +168,13 @@ class AgentStateSessionService(BaseSessionService):
 
     def session_key(self, app_name: str, user_id: str, session_id: str) -> str:
         """The agentstate session id of an ADK session."""
-        return _fit(
-            self._app_prefix(app_name),
-            f"{session_id}@{user_id}",
-            "session",
-            app_name,
-            user_id,
-            session_id,
-        )
+        return _fit(self._app_prefix(app_name), f"{session_id}@{user_id}", user_id, session_id)
 
     def user_key(self, app_name: str, user_id: str) -> str:
         """The agentstate user id of an ADK user of ``app_name``: its sessions are indexed
         under it and its ``user:`` state is its user-attributed data, so
         ``Store.forget_user(user_key)`` erases that state."""
-        return _fit(self._app_prefix(app_name), f"u.{user_id}", "user", app_name, user_id)
+        return _fit(self._app_prefix(app_name), f"u.{user_id}", user_id)
 
     def _app_key(self, app_name: str) -> str:
         """The agentstate user id whose hash holds ``app_name``'s ``app:`` state."""
@@ -200,9 +195,7 @@ class AgentStateSessionService(BaseSessionService):
 
     async def _write_scoped(self, store: Store, uid: str, delta: Dict[str, Any]) -> None:
         for key, value in delta.items():
-            await store.aset_user_value(
-                uid, _fit("", key, "key", key), {"key": key, "json": _json_text(value)}
-            )
+            await store.aset_user_value(uid, _fit("", key, key), {"key": key, "json": _json_text(value)})
 
     async def _shared_state(self, store: Store, app_name: str, user_id: str) -> Dict[str, Any]:
         """The ``app:`` and ``user:`` state a session of ``user_id`` sees, prefixed."""

@@ -112,6 +112,12 @@ def test_odd_ids_map_to_valid_agentstate_ids_and_come_back_exactly(service, stor
         listed = (await service.list_sessions(app_name=app)).sessions
         assert [(s.user_id, s.id) for s in listed] == [(user, sid)]
         assert got == created
+        # Ids joined with "@" stay apart even when a part holds an "@".
+        a = await service.create_session(app_name=APP, user_id="z", session_id="x@y", state={"who": 1})
+        b = await service.create_session(app_name=APP, user_id="y@z", session_id="x", state={"who": 2})
+        assert service.session_key(APP, "z", "x@y") != service.session_key(APP, "y@z", "x")
+        assert (await service.get_session(app_name=APP, user_id="z", session_id="x@y")).state == a.state
+        assert (await service.get_session(app_name=APP, user_id="y@z", session_id="x")).state == b.state
 
     run(go())
 
