@@ -124,6 +124,38 @@ impl Store {
             .transpose()
     }
 
+    /// The latest checkpoint under `label` of each session of `sids`, in their order: one
+    /// `HGET` per session sent at once (one pipeline on a single node, all in flight on a
+    /// cluster), so a listing costs about one round trip, not one per session. A session
+    /// whose checkpoint is not in Redis (no such label, or not live) is read as
+    /// [`Store::checkpoint_latest`] reads it, restoring it first; an unknown one is `None`.
+    pub async fn checkpoints_latest_of(
+        &self,
+        sids: &[String],
+        label: &str,
+    ) -> Result<Vec<Option<Checkpoint>>> {
+        validate_id("label", label)?;
+        let mut cmds = Vec::with_capacity(sids.len());
+        for sid in sids {
+            let keys = self.session_keys(sid)?;
+            let mut cmd = redis::cmd("HGET");
+            cmd.arg(&keys.ckpt).arg(label);
+            cmds.push(cmd);
+        }
+        let texts: Vec<Option<String>> = self.fan_out(cmds).await?;
+        let mut out = Vec::with_capacity(sids.len());
+        for (sid, text) in sids.iter().zip(texts) {
+            out.push(match text {
+                Some(t) => Some(serde_json::from_str(&t)?),
+                None => match self.checkpoint_latest(sid, label).await {
+                    Err(Error::UnknownSession(_)) => None,
+                    other => other?,
+                },
+            });
+        }
+        Ok(out)
+    }
+
     /// The latest checkpoint of every label, oldest first.
     pub async fn checkpoints(&self, sid: &str) -> Result<Vec<Checkpoint>> {
         let keys = self.session_keys(sid)?;

@@ -214,6 +214,12 @@ class AgentStateSessionService(BaseSessionService):
             checkpoint = await store.acheckpoint_latest(sid, LABEL)
         except UnknownSession:
             return None
+        return await self._decoded(store, sid, checkpoint)
+
+    async def _decoded(
+        self, store: Store, sid: str, checkpoint: Optional[Dict[str, Any]]
+    ) -> Optional[Dict[str, Any]]:
+        """:meth:`_record` of a checkpoint already read."""
         if checkpoint is None:
             # Its creator stopped between the session and its state (create_session is two
             # scripts): an empty session, as created. A session of another tool is none.
@@ -366,7 +372,8 @@ class AgentStateSessionService(BaseSessionService):
             sids.extend(ids)
             if after is None:
                 break
-        records = await asyncio.gather(*(self._record(store, sid) for sid in sids))
+        checkpoints = await store.acheckpoints_latest_of(sids, LABEL)
+        records = [await self._decoded(store, sid, c) for sid, c in zip(sids, checkpoints)]
         app_state = await self._scoped(store, self._app_key(app_name))
         users: Dict[str, Dict[str, Any]] = {}
         sessions = []

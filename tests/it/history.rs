@@ -352,3 +352,36 @@ async fn append_checkpointed_writes_the_message_and_the_state_together_or_nothin
     stop.cancel();
     daemon.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn checkpoints_of_many_sessions_are_read_at_once_and_restored_where_redis_lost_them() {
+    let t = env().await;
+    let s = &t.store;
+    for sid in ["a", "b", "c"] {
+        create(&t, sid, None, None).await;
+    }
+    s.put_checkpoint("a", "st", &json!({"v": "a"}))
+        .await
+        .unwrap();
+    s.put_checkpoint("c", "st", &json!({"v": "c"}))
+        .await
+        .unwrap();
+    t.flush().await;
+    t.expire_session("c"); // not live: restored from SQLite by the fallback read
+    let (stop, daemon) = t.start_daemon().await;
+    let sids: Vec<String> = ["a", "b", "c", "never"].map(String::from).to_vec();
+    let got = s.checkpoints_latest_of(&sids, "st").await.unwrap();
+    let payloads: Vec<Option<serde_json::Value>> =
+        got.into_iter().map(|c| c.map(|c| c.payload)).collect();
+    assert_eq!(
+        payloads,
+        [Some(json!({"v": "a"})), None, Some(json!({"v": "c"})), None]
+    );
+    assert!(matches!(
+        t.rejected(s.checkpoints_latest_of(&["bad id".to_string()], "st"))
+            .await,
+        Error::InvalidId { .. }
+    ));
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}

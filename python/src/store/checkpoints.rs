@@ -33,6 +33,24 @@ twins! {
         async move { s.put_checkpoint(&sid, &label, &v).await }
     }
 
+    /// The latest checkpoint with `label` of each session of `sids` (None for one without),
+    /// read in about one round trip for them all.
+    fn checkpoints_latest_of / acheckpoints_latest_of(
+        self,
+        py,
+        sids: Vec<String>,
+        label: String,
+    ) -> Vec<OptJson> {
+        let s = self.s();
+        async move {
+            Ok(s.checkpoints_latest_of(&sids, &label)
+                .await?
+                .into_iter()
+                .map(|c| OptJson(c.map(|c| to_json(&c).0)))
+                .collect())
+        }
+    }
+
     /// Appends a message (a dict of `append`'s fields: role, content, name, tool_calls,
     /// tool_call_id, round_index, meta) and stores a checkpoint of `label` with `payload` in
     /// one atomic step; with `expect_seq`, only if the message gets that seq (else
