@@ -155,7 +155,10 @@ impl PySpillDaemon {
     #[getter]
     fn db<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let db = &self.spill.db_path;
-        match db.to_str().filter(|s| agentstate::spill::postgres::is_url(s)) {
+        match db
+            .to_str()
+            .filter(|s| agentstate::spill::postgres::is_url(s))
+        {
             Some(url) => Ok(url.into_pyobject(py)?.into_any()),
             None => Ok(db.into_pyobject(py)?.into_any()),
         }
