@@ -244,6 +244,19 @@ impl Pg {
     }
 }
 
+/// A read-only repeatable-read transaction: every read in it sees one snapshot of the
+/// database, as SQLite's reads do.
+pub(crate) async fn read_snapshot(
+    client: &mut deadpool_postgres::Client,
+) -> Result<deadpool_postgres::Transaction<'_>> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?)
+}
+
 /// The client configuration of `url` and the TLS connector its `sslmode` asks for.
 fn client_config(
     url: &str,

@@ -19,12 +19,7 @@ impl Pg {
     /// database (a repeatable-read transaction), as SQLite's reads are.
     pub(crate) async fn load_snapshot(&self, sid: &str) -> Result<Option<Snapshot>> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
+        let tx = super::read_snapshot(&mut client).await?;
         let head = tx.query_opt(&dollar(sql::HEAD), &[&sid]).await?;
         let Some(head) = head else {
             return Ok(None);
