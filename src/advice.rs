@@ -54,7 +54,8 @@ impl Situation {
             cmd.push_str(&format!(" --prefix {}", self.prefix));
         }
         if !self.db.as_os_str().is_empty() && self.db != std::path::Path::new(DEFAULT_DB) {
-            cmd.push_str(&format!(" --db {}", self.db.display()));
+            let db = crate::address::redacted_db(&self.db.to_string_lossy());
+            cmd.push_str(&format!(" --db {db}"));
         }
         cmd
     }
@@ -200,7 +201,7 @@ pub fn line(err: &Error, at: &Situation) -> String {
         ),
         Error::Sqlite { message, .. } => format!(
             "SQLite file {}: {message} — check {} (env {}) names a writable file",
-            at.db.display(),
+            crate::address::redacted_db(&at.db.to_string_lossy()),
             at.setting("db"),
             crate::config::env::DB
         ),

@@ -153,17 +153,7 @@ pub fn is_url(db: &str) -> bool {
 
 /// `url` with the password (`user:password@`) replaced by `***`.
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some((auth, host)) => (Some(auth), host),
-        None => (None, rest),
-    };
-    match auth.and_then(|a| a.split_once(':')) {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
+    crate::address::redacted_db(url)
 }
 
 impl Pg {
