@@ -56,6 +56,22 @@ pub fn redacted(url: &str) -> String {
         .join(",")
 }
 
+/// A `--db` for people: a PostgreSQL URL with its password (`user:password@`) replaced by
+/// `***` (a lone `user@` is the user, shown); a SQLite path as it is.
+pub fn redacted_db(db: &str) -> String {
+    let Some((scheme, rest)) = db.split_once("://") else {
+        return db.to_string();
+    };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some((auth, host)) => (Some(auth), host),
+        None => (None, rest),
+    };
+    match auth.and_then(|a| a.split_once(':')) {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => db.to_string(),
+    }
+}
+
 /// `user:password@host...` → `user:***@host...`; `:password@host` → `:***@host`.
 fn redact_authority(rest: &str) -> String {
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -98,6 +114,16 @@ pub fn check(url: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_durable_tier_is_shown_without_its_password() {
+        assert_eq!(
+            redacted_db("postgres://app:s3cret@db:5432/x?sslmode=require"),
+            "postgres://app:***@db:5432/x?sslmode=require"
+        );
+        assert_eq!(redacted_db("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redacted_db("./agentstate.db"), "./agentstate.db");
+    }
 
     #[test]
     fn addresses_never_show_passwords() {

@@ -54,7 +54,8 @@ impl Situation {
             cmd.push_str(&format!(" --prefix {}", self.prefix));
         }
         if !self.db.as_os_str().is_empty() && self.db != std::path::Path::new(DEFAULT_DB) {
-            cmd.push_str(&format!(" --db {}", self.db.display()));
+            let db = crate::address::redacted_db(&self.db.to_string_lossy());
+            cmd.push_str(&format!(" --db {db}"));
         }
         cmd
     }
@@ -139,7 +140,7 @@ pub fn line(err: &Error, at: &Situation) -> String {
             at.command(&format!("restore {sid}"))
         ),
         Error::DurabilityTimeout(waited) => format!(
-            "durable write not confirmed by SQLite within {waited:?}: Redis has it, but no spill daemon committed it in time — is one running for this namespace? {}",
+            "durable write not confirmed by the durable tier within {waited:?}: Redis has it, but no spill daemon committed it in time — is one running for this namespace, and can it reach its SQLite file or PostgreSQL (its log says)? {}",
             at.start_daemon()
         ),
         Error::WriteLost(what) => format!(
@@ -200,7 +201,7 @@ pub fn line(err: &Error, at: &Situation) -> String {
         ),
         Error::Sqlite { message, .. } => format!(
             "SQLite file {}: {message} — check {} (env {}) names a writable file",
-            at.db.display(),
+            crate::address::redacted_db(&at.db.to_string_lossy()),
             at.setting("db"),
             crate::config::env::DB
         ),

@@ -206,7 +206,7 @@ pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
     if lines == 0 {
         return Err(crate::Error::UnknownSession(format!(
             "{sid} (not in {})",
-            ctx.global.db().display()
+            crate::spill::durable::Location::of(&ctx.global.db()).display()
         )));
     }
     Ok(())

@@ -38,12 +38,7 @@ impl Pg {
     /// What `policy` removes now (reads only, one snapshot).
     pub(crate) async fn plan(&self, policy: &Retention) -> Result<Vec<Removal>> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
+        let tx = super::read_snapshot(&mut client).await?;
         plan_in(&tx, policy).await
     }
 
