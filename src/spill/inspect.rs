@@ -155,16 +155,16 @@ pub async fn checkpoint_history(
 /// lines, each object carrying a `type` field. Returns the number of lines, 0 when the
 /// durable tier does not know the session. The rows are read as text by the same SQL on
 /// both backends and made into JSON here, so both export the same bytes.
-pub async fn export_session(
+pub async fn export_session<W: Write>(
     store: &Store,
     db_path: &Path,
     sid: &str,
-    out: &mut dyn Write,
+    out: &mut W,
 ) -> Result<usize> {
     crate::keys::validate_id("session", sid)?;
     let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
     let mut lines = 0;
-    let mut emit = |kind: &str, raw: &str, out: &mut dyn Write| -> Result<()> {
+    let mut emit = |kind: &str, raw: &str, out: &mut W| -> Result<()> {
         // `{"type":"<kind>",` + the record's own fields.
         let body = raw.trim_start().strip_prefix('{').unwrap_or("}");
         let sep = if body.trim_start().starts_with('}') {

@@ -15,6 +15,7 @@
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
 //! - [`retention`]: retention policies and gc (what the durable history keeps).
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
+//! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
 
 pub(crate) mod database;
 pub mod durable;
@@ -23,6 +24,7 @@ mod flusher;
 pub mod inspect;
 mod lease;
 mod membership;
+pub(crate) mod metrics;
 mod ownership;
 pub mod postgres;
 pub mod retention;
@@ -352,6 +354,7 @@ impl SpillDaemon {
         match self.db.retain(policy).await {
             Ok(removed) if removed.is_empty() => Ok(()),
             Ok(removed) => {
+                metrics::gc_removed(&removed);
                 let count = |kind: fn(&retention::Removal) -> bool| {
                     removed.iter().filter(|r| kind(r)).count()
                 };
@@ -442,6 +445,7 @@ impl SpillDaemon {
             }
             _ => {
                 self.events.emit(true);
+                metrics::owned(self.parts.iter().filter(|p| p.token > 0).count());
                 Ok(report)
             }
         }

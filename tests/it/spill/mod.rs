@@ -6,6 +6,7 @@ mod cli;
 mod daemon;
 mod erasure;
 mod flush;
+mod metrics;
 mod reseed;
 mod restore;
 mod trim;
