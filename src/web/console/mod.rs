@@ -70,8 +70,8 @@ pub(crate) fn check_exposure(addr: SocketAddr, token: Option<&str>) -> Result<()
         return Ok(());
     }
     Err(Error::InvalidInput(format!(
-        "--listen {addr} is not a loopback address and the console shows every session to whoever reaches it: \
-pass --token TOKEN (or set AGENTSTATE_UI_TOKEN); browsers then sign in with it, scripts send `Authorization: Bearer TOKEN`"
+        "--listen {addr} is not a loopback address, and the console shows every session to whoever reaches it: \
+pass --token TOKEN (or set AGENTSTATE_UI_TOKEN)"
     )))
 }
 

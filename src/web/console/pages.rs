@@ -387,7 +387,7 @@ pub(crate) fn session(chrome: &Chrome, view: &SessionView) -> Markup {
                     @if view.tree.is_empty() { p.small { "none" } }
                     ul.tree {
                         @for (depth, id) in &view.tree {
-                            li style=(format!("margin-left: {}em", (depth - 1) * 1)) {
+                            li style=(format!("margin-left: {}em", depth - 1)) {
                                 a href=(format!("/sessions/{id}")) { code { (id) } }
                             }
                         }
@@ -546,7 +546,9 @@ fn line_chart(history: &[LagSample], value: impl Fn(&LagSample) -> f64) -> Marku
         return html! { p.small { "collecting samples (one every 5 s)…" } };
     }
     let values: Vec<f64> = history.iter().map(&value).collect();
-    let max = values.iter().cloned().fold(0.0, f64::max).max(1.0);
+    let top = values.iter().cloned().fold(0.0, f64::max);
+    // The scale: at least 1, so an idle line lies on the axis.
+    let max = top.max(1.0);
     let (t0, t1) = (history[0].at, history[history.len() - 1].at);
     let span = (t1 - t0).max(1) as f64;
     let points: Vec<String> = history
@@ -562,7 +564,7 @@ fn line_chart(history: &[LagSample], value: impl Fn(&LagSample) -> f64) -> Marku
         svg.chart viewBox=(format!("0 0 {w} {}", h + 14.0)) role="img" {
             line.axis x1="0" y1=(h) x2=(w) y2=(h) {}
             polyline points=(points.join(" ")) {}
-            text x="2" y="10" { "max " (format!("{max:.1}")) }
+            text x="2" y="10" { "max " (format!("{top:.1}")) }
             text x="2" y=(h + 12.0) { (duration((t1 - t0) as u64)) " ago" }
             text x=(w - 2.0) y=(h + 12.0) text-anchor="end" { "now" }
         }
