@@ -36,20 +36,22 @@ impl UiArgs {
 pub async fn ui(ctx: &Ctx, args: UiArgs) -> Result<()> {
     let addr = args.check()?;
     let listener = crate::web::bind("--listen", addr).await?;
-    let url = format!("http://{}/", listener.local_addr()?);
-    ctx.emit(&url, serde_json::json!({ "url": url }))?;
-    tracing::info!(url = %url, "console serving (read-only); Ctrl-C stops it");
+    // The handlers are in place before the URL is printed: whoever read it may stop us.
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let cancel = CancellationToken::new();
     let on_signal = cancel.clone();
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install the SIGTERM handler");
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         on_signal.cancel();
     });
+    let url = format!("http://{}/", listener.local_addr()?);
+    ctx.emit(&url, serde_json::json!({ "url": url }))?;
+    tracing::info!(url = %url, "console serving (read-only); Ctrl-C stops it");
     crate::web::console::serve(
         ctx.store.clone(),
         ctx.global.db(),
