@@ -390,6 +390,32 @@ impl Error {
         matches!(self, Error::RedisUnavailable { .. })
     }
 
+    /// Whether this is the PostgreSQL durable tier out of reach (refused, closed, shutting
+    /// down or starting up: SQLSTATE classes 08 and 57P) rather than a statement it
+    /// rejected: not about one partition, so the daemon's pass fails as a whole and backs off.
+    #[cfg(feature = "spill")]
+    pub(crate) fn is_durable_unreachable(&self) -> bool {
+        let Error::Postgres {
+            source: Some(source),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let unreachable = |e: &tokio_postgres::Error| match e.code() {
+            Some(code) => code.code().starts_with("08") || code.code().starts_with("57P"),
+            None => true,
+        };
+        if let Some(e) = source.downcast_ref::<tokio_postgres::Error>() {
+            return unreachable(e);
+        }
+        match source.downcast_ref::<deadpool_postgres::PoolError>() {
+            Some(deadpool_postgres::PoolError::Backend(e)) => unreachable(e),
+            Some(_) => true,
+            None => false,
+        }
+    }
+
     /// Whether the same call can be sent again without being applied twice: a Redis that
     /// could not be reached before anything was sent, and the retryable wait for a daemon
     /// ([`Error::NotLive`]: nothing was written).
@@ -462,16 +488,28 @@ impl From<rusqlite::Error> for Error {
 #[cfg(feature = "spill")]
 impl From<tokio_postgres::Error> for Error {
     fn from(err: tokio_postgres::Error) -> Self {
-        // The server's own text (as_db_error) says more than "db error".
-        let message = match err.as_db_error() {
-            Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => err.to_string(),
-        };
         Error::Postgres {
-            message,
+            message: postgres_detail(&err),
             source: Some(Box::new(err)),
         }
     }
+}
+
+/// What a PostgreSQL error says, in one line: the server's own text with its SQLSTATE
+/// (`as_db_error` says more than "db error"), else the client's with its cause ("error
+/// connecting to server: Connection refused (os error 111)").
+#[cfg(feature = "spill")]
+pub(crate) fn postgres_detail(err: &tokio_postgres::Error) -> String {
+    if let Some(db) = err.as_db_error() {
+        return format!("{}: {}", db.code().code(), db.message());
+    }
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
 }
 
 impl From<std::io::Error> for Error {

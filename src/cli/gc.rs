@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::spill::retention::{self, Retention};
+use crate::spill::retention::Retention;
 use crate::{Error, Result};
 
 use super::{print_json, Ctx};
@@ -65,24 +65,10 @@ pub async fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
             "gc without a policy keeps everything — give --keep-checkpoints, --drop-closed-after or --max-decisions".into(),
         ));
     }
-    let path = ctx.global.db();
-    if let crate::spill::durable::Location::Postgres(url) =
-        crate::spill::durable::Location::of(&path)
-    {
-        return Err(Error::InvalidInput(format!(
-            "gc on PostgreSQL ({}) is not implemented yet; nothing was removed",
-            crate::spill::postgres::redact(url)
-        )));
-    }
-    if !path.exists() {
-        return Err(Error::sqlite(format!("{}: no such file", path.display())));
-    }
     let ns = ctx.store.config().namespace.clone();
-    let dry = args.dry_run;
     let report =
-        tokio::task::spawn_blocking(move || retention::collect_garbage(&path, &ns, &policy, dry))
-            .await
-            .map_err(|e| Error::sqlite(e.to_string()))??;
+        crate::spill::durable::collect_garbage(&ctx.global.db(), &ns, policy, args.dry_run).await?;
+    let dry = args.dry_run;
     for removal in &report.removed {
         if ctx.json() {
             print_json(removal)?;

@@ -82,6 +82,13 @@ Examples:
   agentstate gc --keep-checkpoints 20          # removes what --dry-run listed; prints it
   agentstate spill --keep-checkpoints 20 --drop-closed-after 30   # the daemon applies it hourly";
 
+pub const DB_COPY: &str = "\
+Moving from SQLite to PostgreSQL:
+  kill -TERM <pid of agentstate spill>      # it drains, commits and exits; agents go on
+  agentstate --db ./agentstate.db db copy --to postgresql://agentstate:pw@db:5432/agentstate
+  agentstate spill --db postgresql://agentstate:pw@db:5432/agentstate   # resumes at the cursors
+Run it again after an interruption: rows already copied are kept, none twice.";
+
 pub const RESTORE: &str = "\
 Examples:
   agentstate restore planner

@@ -5,6 +5,7 @@
 
 mod bench;
 mod checkpoint;
+mod db;
 mod decisions;
 mod demo;
 mod gc;
@@ -61,8 +62,9 @@ pub(crate) struct Global {
     /// there, else a private redis-server that lives only as long as the command.
     #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     redis: Option<String>,
-    /// SQLite file of the spill daemon [env: AGENTSTATE_DB] [default: ./agentstate.db; for
-    /// `demo`: ./agentstate-demo.db, recreated by each run].
+    /// The durable tier: a SQLite file, or a postgres:// / postgresql:// URL [env:
+    /// AGENTSTATE_DB] [default: ./agentstate.db; for `demo`: ./agentstate-demo.db,
+    /// recreated by each run].
     #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     db: Option<PathBuf>,
     /// Key prefix of the namespace [env: AGENTSTATE_PREFIX] [default: as].
@@ -101,7 +103,7 @@ impl Global {
         self.prefix = env::resolve(self.prefix_arg.take(), env::PREFIX, DEFAULT_PREFIX);
     }
 
-    /// The SQLite file: `--db`, or `./agentstate.db`.
+    /// The durable tier: `--db` (a path or a PostgreSQL URL), or `./agentstate.db`.
     pub fn db(&self) -> PathBuf {
         self.db
             .clone()
@@ -132,6 +134,10 @@ enum TopCommand {
     /// Benchmark workloads side by side with redis-benchmark.
     #[command(after_help = help::BENCH)]
     Bench(bench::BenchArgs),
+    /// The durable tier as a whole: `db copy --to postgres://…` moves a SQLite file into
+    /// PostgreSQL.
+    #[command(subcommand)]
+    Db(db::DbCmd),
     #[command(flatten)]
     Store(Command),
 }
@@ -279,7 +285,8 @@ where
     let default_level = match cli.command {
         TopCommand::Demo(_) => "off",
         TopCommand::Store(Command::Spill(_) | Command::Ui(_)) | TopCommand::Server(_) => {
-            "warn,agentstate::spill=info,agentstate::cli=info"
+            // The pool's own warnings repeat what the daemon's one line per outage says.
+            "warn,agentstate::spill=info,agentstate::cli=info,deadpool=error"
         }
         // A command's own daemon pass (`check_against_sqlite`) is the daemon's business:
         // only its errors show, so stderr stays the command's one `error:` line.
@@ -317,6 +324,7 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
         TopCommand::Demo(args) => return demo::run(&cli.global, args).await,
         TopCommand::Bench(args) => return bench::run(&cli.global, args).await,
         TopCommand::Server(args) => return server::run(&cli.global, args).await,
+        TopCommand::Db(cmd) => return db::run(&cli.global, cmd).await,
         TopCommand::Store(command) => command,
     };
     if let Command::Ui(args) = &command {

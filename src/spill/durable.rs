@@ -16,6 +16,9 @@ use crate::decisions::Decision;
 use crate::error::{Error, Result};
 use crate::restore::snapshot::{self, Snapshot, UserData};
 
+/// Rows read as text (NULL as `None`), as both backends answer the same SQL.
+pub(crate) type TextRows = Vec<Vec<Option<String>>>;
+
 /// Where the durable tier lives, as `--db` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location<'a> {
@@ -84,21 +87,14 @@ impl Durable {
         }
     }
 
-    /// Every row of `sql` (`?1` is `arg`; the same text on both backends), each column
-    /// read as text (NULL as `None`): select text columns or `CAST(x AS TEXT)`.
-    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<Vec<Vec<Option<String>>>> {
+    /// Every row of `sql` (`?1`, when the statement has it, is `arg`; the same text on both
+    /// backends), each column read as text (NULL as `None`): select text columns or
+    /// `CAST(x AS TEXT)`.
+    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<TextRows> {
         match self {
             Durable::Sqlite(db) => {
                 let (sql, arg) = (sql.to_string(), arg.to_string());
-                with_db(db, move |c| {
-                    let mut stmt = c.prepare_cached(&sql)?;
-                    let n = stmt.column_count();
-                    let rows = stmt.query_map([&arg], |r| {
-                        (0..n).map(|i| r.get::<_, Option<String>>(i)).collect()
-                    })?;
-                    Ok(rows.collect::<rusqlite::Result<_>>()?)
-                })
-                .await
+                with_db(db, move |c| database::text_rows(c, &sql, &arg)).await
             }
             Durable::Postgres(pg) => pg.text_rows(sql, arg).await,
         }
@@ -149,9 +145,7 @@ impl Durable {
     ) -> Result<Vec<retention::Removal>> {
         match self {
             Durable::Sqlite(db) => with_db(db, move |c| retention::apply(c, &policy)).await,
-            Durable::Postgres(_) => Err(Error::postgres(
-                "retention policies are not implemented on PostgreSQL yet: run the daemon without --keep-* flags",
-            )),
+            Durable::Postgres(pg) => pg.retain(&policy).await,
         }
     }
 
@@ -210,6 +204,49 @@ pub(crate) async fn read_snapshot(
         Location::Sqlite(path) => {
             let conn = schema::open_read_only(path, ns)?;
             snapshot::load_snapshot(&conn, sid)
+        }
+    }
+}
+
+/// `agentstate gc`: applies `policy` to the durable tier at `db` now, or (`dry`) lists what
+/// it would remove and changes nothing. Sizes are the SQLite file with its `-wal`, or the
+/// PostgreSQL database's (`pg_database_size`).
+pub(crate) async fn collect_garbage(
+    db: &Path,
+    ns: &Namespace,
+    policy: retention::Retention,
+    dry: bool,
+) -> Result<retention::GcReport> {
+    match Location::of(db) {
+        Location::Sqlite(path) => {
+            if !path.exists() {
+                return Err(Error::sqlite(format!("{}: no such file", path.display())));
+            }
+            let (path, ns) = (path.to_path_buf(), ns.clone());
+            tokio::task::spawn_blocking(move || {
+                retention::collect_garbage(&path, &ns, &policy, dry)
+            })
+            .await
+            .map_err(|e| Error::sqlite(e.to_string()))?
+        }
+        Location::Postgres(url) => {
+            let pg = Pg::open(url, ns, false).await?;
+            let bytes_before = pg.size_bytes().await?;
+            let removed = if dry {
+                pg.plan(&policy).await?
+            } else {
+                pg.retain(&policy).await?
+            };
+            let bytes_after = if dry {
+                bytes_before
+            } else {
+                pg.size_bytes().await?
+            };
+            Ok(retention::GcReport {
+                removed,
+                bytes_before,
+                bytes_after,
+            })
         }
     }
 }

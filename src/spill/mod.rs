@@ -17,6 +17,7 @@
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 //! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
 
+pub mod copy;
 pub(crate) mod database;
 pub mod durable;
 mod events;
@@ -192,17 +193,9 @@ impl std::fmt::Debug for SpillDaemon {
 }
 
 impl SpillDaemon {
-    /// Opens (creating or migrating) the SQLite file and checks its namespace.
+    /// Opens (creating or migrating) the durable tier (a SQLite file or a PostgreSQL
+    /// database) and checks its namespace.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
-        if matches!(
-            durable::Location::of(&config.db_path),
-            durable::Location::Postgres(_)
-        ) && !config.retention.keeps_everything()
-        {
-            return Err(Error::InvalidInput(
-                "retention policies (--keep-*, --drop-closed-after, --max-decisions) are not implemented on PostgreSQL yet; start the daemon without them".into(),
-            ));
-        }
         let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
         store.preload_scripts().await?;
         let parts = (0..store.keys().partitions())
@@ -423,8 +416,9 @@ impl SpillDaemon {
                     self.events.emit(false);
                     return Err(err);
                 }
-                // Redis out of reach is not about one partition: the pass fails as a whole.
-                Err(err) if err.is_unavailable() => {
+                // Redis or PostgreSQL out of reach is not about one partition: the pass
+                // fails as a whole (one log line per outage, and backoff).
+                Err(err) if err.is_unavailable() || err.is_durable_unreachable() => {
                     unreachable.get_or_insert(err);
                 }
                 Err(err) => {

@@ -12,6 +12,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, TransactionBehavior};
 use serde::Serialize;
 
+use super::database;
+use super::durable::TextRows;
 use super::flusher::sqlite::delete_sessions;
 use super::schema;
 use crate::config::Namespace;
@@ -110,87 +112,128 @@ pub struct GcReport {
     pub bytes_after: u64,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// Lists what `policy` removes from the database now (reads only).
-pub fn plan(conn: &Connection, policy: &Retention) -> Result<Vec<Removal>> {
-    plan_at(conn, policy, now_ms())
+/// One read a plan makes: SQL that is the same text on both backends (`?1` bound as text,
+/// cast where a number is meant; every column text) and its argument.
+pub(crate) type Query = (&'static str, String);
+
+/// A bound `?1` as a number on either backend (PostgreSQL types the parameter as text).
+macro_rules! number {
+    () => {
+        "CAST(CAST(?1 AS TEXT) AS BIGINT)"
+    };
 }
 
-fn plan_at(conn: &Connection, policy: &Retention, now: i64) -> Result<Vec<Removal>> {
+/// Archived sessions last written before the cutoff.
+const ARCHIVED: &str = concat!(
+    "SELECT id FROM sessions WHERE status = 'archived' AND updated_at < ",
+    number!(),
+    " ORDER BY id"
+);
+/// Tombstones of sessions closed before the cutoff.
+const TOMBSTONES: &str = concat!(
+    "SELECT session_id FROM tombstones WHERE closed_at < ",
+    number!(),
+    " ORDER BY session_id"
+);
+/// Checkpoints beyond the newest N of their session and label.
+const CHECKPOINTS: &str = concat!(
+    "SELECT id, session_id, label FROM (
+         SELECT id, session_id, label, seq, ROW_NUMBER() OVER (
+             PARTITION BY session_id, label ORDER BY seq DESC) AS newer
+         FROM checkpoints) AS ranked
+     WHERE newer > ",
+    number!(),
+    " ORDER BY session_id, label, seq"
+);
+/// How many decisions each session holds.
+const DECISIONS_PER_SESSION: &str =
+    "SELECT session_id, CAST(count(*) AS TEXT) FROM decisions GROUP BY session_id";
+/// Decisions with an outcome, oldest first (the first to go over the cap).
+const DECIDED: &str =
+    "SELECT id, session_id FROM decisions WHERE outcome IS NOT NULL ORDER BY created_at, id";
+
+impl Retention {
+    /// The reads [`plan_from`] needs at time `now` (ms), in its order; `None` for a kind the
+    /// policy keeps.
+    pub(crate) fn queries(&self, now: i64) -> [Option<Query>; 5] {
+        let cutoff = self
+            .drop_closed_after
+            .map(|age| now.saturating_sub(age.as_millis() as i64).to_string());
+        let capped = self.max_decisions.is_some();
+        [
+            cutoff.clone().map(|c| (ARCHIVED, c)),
+            cutoff.map(|c| (TOMBSTONES, c)),
+            self.keep_checkpoints.map(|n| (CHECKPOINTS, n.to_string())),
+            capped.then(|| (DECISIONS_PER_SESSION, String::new())),
+            capped.then(|| (DECIDED, String::new())),
+        ]
+    }
+}
+
+/// What `policy` removes, from the rows of its [`Retention::queries`] (empty for `None`).
+/// Pure, so both backends plan alike: an archived session going whole takes its
+/// checkpoints and decisions with it (they are not listed again), and the decision cap
+/// counts only what stays, dropping the oldest decided ones first.
+pub(crate) fn plan_from(policy: &Retention, rows: [TextRows; 5]) -> Vec<Removal> {
+    let [archived, tombstones, checkpoints, per_session, decided] = rows;
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
     let mut out = Vec::new();
-    let mut dropped: BTreeSet<String> = BTreeSet::new();
-    if let Some(age) = policy.drop_closed_after {
-        let cutoff = now.saturating_sub(age.as_millis() as i64);
-        let mut stmt = conn.prepare(
-            "SELECT id FROM sessions WHERE status = 'archived' AND updated_at < ?1 ORDER BY id",
-        )?;
-        for id in stmt.query_map(params![cutoff], |r| r.get::<_, String>(0))? {
-            let id = id?;
-            dropped.insert(id.clone());
-            out.push(Removal::Session { id });
-        }
-        let mut stmt = conn.prepare(
-            "SELECT session_id FROM tombstones WHERE closed_at < ?1 ORDER BY session_id",
-        )?;
-        for id in stmt.query_map(params![cutoff], |r| r.get::<_, String>(0))? {
-            out.push(Removal::Tombstone { id: id? });
-        }
-    }
-    if let Some(keep) = policy.keep_checkpoints {
-        let mut stmt = conn.prepare(
-            "SELECT id, session_id, label FROM (
-                 SELECT id, session_id, label, seq, ROW_NUMBER() OVER (
-                     PARTITION BY session_id, label ORDER BY seq DESC) AS newer
-                 FROM checkpoints)
-             WHERE newer > ?1 ORDER BY session_id, label, seq",
-        )?;
-        let rows = stmt.query_map(params![keep], |r| {
-            Ok(Removal::Checkpoint {
-                id: r.get(0)?,
-                session: r.get(1)?,
-                label: r.get(2)?,
-            })
-        })?;
-        for row in rows {
-            let row = row?;
-            if let Removal::Checkpoint { session, .. } = &row {
-                if !dropped.contains(session) {
-                    out.push(row);
-                }
-            }
-        }
-    }
+    let dropped: BTreeSet<String> = archived.iter().map(|r| text(&r[0])).collect();
+    out.extend(
+        archived
+            .iter()
+            .map(|r| Removal::Session { id: text(&r[0]) }),
+    );
+    out.extend(
+        tombstones
+            .iter()
+            .map(|r| Removal::Tombstone { id: text(&r[0]) }),
+    );
+    out.extend(
+        checkpoints
+            .iter()
+            .filter(|r| !dropped.contains(&text(&r[1])))
+            .map(|r| Removal::Checkpoint {
+                id: text(&r[0]),
+                session: text(&r[1]),
+                label: text(&r[2]),
+            }),
+    );
     if let Some(max) = policy.max_decisions {
-        let in_dropped = |sid: &str| dropped.contains(sid);
-        let mut kept: u64 = 0;
-        let mut stmt = conn.prepare("SELECT session_id FROM decisions")?;
-        for sid in stmt.query_map([], |r| r.get::<_, String>(0))? {
-            if !in_dropped(&sid?) {
-                kept += 1;
-            }
-        }
-        let mut excess = kept.saturating_sub(max);
-        let mut stmt = conn.prepare(
-            "SELECT id, session_id FROM decisions WHERE outcome IS NOT NULL
-             ORDER BY created_at, id",
-        )?;
-        let mut rows = stmt.query([])?;
-        while excess > 0 {
-            let Some(row) = rows.next()? else { break };
-            let (id, session): (String, String) = (row.get(0)?, row.get(1)?);
-            if in_dropped(&session) {
-                continue;
-            }
-            out.push(Removal::Decision { id, session });
-            excess -= 1;
-        }
+        let kept: u64 = per_session
+            .iter()
+            .filter(|r| !dropped.contains(&text(&r[0])))
+            .map(|r| text(&r[1]).parse::<u64>().unwrap_or(0))
+            .sum();
+        let excess = kept.saturating_sub(max) as usize;
+        out.extend(
+            decided
+                .iter()
+                .filter(|r| !dropped.contains(&text(&r[1])))
+                .take(excess)
+                .map(|r| Removal::Decision {
+                    id: text(&r[0]),
+                    session: text(&r[1]),
+                }),
+        );
     }
-    Ok(out)
+    out
+}
+
+/// Lists what `policy` removes from the SQLite database now (reads only).
+pub fn plan(conn: &Connection, policy: &Retention) -> Result<Vec<Removal>> {
+    let rows = policy.queries(now_ms()).map(|q| match q {
+        Some((sql, arg)) => database::text_rows(conn, sql, &arg),
+        None => Ok(Vec::new()),
+    });
+    let [a, b, c, d, e] = rows;
+    Ok(plan_from(policy, [a?, b?, c?, d?, e?]))
 }
 
 /// Removes what `policy` lists now, in one transaction, then returns the freed pages to the

@@ -12,7 +12,13 @@ use crate::support::{env, TestEnv};
 
 /// Checkpoint `id` of `ns` after `parent`, with `values` (channel → value) at `version`
 /// and metadata `md`.
-fn cp(ns: &str, id: &str, parent: Option<&str>, values: &[(&str, &str)], md: Value) -> GraphPut {
+pub(crate) fn cp(
+    ns: &str,
+    id: &str,
+    parent: Option<&str>,
+    values: &[(&str, &str)],
+    md: Value,
+) -> GraphPut {
     let mut p = GraphPut::new(ns, id);
     p.parent = parent.map(str::to_string);
     p.checkpoint = json!({"v": 1, "id": id, "ts": "2026-11-23T00:00:00+00:00"});

@@ -62,14 +62,19 @@ pub async fn env_with(tweak: impl FnOnce(Config) -> Config) -> TestEnv {
 
 /// Like [`env_on`], with a tweaked configuration.
 pub async fn env_on_with(backend: Backend, tweak: impl FnOnce(Config) -> Config) -> TestEnv {
-    let server = RedisServer::start().expect("start redis-server");
-    let store = Store::connect(tweak(Config::new(server.url())))
-        .await
-        .expect("connect");
     let durable = match backend {
         Backend::Sqlite => Durable::Sqlite,
         Backend::Postgres => Durable::Postgres(PgDatabase::create()),
     };
+    env_in(durable, tweak).await
+}
+
+/// Like [`env`], with the durable tier given (e.g. a database on a private PostgreSQL server).
+pub async fn env_in(durable: Durable, tweak: impl FnOnce(Config) -> Config) -> TestEnv {
+    let server = RedisServer::start().expect("start redis-server");
+    let store = Store::connect(tweak(Config::new(server.url())))
+        .await
+        .expect("connect");
     let t = TestEnv {
         server,
         store,
@@ -408,6 +413,19 @@ impl TestEnv {
                 .into_iter()
                 .map(|r| r.into_iter().map(Option::unwrap_or_default).collect())
                 .collect(),
+        }
+    }
+
+    /// Runs statements that change the durable tier (tests that move times back, say).
+    pub fn durable_execute(&self, sql: &str) {
+        match &self.durable {
+            Durable::Sqlite => rusqlite::Connection::open(self.db())
+                .unwrap()
+                .execute_batch(sql)
+                .unwrap(),
+            Durable::Postgres(pg) => {
+                pg.rows(sql);
+            }
         }
     }
 

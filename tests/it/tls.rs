@@ -79,12 +79,12 @@ async fn a_store_and_the_cli_work_over_rediss() {
 
 /// A private CA, and a certificate it signed for `localhost` / 127.0.0.1 (EC keys: quick).
 /// Returns the paths of the CA certificate, the server certificate and its key.
-fn private_ca(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
+pub(crate) fn private_ca(dir: &std::path::Path) -> [std::path::PathBuf; 3] {
     private_ca_for(dir, "subjectAltName=DNS:localhost,IP:127.0.0.1")
 }
 
 /// Like [`private_ca`], the server certificate naming `san` (an openssl subjectAltName line).
-fn private_ca_for(dir: &std::path::Path, san: &str) -> [std::path::PathBuf; 3] {
+pub(crate) fn private_ca_for(dir: &std::path::Path, san: &str) -> [std::path::PathBuf; 3] {
     let p = |name: &str| dir.join(name);
     let openssl = |args: &[&str]| {
         let out = Command::new("openssl")

@@ -4,10 +4,11 @@
 //! restore needs. The same tables and rows as SQLite (`super::schema`), so both answer alike.
 
 pub(crate) mod flush;
+pub(crate) mod retention;
 pub(crate) mod snapshot;
+mod tls;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
 
 use crate::config::Namespace;
 use crate::error::{Error, Result};
@@ -170,12 +171,14 @@ impl Pg {
     /// here, in one line), then migrates when `migrate` and checks the namespace.
     pub(crate) async fn open(url: &str, ns: &Namespace, migrate: bool) -> Result<Pg> {
         let redacted = redact(url);
-        let config: tokio_postgres::Config = url
+        let (url, ssl, root) = tls::split(url, &redacted)?;
+        let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e| Error::postgres(format!("{redacted}: not a PostgreSQL URL ({e})")))?;
+        config.ssl_mode(ssl.wire());
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls::connector(ssl, root.as_ref())?,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -199,7 +202,7 @@ impl Pg {
             let detail = match &e {
                 deadpool_postgres::PoolError::Backend(pg) => match pg.as_db_error() {
                     Some(db) => db.message().to_string(),
-                    None => pg.to_string(),
+                    None => crate::error::postgres_detail(pg),
                 },
                 other => other.to_string(),
             };

@@ -89,10 +89,19 @@ impl Pg {
     }
 
     /// Every row of `sql` (SQLite's spelling, `?1` = `arg`), each column as text.
-    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<Vec<Vec<Option<String>>>> {
+    pub(crate) async fn text_rows(
+        &self,
+        sql: &str,
+        arg: &str,
+    ) -> Result<crate::spill::durable::TextRows> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(&dollar(sql)).await?;
-        let rows = client.query(&stmt, &[&arg]).await?;
+        let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = if stmt.params().is_empty() {
+            &[]
+        } else {
+            &[&arg]
+        };
+        let rows = client.query(&stmt, params).await?;
         Ok(rows
             .iter()
             .map(|r| {

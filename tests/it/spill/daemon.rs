@@ -12,7 +12,7 @@ use super::on_both_backends;
 use super::{count, keep_ledger, ledger_seqs, no_lease_held, owned_by, replays, spill_process};
 use crate::support::{env, wait_until, TestEnv};
 
-/// An embedded daemon on the test's SQLite file: its owner id and its task.
+/// An embedded daemon on the test's durable tier: its owner id and its task.
 async fn spawn_daemon(t: &TestEnv) -> (String, tokio::task::JoinHandle<Result<()>>) {
     let daemon = SpillDaemon::open(t.store.clone(), t.spill_config())
         .await
@@ -22,7 +22,7 @@ async fn spawn_daemon(t: &TestEnv) -> (String, tokio::task::JoinHandle<Result<()
     (owner, handle)
 }
 
-/// The highest seq of `sid` SQLite holds (0 for none).
+/// The highest seq of `sid` the durable tier holds (0 for none).
 fn committed_seq(t: &TestEnv, sid: &str) -> i64 {
     count(
         t,
@@ -31,9 +31,14 @@ fn committed_seq(t: &TestEnv, sid: &str) -> i64 {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_applied_twice() {
-    let t = env().await;
+on_both_backends!(
+    a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_applied_twice,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_applied_twice(
+    t: TestEnv,
+) {
     keep_ledger(&t);
     let sid = t.store.create_session(&NewSession::new()).await.unwrap();
     let written = Arc::new(AtomicI64::new(0));
@@ -90,23 +95,19 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
     let _ = owner.1.await;
     assert_eq!(replays(&t), vec![], "entries applied more than once");
     assert_eq!(ledger_seqs(&t, &sid), (1..=last + 1).collect::<Vec<_>>());
-    let (n, lo, hi): (i64, i64, i64) = t
-        .sqlite()
-        .query_row(
-            "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
-            [&sid],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!((n, lo, hi), (last + 1, 1, last + 1));
+    let range = t.durable_ints(
+        "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
+        &sid,
+    );
+    assert_eq!(range, [last + 1, 1, last + 1]);
 }
 
-// SQLite only for now: the applied-entry ledger (triggers) is SQLite's; on PostgreSQL the
-// multi-daemon tests below check exactly-once by the rows.
-#[tokio::test]
+on_both_backends!(
+    repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing
+);
 async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing(
+    t: TestEnv,
 ) {
-    let t = env().await;
     keep_ledger(&t);
     let sids: Vec<String> = (0..3).map(|i| format!("kill{i}")).collect();
     for sid in &sids {
@@ -281,7 +282,7 @@ async fn wait_for_spread(t: &TestEnv, pids: &[u32], lo: usize, hi: usize, within
 }
 
 /// Appends `n` messages to each of `sids` with a short pause between rounds.
-fn writer(t: &TestEnv, sids: &[String], n: usize) -> tokio::task::JoinHandle<()> {
+pub(super) fn writer(t: &TestEnv, sids: &[String], n: usize) -> tokio::task::JoinHandle<()> {
     let s = t.store.clone();
     let sids = sids.to_vec();
     tokio::spawn(async move {
@@ -311,7 +312,7 @@ async fn assert_exactly_once(t: &TestEnv, sids: &[String], n: i64) {
     }
 }
 
-async fn sessions_over_partitions(t: &TestEnv, n: usize) -> Vec<String> {
+pub(super) async fn sessions_over_partitions(t: &TestEnv, n: usize) -> Vec<String> {
     let sids: Vec<String> = (0..n).map(|i| format!("share{i}")).collect();
     for sid in &sids {
         t.store

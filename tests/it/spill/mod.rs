@@ -3,10 +3,13 @@
 //! Fixtures several modules share live here; each module covers one responsibility.
 
 mod cli;
+mod copy;
 mod daemon;
 mod erasure;
 mod flush;
 mod metrics;
+mod postgres_faults;
+mod postgres_tls;
 mod reseed;
 mod restore;
 mod trim;
@@ -15,7 +18,7 @@ mod watch;
 use agentstate::*;
 use serde_json::json;
 
-use crate::support::TestEnv;
+use crate::support::{Durable, TestEnv};
 
 /// Builds a session with every kind of durable state; returns its id and its child's.
 pub(crate) async fn rich_session(s: &Store, sid: &str) -> (String, String) {
@@ -95,17 +98,18 @@ fn count(t: &TestEnv, sql: &str, sid: &str) -> i64 {
 
 /// Runs the flow `async fn $flow(t: TestEnv)` once per durable tier (`$flow::sqlite`,
 /// `$flow::postgres`): the same test on SQLite and on a PostgreSQL database of its own.
+/// Arguments after the name go to `#[tokio::test(...)]` (e.g. `flavor = "multi_thread"`).
 macro_rules! on_both_backends {
-    ($flow:ident) => {
+    ($flow:ident $(, $($test_args:tt)+)?) => {
         mod $flow {
             use crate::support::{env_on, Backend};
 
-            #[tokio::test]
+            #[tokio::test$(($($test_args)+))?]
             async fn sqlite() {
                 super::$flow(env_on(Backend::Sqlite).await).await
             }
 
-            #[tokio::test]
+            #[tokio::test$(($($test_args)+))?]
             async fn postgres() {
                 super::$flow(env_on(Backend::Postgres).await).await
             }
@@ -134,52 +138,73 @@ fn spill_process(t: &TestEnv, args: &[&str]) -> std::process::Command {
     cmd
 }
 
-/// Starts keeping an applied-entry ledger in the test's SQLite file: triggers record every
+/// Starts keeping an applied-entry ledger in the test's durable tier: triggers record every
 /// write of a message row (its insert, or the upsert's update) and every decision inserted.
 /// The flusher upserts messages, so a replayed wal entry leaves the table as it was; the
 /// ledger shows it as a second write of the same row.
 fn keep_ledger(t: &TestEnv) {
-    rusqlite::Connection::open(t.db())
-        .unwrap()
-        .execute_batch(
-            "CREATE TABLE test_ledger (what TEXT NOT NULL, session_id TEXT NOT NULL,
-                 item TEXT NOT NULL);
-             CREATE TRIGGER test_ledger_msg_insert AFTER INSERT ON messages BEGIN
-                 INSERT INTO test_ledger VALUES ('message', new.session_id, new.seq); END;
-             CREATE TRIGGER test_ledger_msg_update AFTER UPDATE ON messages BEGIN
-                 INSERT INTO test_ledger VALUES ('message', new.session_id, new.seq); END;
-             CREATE TRIGGER test_ledger_decision AFTER INSERT ON decisions BEGIN
-                 INSERT INTO test_ledger VALUES ('decision', new.session_id, new.id); END;",
-        )
-        .unwrap();
+    const TABLE: &str =
+        "CREATE TABLE test_ledger (what TEXT NOT NULL, session_id TEXT NOT NULL, item TEXT NOT NULL);";
+    match &t.durable {
+        Durable::Sqlite => rusqlite::Connection::open(t.db())
+            .unwrap()
+            .execute_batch(&format!(
+                "{TABLE}
+                 CREATE TRIGGER test_ledger_msg_insert AFTER INSERT ON messages BEGIN
+                     INSERT INTO test_ledger VALUES ('message', new.session_id, new.seq); END;
+                 CREATE TRIGGER test_ledger_msg_update AFTER UPDATE ON messages BEGIN
+                     INSERT INTO test_ledger VALUES ('message', new.session_id, new.seq); END;
+                 CREATE TRIGGER test_ledger_decision AFTER INSERT ON decisions BEGIN
+                     INSERT INTO test_ledger VALUES ('decision', new.session_id, new.id); END;"
+            ))
+            .unwrap(),
+        Durable::Postgres(pg) => {
+            pg.rows(&format!(
+                "{TABLE}
+                 CREATE FUNCTION test_ledger_msg() RETURNS trigger LANGUAGE plpgsql AS $$
+                     BEGIN INSERT INTO test_ledger VALUES ('message', NEW.session_id, NEW.seq);
+                     RETURN NULL; END $$;
+                 CREATE FUNCTION test_ledger_decision() RETURNS trigger LANGUAGE plpgsql AS $$
+                     BEGIN INSERT INTO test_ledger VALUES ('decision', NEW.session_id, NEW.id);
+                     RETURN NULL; END $$;
+                 CREATE TRIGGER test_ledger_msg AFTER INSERT OR UPDATE ON messages
+                     FOR EACH ROW EXECUTE FUNCTION test_ledger_msg();
+                 CREATE TRIGGER test_ledger_decision AFTER INSERT ON decisions
+                     FOR EACH ROW EXECUTE FUNCTION test_ledger_decision();"
+            ));
+        }
+    }
 }
 
 /// What the ledger saw applied more than once: `(what, session, item, times)`.
 fn replays(t: &TestEnv) -> Vec<(String, String, String, i64)> {
-    let db = t.sqlite();
-    let mut stmt = db
-        .prepare(
-            "SELECT what, session_id, item, count(*) FROM test_ledger
-             GROUP BY what, session_id, item HAVING count(*) > 1",
+    t.durable_rows(
+        "SELECT what, session_id, item, count(*) FROM test_ledger
+         GROUP BY what, session_id, item HAVING count(*) > 1",
+        "",
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone(),
+            r[1].clone(),
+            r[2].clone(),
+            r[3].parse().unwrap(),
         )
-        .unwrap();
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap();
-    rows.collect::<rusqlite::Result<_>>().unwrap()
+    })
+    .collect()
 }
 
 /// The message seqs of `sid` the ledger saw applied, in order, each once however often.
 fn ledger_seqs(t: &TestEnv, sid: &str) -> Vec<i64> {
-    let db = t.sqlite();
-    let mut stmt = db
-        .prepare(
-            "SELECT DISTINCT CAST(item AS INTEGER) AS seq FROM test_ledger
-             WHERE what = 'message' AND session_id = ?1 ORDER BY seq",
-        )
-        .unwrap();
-    let rows = stmt.query_map([sid], |r| r.get(0)).unwrap();
-    rows.collect::<rusqlite::Result<_>>().unwrap()
+    t.durable_rows(
+        "SELECT DISTINCT CAST(item AS INTEGER) AS seq FROM test_ledger
+         WHERE what = 'message' AND session_id = ?1 ORDER BY seq",
+        sid,
+    )
+    .into_iter()
+    .map(|r| r[0].parse().unwrap())
+    .collect()
 }
 
 /// The partitions whose lease `owner` holds now.

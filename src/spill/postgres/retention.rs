@@ -1,0 +1,93 @@
+//! Retention on PostgreSQL: the same plan as SQLite's (`spill::retention`, the same SQL and
+//! the same pure planner), read and applied in one transaction. PostgreSQL gives deleted
+//! rows' space back to itself (autovacuum makes it reusable), not to the filesystem; the
+//! database's size shrinks only with `VACUUM FULL` (README says when to run it).
+
+use deadpool_postgres::Transaction;
+use tokio_postgres::types::ToSql;
+
+use super::flush::delete_sessions;
+use super::snapshot::dollar;
+use super::Pg;
+use crate::error::Result;
+use crate::spill::durable::TextRows;
+use crate::spill::retention::{now_ms, plan_from, Removal, Retention};
+
+/// Runs the plan's reads in `tx` (each `?1` bound as text).
+async fn plan_in(tx: &Transaction<'_>, policy: &Retention) -> Result<Vec<Removal>> {
+    let mut rows: [TextRows; 5] = Default::default();
+    for (out, query) in rows.iter_mut().zip(policy.queries(now_ms())) {
+        let Some((sql, arg)) = query else { continue };
+        let stmt = tx.prepare_cached(&dollar(sql)).await?;
+        let params: &[&(dyn ToSql + Sync)] = if stmt.params().is_empty() {
+            &[]
+        } else {
+            &[&arg]
+        };
+        *out = tx
+            .query(&stmt, params)
+            .await?
+            .iter()
+            .map(|r| (0..r.len()).map(|i| r.get(i)).collect())
+            .collect();
+    }
+    Ok(plan_from(policy, rows))
+}
+
+impl Pg {
+    /// What `policy` removes now (reads only, one snapshot).
+    pub(crate) async fn plan(&self, policy: &Retention) -> Result<Vec<Removal>> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        plan_in(&tx, policy).await
+    }
+
+    /// Removes what `policy` lists now, planned and deleted in one transaction (as SQLite's
+    /// `retention::apply`). Returns what it removed.
+    pub(crate) async fn retain(&self, policy: &Retention) -> Result<Vec<Removal>> {
+        let mut client = self.client().await?;
+        // Read committed: the flusher may update a planned row meanwhile (a repeatable-read
+        // transaction would then fail); the deletes go by id either way.
+        let tx = client.transaction().await?;
+        let removed = plan_in(&tx, policy).await?;
+        for r in &removed {
+            match r {
+                Removal::Session { id } => {
+                    delete_sessions(&tx, std::slice::from_ref(id), i64::MAX).await?;
+                    tx.execute("DELETE FROM rounds WHERE session_id = $1", &[id])
+                        .await?;
+                    tx.execute("UPDATE sessions SET parent = '' WHERE parent = $1", &[id])
+                        .await?;
+                }
+                Removal::Tombstone { id } => {
+                    tx.execute("DELETE FROM tombstones WHERE session_id = $1", &[id])
+                        .await?;
+                }
+                Removal::Checkpoint { id, .. } => {
+                    tx.execute("DELETE FROM checkpoints WHERE id = $1", &[id])
+                        .await?;
+                }
+                Removal::Decision { id, .. } => {
+                    tx.execute("DELETE FROM decisions WHERE id = $1", &[id])
+                        .await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(removed)
+    }
+
+    /// The database's size on disk, bytes (`pg_database_size`).
+    pub(crate) async fn size_bytes(&self) -> Result<u64> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT pg_database_size(current_database())", &[])
+            .await?;
+        Ok(row.get::<_, i64>(0).max(0) as u64)
+    }
+}

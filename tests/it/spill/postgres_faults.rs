@@ -1,0 +1,191 @@
+//! PostgreSQL failing under the daemon, on a private server the tests stop and restart:
+//! restarted during flushes, down for seconds while agents append, and connection strings
+//! that cannot work. Nothing committed twice, nothing lost, one log line per outage.
+
+use std::io::Read;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use agentstate::*;
+
+use super::daemon::{sessions_over_partitions, writer};
+use super::{keep_ledger, ledger_seqs, replays, spill_process};
+use crate::pg_server::PgServer;
+use crate::support::{env_in, wait_until, Durable, PgDatabase, TestEnv};
+
+/// The warning a daemon logs once per PostgreSQL outage, and the line that ends it.
+const OUTAGE: &str = "cannot commit to PostgreSQL";
+const RECOVERED: &str = "spill passes work again";
+
+/// A test env whose durable tier is a fresh database on the private server `pg`.
+async fn env_on_server(pg: &PgServer, tweak: impl FnOnce(Config) -> Config) -> TestEnv {
+    env_in(
+        Durable::Postgres(PgDatabase::create_on(&pg.admin_url())),
+        tweak,
+    )
+    .await
+}
+
+/// `agentstate spill` on the test's database with its log (stderr) kept.
+fn daemon(t: &TestEnv) -> Child {
+    spill_process(t, &["spill", "--interval-ms", "5", "--lease-ms", "1000"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Stops the daemon with SIGTERM (it drains and exits) and returns its log.
+fn stop(mut child: Child) -> String {
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(status.success(), "the daemon failed: {log}");
+    log
+}
+
+fn lines_with(log: &str, needle: &str) -> usize {
+    log.lines().filter(|l| l.contains(needle)).count()
+}
+
+/// Waits until the durable tier holds `n` messages of each of `sids`.
+async fn wait_for_rows(t: &TestEnv, sids: &[String], n: i64) {
+    wait_until(
+        &format!("{n} messages of each session in PostgreSQL"),
+        || {
+            sids.iter().all(|sid| {
+                t.durable_ints("SELECT count(*) FROM messages WHERE session_id = ?1", sid)[0] == n
+            })
+        },
+    )
+    .await;
+}
+
+/// Every session holds messages 1..=n, each applied exactly once.
+fn assert_exactly_once(t: &TestEnv, sids: &[String], n: i64) {
+    assert_eq!(replays(t), vec![], "entries applied more than once");
+    for sid in sids {
+        assert_eq!(ledger_seqs(t, sid), (1..=n).collect::<Vec<_>>(), "{sid}");
+    }
+}
+
+#[tokio::test]
+async fn postgresql_restarted_twice_during_flushes_loses_and_duplicates_nothing() {
+    let pg = PgServer::start();
+    let t = env_on_server(&pg, |c| c).await;
+    keep_ledger(&t);
+    let sids = sessions_over_partitions(&t, 4).await;
+    let child = daemon(&t);
+    let per_session = 300;
+    let writing = writer(&t, &sids, per_session);
+    for _ in 0..2 {
+        // Restart while the daemon is committing: wait until it has flushed something new.
+        let before = t.durable_ints("SELECT count(*) FROM messages", "")[0];
+        wait_until("the daemon flushes", || {
+            t.durable_ints("SELECT count(*) FROM messages", "")[0] > before
+        })
+        .await;
+        pg.restart();
+    }
+    writing.await.unwrap();
+    wait_for_rows(&t, &sids, per_session as i64).await;
+    let log = stop(child);
+    assert_exactly_once(&t, &sids, per_session as i64);
+    // Each restart is one outage (a restart between two passes may go unnoticed).
+    let outages = lines_with(&log, OUTAGE);
+    assert!((1..=2).contains(&outages), "{outages} outage lines:\n{log}");
+    assert_eq!(lines_with(&log, RECOVERED), outages, "{log}");
+}
+
+#[tokio::test]
+async fn postgresql_down_for_seconds_keeps_the_wal_fails_durable_writes_and_catches_up() {
+    let pg = PgServer::start();
+    let t = env_on_server(&pg, |c| c.daemon_wait(Duration::from_millis(800))).await;
+    keep_ledger(&t);
+    let sids = sessions_over_partitions(&t, 2).await;
+    let child = daemon(&t);
+    writer(&t, &sids, 50).await.unwrap();
+    wait_for_rows(&t, &sids, 50).await;
+    let wal_before = t.wal_entries();
+
+    pg.stop();
+    let during = 200;
+    writer(&t, &sids, during).await.unwrap();
+    // Agents keep working on the live tier; the daemon trims nothing it has not committed.
+    assert_eq!(
+        t.store
+            .messages(&sids[1], MessageQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        50 + during
+    );
+    assert!(
+        t.wal_entries() >= wal_before + 2 * during,
+        "the wal holds {} entries, {} were appended while PostgreSQL was down",
+        t.wal_entries(),
+        2 * during
+    );
+    let durable = t.store.with_durability(Durability::Durable);
+    let err = durable
+        .append(&sids[0], &NewMessage::new("user").content("must wait"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        t.wal_entries() > wal_before + 2 * during,
+        "the durable write is in the wal"
+    );
+
+    pg.start_again();
+    let n = (50 + during) as i64;
+    wait_for_rows(&t, &sids[1..], n).await;
+    wait_for_rows(&t, &sids[..1], n + 1).await;
+    let log = stop(child);
+    assert_exactly_once(&t, &sids[1..], n);
+    assert_exactly_once(&t, &sids[..1], n + 1);
+    assert_eq!(lines_with(&log, OUTAGE), 1, "{log}");
+    assert_eq!(lines_with(&log, RECOVERED), 1, "{log}");
+}
+
+#[tokio::test]
+async fn a_connection_string_that_cannot_work_says_why_in_one_line() {
+    let pg = PgServer::start_with_password("right");
+    let db = PgDatabase::create_on(&pg.admin_url());
+    let t = crate::support::env_without_daemon().await;
+    let port = pg.port();
+    let cases = [
+        (
+            format!("postgres://postgres:wrong@127.0.0.1:{port}/{}", db.name),
+            "password authentication failed for user \"postgres\"",
+        ),
+        (
+            format!("postgres://postgres:right@127.0.0.1:{port}/missing_db"),
+            "database \"missing_db\" does not exist",
+        ),
+        (
+            format!(
+                "postgres://postgres:right@127.0.0.1:{}/x",
+                agentstate::internals::redis_server::free_port()
+            ),
+            "Connection refused",
+        ),
+    ];
+    for (url, says) in cases {
+        let out = t.cli(&["--db", &url, "spill", "--once"]);
+        assert_ne!(out.code, 0, "{url}");
+        let err = out.runtime_error();
+        assert!(err.contains(says), "{url}: {err}");
+        assert_eq!(err.lines().count(), 1, "{url}: {err}");
+        assert!(
+            !err.contains(":wrong@") && !err.contains(":right@"),
+            "password shown: {err}"
+        );
+    }
+}
