@@ -233,15 +233,7 @@ pub async fn export_session<W: Write>(
             emit(kind, row[0].as_deref().unwrap_or_default(), out)?;
         }
     }
-    for r in db
-        .text_rows(
-            "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
-                    CAST(created_at AS TEXT)
-             FROM decisions WHERE session_id = ?1 ORDER BY created_at, id",
-            sid,
-        )
-        .await?
-    {
+    for r in db.text_rows(SESSION_DECISIONS_SQL, sid).await? {
         let line = DecisionLine {
             id: r[0].as_deref().unwrap_or_default(),
             session_id: r[1].as_deref().unwrap_or_default(),
@@ -304,6 +296,13 @@ pub async fn export_session<W: Write>(
     }
     Ok(lines)
 }
+
+/// A session's durable decisions, oldest first: id, session_id, decision, rationale,
+/// planned_action, meta, outcome, created_at (`?1` the session id).
+pub(crate) const SESSION_DECISIONS_SQL: &str =
+    "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
+            CAST(created_at AS TEXT)
+     FROM decisions WHERE session_id = ?1 ORDER BY created_at, id";
 
 /// A stored JSON text as a value (minified on output, as SQLite's `json()` did).
 fn json_value(text: Option<&str>) -> Result<serde_json::Value> {

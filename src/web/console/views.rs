@@ -330,14 +330,7 @@ pub(crate) async fn session_view(
 
 /// The durable tier's decisions of `sid`, oldest first.
 async fn durable_decisions(db: &Durable, sid: &str) -> Result<Vec<Decision>> {
-    let rows = db
-        .text_rows(
-            "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
-                    CAST(created_at AS TEXT)
-             FROM decisions WHERE session_id = ?1 ORDER BY created_at, id",
-            sid,
-        )
-        .await?;
+    let rows = db.text_rows(inspect::SESSION_DECISIONS_SQL, sid).await?;
     Ok(rows
         .into_iter()
         .map(|r| {
@@ -439,43 +432,53 @@ pub(crate) fn apply_events(decisions: &mut Vec<Decision>, events: Vec<DecisionEv
     decisions.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
 }
 
-/// Sub-agents of a live session, depth first, as Redis' children sets hold them.
-async fn live_tree(store: &Store, sid: &str) -> Result<Vec<(usize, String)>> {
+/// The sub-agents below `sid`, depth first: (depth from 1, id); `kids` lists a session's
+/// children.
+async fn tree<F, Fut>(sid: &str, mut kids: F) -> Result<Vec<(usize, String)>>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<String>>>,
+{
     let mut out = Vec::new();
     let mut stack = vec![(0usize, sid.to_string())];
     while let Some((depth, id)) = stack.pop() {
         if depth > 0 {
             out.push((depth, id.clone()));
         }
-        // A child that expired has no children set to read: it is listed, not opened.
-        if depth > 0 && store.session(&id).await?.is_none() {
-            continue;
-        }
-        let kids = store.children(&id).await?;
-        stack.extend(kids.into_iter().rev().map(|k| (depth + 1, k)));
+        let below = kids(id).await?;
+        stack.extend(below.into_iter().rev().map(|k| (depth + 1, k)));
     }
     Ok(out)
 }
 
-/// Sub-agents of a session the durable tier holds, depth first.
-async fn durable_tree(db: &Durable, sid: &str) -> Result<Vec<(usize, String)>> {
-    let mut out = Vec::new();
-    let mut stack = vec![(0usize, sid.to_string())];
-    while let Some((depth, id)) = stack.pop() {
-        if depth > 0 {
-            out.push((depth, id.clone()));
+/// Sub-agents of a live session, as Redis' children sets hold them (a child that expired is
+/// listed, not opened: nothing is restored).
+async fn live_tree(store: &Store, sid: &str) -> Result<Vec<(usize, String)>> {
+    let root = sid.to_string();
+    tree(sid, |id| {
+        let root = root.clone();
+        async move {
+            if id != root && store.session(&id).await?.is_none() {
+                return Ok(Vec::new());
+            }
+            store.children(&id).await
         }
-        let kids = db
+    })
+    .await
+}
+
+/// Sub-agents of a session the durable tier holds.
+async fn durable_tree(db: &Durable, sid: &str) -> Result<Vec<(usize, String)>> {
+    tree(sid, |id| async move {
+        let rows = db
             .text_rows("SELECT id FROM sessions WHERE parent = ?1 ORDER BY id", &id)
             .await?;
-        stack.extend(
-            kids.into_iter()
-                .rev()
-                .filter_map(|r| r.into_iter().next().flatten())
-                .map(|k| (depth + 1, k)),
-        );
-    }
-    Ok(out)
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect())
+    })
+    .await
 }
 
 /// One consumer group over every partition.
