@@ -11,6 +11,8 @@
 //! - `spill`: W5 flusher throughput and lag, W6 rehydration after Redis lost a session.
 //! - `scaling`: W1 at 1, 8 and 64 workers next to SET and the single-append script, with the
 //!   Redis CPU per append.
+//! - `tiers`: with `--db postgres://…`, W5 and W6 on PostgreSQL beside SQLite, and one
+//!   daemon against two on PostgreSQL.
 
 mod decisions;
 mod harness;
@@ -19,6 +21,7 @@ mod measure;
 mod scaling;
 mod sizes;
 mod spill;
+mod tiers;
 
 use crate::redis_server::RedisServer;
 use crate::{Config, Error, Result, Store};
@@ -39,11 +42,45 @@ pub struct BenchArgs {
     /// Sessions W1 appends to (and the least the scaling runs use) [default: 64, 16 with --quick].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     sessions: Option<u16>,
+    /// With `--db postgres://…`: only the durable tiers' rows (W5 flush, W6 restore on
+    /// SQLite and PostgreSQL, one and two daemons), not W1–W6 on Redis.
+    #[arg(long)]
+    tiers_only: bool,
 }
 
 /// Runs on `--redis` when given (prefix `asbench` unless --prefix is set), else on a private
 /// redis-server so the figures are not disturbed by other clients.
 pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
+    let durable = global.db.as_ref().and_then(|db| {
+        let db = db.to_string_lossy().into_owned();
+        crate::spill::postgres::is_url(&db).then_some(db)
+    });
+    if args.tiers_only && durable.is_none() {
+        return Err(Error::InvalidInput(
+            "--tiers-only compares SQLite with PostgreSQL: give --db postgres://… (a role that may CREATE DATABASE)".into(),
+        ));
+    }
+    if !args.tiers_only {
+        run_workloads(global, &args).await?;
+    }
+    if let Some(url) = durable {
+        let (entries, messages) = if args.quick {
+            (20_000, 2_000)
+        } else {
+            (200_000, 10_000)
+        };
+        let rows = tiers::compare(&url, entries, messages).await?;
+        if global.json {
+            println!("{}", serde_json::to_string(&rows)?);
+        } else {
+            print_tiers(&rows, messages);
+        }
+    }
+    Ok(())
+}
+
+/// W1–W6 on Redis and the spill daemon on SQLite.
+async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
     let (url, mut private) = match &global.redis {
         Some(url) => (url.clone(), None),
         None => {
@@ -83,6 +120,29 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
         print_report(&report);
     }
     Ok(())
+}
+
+fn print_tiers(rows: &[tiers::TierRow], messages: usize) {
+    println!(
+        "{:<10} {:>7} {:>9} {:>7} {:>11} {:>9}  W6 restore of {messages} messages: daemon / direct",
+        "durable", "daemons", "entries", "secs", "entries/s", "vs sqlite"
+    );
+    let base = rows.first().map_or(1.0, |r| r.per_sec);
+    for r in rows {
+        let w6 = match (r.restore_request_ms, r.restore_direct_ms) {
+            (Some(a), Some(b)) => format!("{a:.1} ms / {b:.1} ms"),
+            _ => "-".into(),
+        };
+        println!(
+            "{:<10} {:>7} {:>9} {:>7.2} {:>11.0} {:>9.2}  {w6}",
+            r.tier,
+            r.daemons,
+            r.entries,
+            r.secs,
+            r.per_sec,
+            r.per_sec / base
+        );
+    }
 }
 
 fn print_report(report: &Report) {

@@ -63,7 +63,7 @@ pub struct SpillBench {
 }
 
 /// Appends `n` messages to `sid` in pipelines of EVALSHA (scripts preloaded).
-async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
+pub(super) async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
     store.preload_scripts().await?;
     let body = serde_json::to_string(
         &NewMessage::new("assistant")

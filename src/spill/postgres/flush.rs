@@ -24,6 +24,9 @@ impl Pg {
     pub(crate) async fn apply(&self, batch: &Batch) -> Result<Option<Applied>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
+        // A paused old owner may hold the cursor row locked: wait a second at most, then
+        // this partition's pass fails and is retried (the others go on meanwhile).
+        tx.batch_execute("SET LOCAL lock_timeout = '1s'").await?;
         let p = batch.partition as i64;
         tx.execute(
             "INSERT INTO cursors (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING",

@@ -171,14 +171,10 @@ impl Pg {
     /// here, in one line), then migrates when `migrate` and checks the namespace.
     pub(crate) async fn open(url: &str, ns: &Namespace, migrate: bool) -> Result<Pg> {
         let redacted = redact(url);
-        let (url, ssl, root) = tls::split(url, &redacted)?;
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| Error::postgres(format!("{redacted}: not a PostgreSQL URL ({e})")))?;
-        config.ssl_mode(ssl.wire());
+        let (config, connector) = client_config(url, &redacted)?;
         let manager = Manager::from_config(
             config,
-            tls::connector(ssl, root.as_ref())?,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -192,7 +188,7 @@ impl Pg {
         if migrate {
             migrate_schema(&mut client).await?;
         }
-        check_namespace(&mut client, ns).await?;
+        check_namespace(&mut client, ns, migrate).await?;
         Ok(pg)
     }
 
@@ -248,6 +244,94 @@ impl Pg {
     }
 }
 
+/// The client configuration of `url` and the TLS connector its `sslmode` asks for.
+fn client_config(
+    url: &str,
+    redacted: &str,
+) -> Result<(
+    tokio_postgres::Config,
+    tokio_postgres_rustls::MakeRustlsConnect,
+)> {
+    let (url, ssl, root) = tls::split(url, redacted)?;
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| Error::postgres(format!("{redacted}: not a PostgreSQL URL ({e})")))?;
+    config.ssl_mode(ssl.wire());
+    // A daemon paused inside a transaction (SIGSTOP, a frozen VM) would hold its partition's
+    // cursor row for good: the server ends such a session after a minute, unless the URL
+    // sets its own options.
+    if config.get_options().is_none() {
+        config.options("-c idle_in_transaction_session_timeout=60000");
+    }
+    Ok((config, tls::connector(ssl, root.as_ref())?))
+}
+
+/// A database created for one run (the benchmark's tiers) on the server of an admin URL,
+/// dropped by [`ScratchDatabase::drop_now`].
+pub(crate) struct ScratchDatabase {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl ScratchDatabase {
+    /// Creates `<stem>_<pid>_<random>` through `admin` (its role needs CREATEDB).
+    pub(crate) async fn create(admin: &str, stem: &str) -> Result<ScratchDatabase> {
+        let name = format!(
+            "{stem}_{}_{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        execute(admin, &format!("CREATE DATABASE {name}")).await?;
+        let (base, query) = admin.split_once('?').unwrap_or((admin, ""));
+        let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
+        let url = match query {
+            "" => format!("{server}/{name}"),
+            q => format!("{server}/{name}?{q}"),
+        };
+        Ok(ScratchDatabase {
+            admin: admin.to_string(),
+            name,
+            url,
+        })
+    }
+
+    /// Its URL (the admin URL's server and parameters).
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Drops it (connections still open to it are closed).
+    pub(crate) async fn drop_now(self) -> Result<()> {
+        execute(
+            &self.admin,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        )
+        .await
+    }
+}
+
+/// Runs `sql` on a connection of its own to `url`.
+async fn execute(url: &str, sql: &str) -> Result<()> {
+    let redacted = redact(url);
+    let (config, connector) = client_config(url, &redacted)?;
+    let (client, connection) = config
+        .connect(connector)
+        .await
+        .map_err(|e| Error::Postgres {
+            message: format!(
+                "cannot connect to {redacted}: {}",
+                crate::error::postgres_detail(&e)
+            ),
+            source: Some(Box::new(e)),
+        })?;
+    let connection = tokio::spawn(connection);
+    client.batch_execute(sql).await?;
+    drop(client);
+    let _ = connection.await;
+    Ok(())
+}
+
 /// The schema version this build writes (the same number as SQLite's).
 fn schema_version() -> i64 {
     MIGRATIONS.len() as i64
@@ -299,31 +383,47 @@ fn ignore_concurrent_create(err: tokio_postgres::Error) -> Result<()> {
     }
 }
 
-/// Records the namespace on first use (the first writer wins, concurrent or not); a
-/// different prefix or partition count is [`Error::NamespaceMismatch`]. A database without
-/// the schema was never written by a daemon.
-async fn check_namespace(client: &mut deadpool_postgres::Client, ns: &Namespace) -> Result<()> {
-    let claimed = client
-        .execute(
-            "INSERT INTO namespace (id, prefix, partitions) VALUES (1, $1, $2)
-             ON CONFLICT (id) DO NOTHING",
-            &[&ns.prefix, &i64::from(ns.partitions)],
-        )
-        .await;
-    match claimed {
-        Ok(_) => {}
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
-            return Err(Error::postgres(
-                "the database has no agentstate schema yet: run `agentstate spill` on it first",
-            ))
+/// Records the namespace on first use when `claim` (a writer; the first wins, concurrent or
+/// not); a different prefix or partition count is [`Error::NamespaceMismatch`]. A database
+/// without the schema was never written by a daemon. A reader only reads the record (no
+/// write, no commit to wait for).
+async fn check_namespace(
+    client: &mut deadpool_postgres::Client,
+    ns: &Namespace,
+    claim: bool,
+) -> Result<()> {
+    let no_schema = |e: &tokio_postgres::Error| {
+        e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+    };
+    const NO_SCHEMA: &str =
+        "the database has no agentstate schema yet: run `agentstate spill` on it first";
+    if claim {
+        let claimed = client
+            .execute(
+                "INSERT INTO namespace (id, prefix, partitions) VALUES (1, $1, $2)
+                 ON CONFLICT (id) DO NOTHING",
+                &[&ns.prefix, &i64::from(ns.partitions)],
+            )
+            .await;
+        match claimed {
+            Ok(_) => {}
+            Err(e) if no_schema(&e) => return Err(Error::postgres(NO_SCHEMA)),
+            // A read-only role cannot claim it; the read below still checks it.
+            Err(e)
+                if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {}
+            Err(e) => return Err(e.into()),
         }
-        // A read-only role cannot claim it; the read below still checks it.
-        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) => {}
-        Err(e) => return Err(e.into()),
     }
     let row = client
         .query_opt("SELECT prefix, partitions FROM namespace WHERE id = 1", &[])
-        .await?;
+        .await
+        .map_err(|e| {
+            if no_schema(&e) {
+                Error::postgres(NO_SCHEMA)
+            } else {
+                e.into()
+            }
+        })?;
     match row.map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))) {
         Some((prefix, partitions))
             if prefix != ns.prefix || partitions != i64::from(ns.partitions) =>

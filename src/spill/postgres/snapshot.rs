@@ -37,34 +37,34 @@ impl Pg {
         for (i, n) in ints.iter_mut().enumerate() {
             *n = head.get(10 + i);
         }
+        // The eight reads go out together: tokio-postgres pipelines queries polled at once.
         let q = |s: &'static str| {
             let tx = &tx;
-            async move { tx.query(&dollar(s), &[&sid]).await }
+            async move {
+                let stmt = tx.prepare_cached(&dollar(s)).await?;
+                tx.query(&stmt, &[&sid]).await
+            }
         };
+        let (messages, compactions, usage, checkpoints, decisions, rounds, children, graph) = futures_util::try_join!(
+            q(sql::MESSAGES),
+            q(sql::COMPACTIONS),
+            q(sql::USAGE),
+            q(sql::CHECKPOINTS),
+            q(sql::DECISIONS),
+            q(sql::ROUNDS),
+            q(sql::CHILDREN),
+            q(sql::GRAPH),
+        )?;
         let rows = SessionRows {
             head: SessionRow { texts, ints },
-            messages: q(sql::MESSAGES)
-                .await?
+            messages: messages
                 .iter()
                 .map(|r| (r.get(0), r.get(1), r.get(2)))
                 .collect(),
-            compactions: q(sql::COMPACTIONS)
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect(),
-            usage: q(sql::USAGE)
-                .await?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect(),
-            checkpoints: q(sql::CHECKPOINTS)
-                .await?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect(),
-            decisions: q(sql::DECISIONS)
-                .await?
+            compactions: compactions.iter().map(|r| r.get(0)).collect(),
+            usage: usage.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            checkpoints: checkpoints.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            decisions: decisions
                 .iter()
                 .map(|r| {
                     let mut v: Vec<String> = (0..5).map(|i| r.get(i)).collect();
@@ -72,17 +72,12 @@ impl Pg {
                     v
                 })
                 .collect(),
-            rounds: q(sql::ROUNDS)
-                .await?
+            rounds: rounds
                 .iter()
                 .map(|r| (r.get(0), (r.get(1), r.get(2))))
                 .collect(),
-            children: q(sql::CHILDREN).await?.iter().map(|r| r.get(0)).collect(),
-            graph: q(sql::GRAPH)
-                .await?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect(),
+            children: children.iter().map(|r| r.get(0)).collect(),
+            graph: graph.iter().map(|r| (r.get(0), r.get(1))).collect(),
         };
         tx.commit().await?;
         assemble(sid, rows).map(Some)
