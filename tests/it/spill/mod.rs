@@ -3,6 +3,7 @@
 //! Fixtures several modules share live here; each module covers one responsibility.
 
 mod cli;
+mod console;
 mod copy;
 mod daemon;
 mod erasure;
