@@ -30,7 +30,7 @@ pub struct SpillArgs {
     #[command(flatten)]
     retention: super::gc::RetentionArgs,
     /// Serve Prometheus metrics at http://ADDR/metrics, with /healthz and /readyz probes
-    /// (e.g. 127.0.0.1:9464, or 0.0.0.0:9464 in a container).
+    /// (e.g. 127.0.0.1:9464, or 0.0.0.0:9464 in a container). Not with --once.
     #[arg(long, env = "AGENTSTATE_METRICS", value_name = "ADDR")]
     metrics: Option<String>,
 }
