@@ -6,9 +6,9 @@
 #      AGENTSTATE_TEST_PG_PRIVATE=1;
 #   3. a private server: initdb + pg_ctl, as the postgres user when run as root, on a free
 #      port in a temp dir (Debian's postgresql package is installed first when there is no
-#      initdb). Its directory is printed on stderr; stop it with
-#      `pg_ctl -D <dir>/data stop` (scripts/test.sh does, on exit).
-# Usage: eval "$(scripts/test-postgres.sh)"   # sets AGENTSTATE_TEST_PG (and _PG_PRIVATE_DIR)
+#      initdb). Its directory is printed on stderr; the printed lines include an EXIT trap
+#      that stops it and removes the directory.
+# Usage: eval "$(scripts/test-postgres.sh)"   # sets AGENTSTATE_TEST_PG (and the trap)
 set -euo pipefail
 say() { echo "test-postgres: $*" >&2; }
 pg_bin() {
@@ -46,4 +46,4 @@ fi
   -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null
 say "started a private PostgreSQL on 127.0.0.1:$port in $dir"
 echo "export AGENTSTATE_TEST_PG='postgres://postgres@127.0.0.1:$port/postgres'"
-echo "export _PG_PRIVATE_DIR='$dir'"
+echo "trap '${as_pg[*]} $pg_ctl -D $dir/data -m immediate stop >/dev/null 2>&1 || true; rm -rf $dir' EXIT"

@@ -78,7 +78,8 @@ STRANDS_TESTS=(tests/strands/session/test_repository_session_manager.py
 export PYTHONPATH="$ROOT/python/tests/frameworks"
 PYTEST="python -m pytest -p no:cacheprovider -p no:warnings -q"
 
-echo "== agentstate's Python tests"
+echo "== agentstate's Python tests (PostgreSQL: the tests' own server, as scripts/test.sh finds or starts it)"
+eval "$(scripts/test-postgres.sh)"
 $PYTEST python/tests
 
 echo "== a user's own tests with the pytest plugin (pytest -p agentstate.testing)"

@@ -10,13 +10,4 @@ scripts/ensure-tools.sh redis-server redis-cli openssl
 scripts/check-architecture.sh
 scripts/check-code-map.sh
 eval "$(scripts/test-postgres.sh)"
-if [ -n "${_PG_PRIVATE_DIR:-}" ]; then
-  stop_pg() {
-    local as_pg=(); [ "$(id -u)" = 0 ] && as_pg=(runuser -u postgres --)
-    "${as_pg[@]}" "$(ls /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V | tail -1 || command -v pg_ctl)" \
-      -D "$_PG_PRIVATE_DIR/data" -m immediate stop >/dev/null 2>&1 || true
-    rm -rf "$_PG_PRIVATE_DIR"
-  }
-  trap stop_pg EXIT
-fi
 cargo test --locked "$@"

@@ -139,7 +139,7 @@ pub fn line(err: &Error, at: &Situation) -> String {
             at.command(&format!("restore {sid}"))
         ),
         Error::DurabilityTimeout(waited) => format!(
-            "durable write not confirmed by SQLite within {waited:?}: Redis has it, but no spill daemon committed it in time — is one running for this namespace? {}",
+            "durable write not confirmed by the durable tier within {waited:?}: Redis has it, but no spill daemon committed it in time — is one running for this namespace, and can it reach its SQLite file or PostgreSQL (its log says)? {}",
             at.start_daemon()
         ),
         Error::WriteLost(what) => format!(

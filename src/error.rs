@@ -120,8 +120,8 @@ pub enum Error {
     /// The namespace recorded in Redis or SQLite differs from the configured one.
     #[error("namespace mismatch: {0}")]
     NamespaceMismatch(String),
-    /// A durable write was not committed to SQLite within the bounded wait.
-    #[error("durable write not confirmed within {0:?}: is `agentstate spill` running?")]
+    /// A durable write was not committed to the durable tier within the bounded wait.
+    #[error("durable write not confirmed within {0:?}: is `agentstate spill` running, and reaching its durable tier?")]
     DurabilityTimeout(Duration),
     /// Redis lost a durable write before the spill daemon committed it (flushed, or
     /// restarted without its data): the write is in neither tier. Repeating it is safe

@@ -150,10 +150,18 @@ impl PySpillDaemon {
         self.state().as_ref().map(|r| r.owner.clone())
     }
 
-    /// The SQLite file it writes.
+    /// The durable tier it writes: the SQLite file (a path), or the PostgreSQL URL as given
+    /// (a `str`: a path would fold its `//`).
     #[getter]
-    fn db(&self) -> PathBuf {
-        self.spill.db_path.clone()
+    fn db<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let db = &self.spill.db_path;
+        match db
+            .to_str()
+            .filter(|s| agentstate::spill::postgres::is_url(s))
+        {
+            Some(url) => Ok(url.into_pyobject(py)?.into_any()),
+            None => Ok(db.into_pyobject(py)?.into_any()),
+        }
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {

@@ -37,6 +37,14 @@ impl<'a> Location<'a> {
         }
     }
 
+    /// The tier's name for people: "SQLite" or "PostgreSQL".
+    pub fn tier(&self) -> &'static str {
+        match self {
+            Location::Sqlite(_) => "SQLite",
+            Location::Postgres(_) => "PostgreSQL",
+        }
+    }
+
     /// The location for messages and logs (a URL's password redacted).
     pub fn display(&self) -> String {
         match self {

@@ -341,3 +341,28 @@ fn the_private_redis_goes_with_the_command_even_when_it_is_killed() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn demo_on_postgresql_passes_every_check_and_leaves_the_history_there() {
+    let server = RedisServer::start().unwrap();
+    let pg = crate::support::PgDatabase::create();
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli_at(
+        &server.url(),
+        dir.path(),
+        &["--db", &pg.url, "--json", "demo"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["passed"], true, "{report}");
+    assert!(
+        out.stdout.contains("restores the session from PostgreSQL"),
+        "{report}"
+    );
+    let rows = pg.rows("SELECT count(*) FROM messages WHERE session_id LIKE 'demo-%-planner'");
+    assert_eq!(
+        rows,
+        [[Some("63".to_string())]],
+        "62 before the loss, one after"
+    );
+}

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::redis_server::RedisServer;
+use crate::spill::durable::Location;
 use crate::spill::{SpillConfig, SpillDaemon};
 use crate::{Config, Error, Result, Store};
 use clap::Args;
@@ -51,10 +52,17 @@ struct Scenario {
     planner: String,
     /// The two workers' session ids: linked and detached sub-agents of the planner.
     workers: [String; 2],
-    /// The demo's SQLite file.
+    /// The demo's durable tier: a SQLite file, or a PostgreSQL URL.
     db: PathBuf,
     /// The demo's key prefix.
     prefix: String,
+}
+
+impl Scenario {
+    /// "SQLite" or "PostgreSQL", for the narration.
+    fn tier(&self) -> &'static str {
+        Location::of(&self.db).tier()
+    }
 }
 
 pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
@@ -77,9 +85,11 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
     let store = Store::connect(config).await?;
     let mut n = Narrator::new(8, global.json());
     n.intro("agentstate demo — a planner agent and two worker sub-agents share a live session in Redis;");
-    n.intro(
-        "a spill daemon keeps it durable in SQLite, and restores it when Redis loses everything.",
-    );
+    let location = Location::of(&db);
+    n.intro(format!(
+        "a spill daemon keeps it durable in {}, and restores it when Redis loses everything.",
+        location.tier()
+    ));
     match &redis {
         DemoRedis::Private(s) => n.intro(format!(
             "Redis:  private redis-server on {} (nothing answered on 127.0.0.1:6379)",
@@ -94,7 +104,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
             store.wipe_namespace().await?;
         }
     }
-    n.intro(format!("SQLite: {}", db.display()));
+    n.intro(format!("{}: {}", location.tier(), location.display()));
 
     let cancel = CancellationToken::new();
     let daemon = SpillDaemon::open(
@@ -209,7 +219,7 @@ fn sh_quote(text: &str) -> String {
     }
 }
 
-/// The `sqlite3`, `redis-cli` and `agentstate` commands to look at what the demo left,
+/// The `sqlite3` (or `psql`), `redis-cli` and `agentstate` commands to look at what the demo left,
 /// runnable as printed.
 fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) -> Vec<String> {
     let Scenario {
@@ -219,13 +229,25 @@ fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) -> Vec<String> {
         prefix,
         ..
     } = sc;
+    let shell = match Location::of(db) {
+        Location::Sqlite(_) => "sqlite3",
+        Location::Postgres(_) => "psql",
+    };
+    let (state, content) = match Location::of(db) {
+        Location::Sqlite(_) => (
+            "json_extract(element,'$.state')",
+            "json_extract(element,'$.content')",
+        ),
+        Location::Postgres(_) => ("element::json->>'state'", "element::json->>'content'"),
+    };
+    let flag = if shell == "psql" { " -c" } else { "" };
     let db = sh_quote(&db.display().to_string());
     let keys = store.keys();
     let session = keys.session(planner);
     let me = program();
     let mut lines = vec![
-        format!("sqlite3 {db} \"SELECT seq, json_extract(element,'$.state'), json_extract(element,'$.content') FROM messages WHERE session_id='{planner}' ORDER BY seq\""),
-        format!("sqlite3 {db} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\""),
+        format!("{shell} {db}{flag} \"SELECT seq, {state}, {content} FROM messages WHERE session_id='{planner}' ORDER BY seq\""),
+        format!("{shell} {db}{flag} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\""),
         format!("{me} --prefix {prefix} --db {db} export {planner}"),
     ];
     match redis {

@@ -1,4 +1,4 @@
-//! What the checks look at: the daemon catching up, SQLite row counts, and a comparable
+//! What the checks look at: the daemon catching up, the durable tier's row counts, and a comparable
 //! image of a session.
 
 use std::time::{Duration, Instant};
@@ -7,7 +7,7 @@ use crate::spill::inspect;
 use crate::{MessageQuery, Result, Store};
 use serde_json::{json, Value};
 
-/// Waits until no partition has wal or decisions entries SQLite has not committed.
+/// Waits until no partition has wal or decisions entries the durable tier has not committed.
 pub(super) async fn wait_caught_up(store: &Store, within: Duration) -> Result<bool> {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
@@ -23,22 +23,27 @@ pub(super) async fn wait_caught_up(store: &Store, within: Duration) -> Result<bo
     Ok(false)
 }
 
-/// Rows of `sid` in SQLite: (messages, decisions, checkpoints), read-only.
-pub(super) fn sqlite_counts(db: &std::path::Path, sid: &str) -> Result<(i64, i64, i64)> {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-    let count = |table: &str| -> Result<i64> {
-        Ok(conn.query_row(
-            &format!("SELECT count(*) FROM {table} WHERE session_id = ?1"),
-            [sid],
-            |r| r.get(0),
-        )?)
-    };
-    Ok((
-        count("messages")?,
-        count("decisions")?,
-        count("checkpoints")?,
-    ))
+/// Rows of `sid` in the durable tier at `db`: (messages, decisions, checkpoints), read-only.
+pub(super) async fn durable_counts(
+    db: &std::path::Path,
+    ns: &crate::config::Namespace,
+    sid: &str,
+) -> Result<(i64, i64, i64)> {
+    let durable = crate::spill::durable::Durable::open_reader(db, ns).await?;
+    let mut counts = [0i64; 3];
+    for (n, table) in counts
+        .iter_mut()
+        .zip(["messages", "decisions", "checkpoints"])
+    {
+        let sql = format!("SELECT CAST(count(*) AS TEXT) FROM {table} WHERE session_id = ?1");
+        let rows = durable.text_rows(&sql, sid).await?;
+        *n = rows
+            .first()
+            .and_then(|r| r[0].as_deref())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+    }
+    Ok((counts[0], counts[1], counts[2]))
 }
 
 /// The top-level fields (and `session.*` fields) where two session images differ.

@@ -11,7 +11,7 @@ use crate::{
 use serde_json::json;
 
 use super::narrator::Narrator;
-use super::observe::{differences, session_image, sqlite_counts, wait_caught_up};
+use super::observe::{differences, durable_counts, session_image, wait_caught_up};
 use super::{DemoRedis, Scenario};
 
 /// Messages each of the three agents appends to the planner's session.
@@ -310,30 +310,34 @@ pub(super) async fn checkpoint(sc: &Scenario, n: &mut Narrator) -> Result<()> {
     Ok(())
 }
 
-/// Step 7: the daemon catches up; SQLite holds the history, decisions and checkpoint.
+/// Step 7: the daemon catches up; the durable tier holds the history, decisions and
+/// checkpoint.
 pub(super) async fn spill(sc: &Scenario, n: &mut Narrator, history: usize) -> Result<()> {
     let Scenario {
         store, planner, db, ..
     } = sc;
-    n.step("Spill: the daemon copies the write-ahead log and decisions into SQLite");
+    let tier = sc.tier();
+    n.step(&format!(
+        "Spill: the daemon copies the write-ahead log and decisions into {tier}"
+    ));
     let caught_up = wait_caught_up(store, Duration::from_secs(15)).await?;
     n.check(
         caught_up,
-        "every wal and decisions entry is committed to SQLite",
+        format!("every wal and decisions entry is committed to {tier}"),
     );
-    let rows = sqlite_counts(db, planner)?;
+    let rows = durable_counts(db, &store.config().namespace, planner).await?;
     n.say(format!(
-        "SQLite holds {} messages, {} decisions and {} checkpoint of the planner",
+        "{tier} holds {} messages, {} decisions and {} checkpoint of the planner",
         rows.0, rows.1, rows.2
     ));
     n.check(
         rows.0 == history as i64 && rows.1 == 3 && rows.2 == 1,
-        "SQLite has the full history, the decisions and the checkpoint",
+        format!("{tier} has the full history, the decisions and the checkpoint"),
     );
     Ok(())
 }
 
-/// Step 8: Redis loses everything; the next calls restore the session from SQLite, seqs go
+/// Step 8: Redis loses everything; the next calls restore the session from the durable tier, seqs go
 /// on, and the consumer group receives a decision recorded after the loss.
 pub(super) async fn redis_lost(
     sc: &Scenario,
@@ -344,7 +348,10 @@ pub(super) async fn redis_lost(
     history: usize,
 ) -> Result<DemoRedis> {
     let Scenario { store, planner, .. } = sc;
-    n.step("Redis is lost; the next call restores the session from SQLite");
+    n.step(&format!(
+        "Redis is lost; the next call restores the session from {}",
+        sc.tier()
+    ));
     let before = session_image(store, planner).await?;
     let redis = match redis {
         DemoRedis::Private(mut server) => {
@@ -413,7 +420,10 @@ pub(super) async fn redis_lost(
     );
     n.check(
         wait_caught_up(store, Duration::from_secs(15)).await?,
-        "the daemon has flushed the post-outage writes to SQLite as well",
+        format!(
+            "the daemon has flushed the post-outage writes to {} as well",
+            sc.tier()
+        ),
     );
     Ok(redis)
 }

@@ -137,7 +137,12 @@ async fn postgresql_down_for_seconds_keeps_the_wal_fails_durable_writes_and_catc
         .await
         .unwrap_err();
     assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Two seconds by default; AGENTSTATE_TEST_PG_OUTAGE_S=60 rides out a minute (README).
+    let outage = std::env::var("AGENTSTATE_TEST_PG_OUTAGE_S")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2);
+    tokio::time::sleep(Duration::from_secs(outage)).await;
     assert!(
         t.wal_entries() > wal_before + 2 * during,
         "the durable write is in the wal"
