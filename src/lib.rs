@@ -47,6 +47,8 @@
 //!   next step in the words of their front end (the CLI's flags, Python's arguments).
 //! - `cli` (cargo feature `cli`, on by default): the `agentstate` command line, entered by
 //!   the binary and by the Python wheel's `agentstate` command.
+//! - `web` (feature `cli`): HTTP from the same binary: the daemon's Prometheus and health
+//!   endpoints (`agentstate spill --metrics`) and the read-only console (`agentstate ui`).
 //!
 //! What the tests, the benchmark, the binary and the Python binding reach beyond the API is
 //! re-exported under [`internals`] (hidden from the docs; it changes without notice).
@@ -86,6 +88,8 @@ mod pool;
 mod records;
 mod redis_server;
 mod scripts;
+#[cfg(feature = "cli")]
+mod web;
 
 /// Not API: what the tests, the benchmark, the `agentstate` binary and the Python binding
 /// reach beyond the public API (key names, script calls, stream records, a private

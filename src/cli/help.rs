@@ -62,7 +62,19 @@ pub const SPILL: &str = "\
 Examples:
   agentstate spill &                      # logs one line at start and at stop
   agentstate spill --once                 # drain into SQLite and exit; prints what it did
-  AGENTSTATE_LOG=debug agentstate spill   # every pass";
+  AGENTSTATE_LOG=debug agentstate spill   # every pass
+  agentstate spill --metrics 127.0.0.1:9464   # Prometheus at /metrics, probes /healthz /readyz";
+
+pub const UI: &str = "\
+The console only reads: it shows sessions (live in Redis, or only in the durable tier), a
+session's timeline (new messages and decisions appear as they are written), consumer groups
+and dead letters, and spill lag per partition. Content agents wrote is shown as text.
+
+Examples:
+  agentstate ui                                    # http://127.0.0.1:8080/
+  agentstate ui --listen 127.0.0.1:0               # any free port; prints the URL
+  agentstate ui --listen 0.0.0.0:8080 --token \"$(openssl rand -hex 16)\"
+  curl -H 'Authorization: Bearer TOKEN' http://host:8080/sessions";
 
 pub const GC: &str = "\
 Examples:

@@ -18,6 +18,7 @@ mod session;
 mod spill;
 mod state;
 mod tail;
+mod ui;
 mod user;
 mod work;
 
@@ -204,6 +205,9 @@ enum Command {
     /// Spill figures per partition: pending entries, committed ids, flush rate, lag.
     #[command(after_help = help::STATS)]
     Stats(spill::StatsArgs),
+    /// Serve a read-only web console: sessions, timelines (live), consumer groups, spill lag.
+    #[command(after_help = help::UI)]
+    Ui(ui::UiArgs),
 }
 
 /// Everything a command needs at run time.
@@ -280,7 +284,7 @@ where
     // when it starts and stops, and one line per event.
     let default_level = match cli.command {
         TopCommand::Demo(_) => "off",
-        TopCommand::Store(Command::Spill(_)) | TopCommand::Server(_) => {
+        TopCommand::Store(Command::Spill(_) | Command::Ui(_)) | TopCommand::Server(_) => {
             // The pool's own warnings repeat what the daemon's one line per outage says.
             "warn,agentstate::spill=info,agentstate::cli=info,deadpool=error"
         }
@@ -323,6 +327,9 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
         TopCommand::Db(cmd) => return db::run(&cli.global, cmd).await,
         TopCommand::Store(command) => command,
     };
+    if let Command::Ui(args) = &command {
+        args.check()?;
+    }
     let ctx = connect(cli.global, at).await?;
     // The daemon and the read-only views need no check; restore stands a daemon by itself.
     if !matches!(
@@ -332,6 +339,7 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
             | Command::Export { .. }
             | Command::Stats(_)
             | Command::Gc(_)
+            | Command::Ui(_)
     ) {
         spill::check_against_sqlite(&ctx).await?;
     }
@@ -354,6 +362,7 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
         Command::Export { sid } => spill::export(&ctx, &sid).await,
         Command::Gc(args) => gc::gc(&ctx, args).await,
         Command::Stats(args) => spill::stats(&ctx, args).await,
+        Command::Ui(args) => ui::ui(&ctx, args).await,
     }
 }
 

@@ -29,6 +29,10 @@ pub struct SpillArgs {
     gc_interval_ms: u64,
     #[command(flatten)]
     retention: super::gc::RetentionArgs,
+    /// Serve Prometheus metrics at http://ADDR/metrics, with /healthz and /readyz probes
+    /// (e.g. 127.0.0.1:9464, or 0.0.0.0:9464 in a container). Not with --once.
+    #[arg(long, env = "AGENTSTATE_METRICS", value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 /// Runs the spill daemon until SIGINT/SIGTERM (drains the batch in flight, commits, exits
@@ -42,6 +46,13 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         .lease_ttl(lease)
         .retention(args.retention.policy()?)
         .gc_interval(Duration::from_millis(args.gc_interval_ms.max(1)));
+    let metrics = match &args.metrics {
+        Some(addr) if !args.once => {
+            let addr = crate::web::parse_listen("--metrics", addr)?;
+            Some(crate::web::bind("--metrics", addr).await?)
+        }
+        _ => None,
+    };
     let daemon = SpillDaemon::open(ctx.store.clone(), config).await?;
     if args.once {
         let report = daemon.run_once().await?;
@@ -59,6 +70,19 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         }))?;
     }
     let cancel = CancellationToken::new();
+    let server = match metrics {
+        Some(listener) => {
+            let router =
+                crate::web::metrics::router(ctx.store.clone(), &ctx.global.db(), &owner).await?;
+            tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz");
+            Some(tokio::spawn(crate::web::serve(
+                listener,
+                router,
+                cancel.clone(),
+            )))
+        }
+        None => None,
+    };
     let on_signal = cancel.clone();
     tokio::spawn(async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -69,7 +93,14 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         }
         on_signal.cancel();
     });
-    daemon.run(cancel).await?;
+    let ran = daemon.run(cancel.clone()).await;
+    cancel.cancel();
+    if let Some(server) = server {
+        server
+            .await
+            .map_err(|e| crate::Error::io(e.to_string()))??;
+    }
+    ran?;
     if ctx.json() {
         print_json(&json!({ "event": "stopped", "owner": owner }))?;
     }

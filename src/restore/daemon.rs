@@ -9,6 +9,7 @@ use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 use crate::scripts;
 use crate::spill::durable::Durable;
+use crate::spill::metrics;
 use crate::store::Store;
 
 /// Graph log values written back per `restore_graph.lua` call.
@@ -153,10 +154,16 @@ pub(crate) async fn serve_requests(store: &Store, db: &Durable, p: u32) -> Resul
                 if write_snapshot(store, &sid, s).await? {
                     restored += 1;
                     tracing::info!(session = %sid, messages = s.image.messages.len(), ms = started.elapsed().as_millis() as u64, "restored session");
+                    metrics::restore_served("restored");
+                } else {
+                    metrics::restore_served("live");
                 }
                 "restored"
             }
-            None => "unknown",
+            None => {
+                metrics::restore_served("unknown");
+                "unknown"
+            }
         };
         let _: () = redis::cmd("SET")
             .arg(store.keys().restore_reply(&sid))

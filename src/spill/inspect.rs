@@ -155,16 +155,16 @@ pub async fn checkpoint_history(
 /// lines, each object carrying a `type` field. Returns the number of lines, 0 when the
 /// durable tier does not know the session. The rows are read as text by the same SQL on
 /// both backends and made into JSON here, so both export the same bytes.
-pub async fn export_session(
+pub async fn export_session<W: Write>(
     store: &Store,
     db_path: &Path,
     sid: &str,
-    out: &mut dyn Write,
+    out: &mut W,
 ) -> Result<usize> {
     crate::keys::validate_id("session", sid)?;
     let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
     let mut lines = 0;
-    let mut emit = |kind: &str, raw: &str, out: &mut dyn Write| -> Result<()> {
+    let mut emit = |kind: &str, raw: &str, out: &mut W| -> Result<()> {
         // `{"type":"<kind>",` + the record's own fields.
         let body = raw.trim_start().strip_prefix('{').unwrap_or("}");
         let sep = if body.trim_start().starts_with('}') {
@@ -233,15 +233,7 @@ pub async fn export_session(
             emit(kind, row[0].as_deref().unwrap_or_default(), out)?;
         }
     }
-    for r in db
-        .text_rows(
-            "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
-                    CAST(created_at AS TEXT)
-             FROM decisions WHERE session_id = ?1 ORDER BY created_at, id",
-            sid,
-        )
-        .await?
-    {
+    for r in db.text_rows(SESSION_DECISIONS_SQL, sid).await? {
         let line = DecisionLine {
             id: r[0].as_deref().unwrap_or_default(),
             session_id: r[1].as_deref().unwrap_or_default(),
@@ -304,6 +296,13 @@ pub async fn export_session(
     }
     Ok(lines)
 }
+
+/// A session's durable decisions, oldest first: id, session_id, decision, rationale,
+/// planned_action, meta, outcome, created_at (`?1` the session id).
+pub(crate) const SESSION_DECISIONS_SQL: &str =
+    "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
+            CAST(created_at AS TEXT)
+     FROM decisions WHERE session_id = ?1 ORDER BY created_at, id";
 
 /// A stored JSON text as a value (minified on output, as SQLite's `json()` did).
 fn json_value(text: Option<&str>) -> Result<serde_json::Value> {

@@ -15,6 +15,7 @@
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
 //! - [`retention`]: retention policies and gc (what the durable history keeps).
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
+//! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
 
 pub mod copy;
 pub(crate) mod database;
@@ -24,6 +25,7 @@ mod flusher;
 pub mod inspect;
 mod lease;
 mod membership;
+pub(crate) mod metrics;
 mod ownership;
 pub mod postgres;
 pub mod retention;
@@ -345,6 +347,7 @@ impl SpillDaemon {
         match self.db.retain(policy).await {
             Ok(removed) if removed.is_empty() => Ok(()),
             Ok(removed) => {
+                metrics::gc_removed(&removed);
                 let count = |kind: fn(&retention::Removal) -> bool| {
                     removed.iter().filter(|r| kind(r)).count()
                 };
@@ -436,6 +439,7 @@ impl SpillDaemon {
             }
             _ => {
                 self.events.emit(true);
+                metrics::owned(self.parts.iter().filter(|p| p.token > 0).count());
                 Ok(report)
             }
         }

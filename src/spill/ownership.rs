@@ -71,6 +71,7 @@ impl SpillDaemon {
             }
             tracing::debug!(partition = p, token, wal = %wal, decisions = %decisions, "took the partition lease");
             self.events.took(p);
+            super::metrics::lease_changed(super::metrics::LeaseChange::Taken);
             let part = &mut self.parts[p as usize];
             *part = Partition {
                 wal,
@@ -109,6 +110,7 @@ impl SpillDaemon {
     pub(super) fn lost_lease(&mut self, p: u32) {
         if self.parts[p as usize].token > 0 {
             self.events.lost(p);
+            super::metrics::lease_changed(super::metrics::LeaseChange::Lost);
         }
         self.parts[p as usize].token = 0;
     }
@@ -129,8 +131,10 @@ impl SpillDaemon {
                     first.get_or_insert(err);
                 }
                 self.parts[p as usize].token = 0;
+                super::metrics::lease_changed(super::metrics::LeaseChange::Released);
             }
         }
+        super::metrics::owned(0);
         self.leave().await;
         if let Some(err) = first {
             tracing::warn!(

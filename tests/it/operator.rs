@@ -396,7 +396,7 @@ async fn payload_arguments_read_stdin_and_files_byte_for_byte() {
 }
 
 /// Every leaf command: `agentstate <verb> --help`.
-const VERBS: [&str; 34] = [
+const VERBS: [&str; 35] = [
     "demo",
     "server",
     "bench",
@@ -431,6 +431,7 @@ const VERBS: [&str; 34] = [
     "export",
     "gc",
     "stats",
+    "ui",
 ];
 
 #[tokio::test]

@@ -79,6 +79,7 @@ impl SpillDaemon {
             decisions,
             user_values,
         };
+        let started = std::time::Instant::now();
         let applied = self.db.apply(batch).await?;
         let Some(Applied { wal, decisions, .. }) = applied else {
             // Fenced: another daemon owns the partition now.
@@ -93,6 +94,7 @@ impl SpillDaemon {
             self.lost_lease(p);
             return Ok(None);
         }
+        super::metrics::batch_committed(nw + nd, started.elapsed());
         let part = &mut self.parts[p as usize];
         part.wal = wal;
         part.decisions = decisions;

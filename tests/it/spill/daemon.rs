@@ -358,14 +358,23 @@ async fn a_stopped_owner_resumed_after_its_lease_lapsed_writes_nothing(t: TestEn
     let writing = writer(&t, &sids, per_session);
     tokio::time::sleep(Duration::from_millis(150)).await;
     let pid = old.id() as libc::pid_t;
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
     let keys = t.store.keys();
     let token_of = |p: u32| -> i64 {
-        let lease: String = t.cmd(&["GET", &keys.lease(p)]);
-        lease.split(' ').nth(1).unwrap().parse().unwrap()
+        let lease: Option<String> = t.cmd(&["GET", &keys.lease(p)]);
+        lease.map_or(0, |l| l.split(' ').nth(1).unwrap().parse().unwrap())
     };
     // The tokens the stopped owner holds; once its successor committed, none may come back.
-    let stale: Vec<i64> = (0..keys.partitions()).map(token_of).collect();
+    // Read before the stop (every lease is there) and after it (a lease renewed in between
+    // has a higher token; one that lapsed meanwhile, on a loaded machine, reads as none).
+    let before: Vec<i64> = (0..keys.partitions()).map(token_of).collect();
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let stale: Vec<i64> = (0..keys.partitions())
+        .map(|p| before[p as usize].max(token_of(p)))
+        .collect();
+    assert!(
+        stale.iter().all(|t| *t > 0),
+        "the owner held every lease: {stale:?}"
+    );
     let mut new = spill_process(&t, &args).spawn().unwrap();
     wait_for_spread(&t, &[new.id()], 16, 16, Duration::from_secs(5)).await;
     // The durable tier's tokens now are the successor's; the old owner resumes with its

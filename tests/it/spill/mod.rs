@@ -3,10 +3,12 @@
 //! Fixtures several modules share live here; each module covers one responsibility.
 
 mod cli;
+mod console;
 mod copy;
 mod daemon;
 mod erasure;
 mod flush;
+mod metrics;
 mod postgres_faults;
 mod postgres_tls;
 mod reseed;
