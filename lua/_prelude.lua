@@ -147,14 +147,18 @@ end
 
 -- Stores checkpoint `id` of session `sid` under `label` with `payload` (a JSON object) as
 -- the latest of its label, refreshes the session, and logs it; returns the wal entry id.
--- Session keys in KEYS[1..9]; `meta` is {ttl, ttl_at} of the session's meta hash.
-local function store_checkpoint(sid, id, label, payload, meta)
+-- Session keys in KEYS[1..9]; `meta` is {ttl, ttl_at} of the session's meta hash; `created`
+-- (nil or a list) the key indexes the caller's own writes created, for refresh_ttl.
+local function store_checkpoint(sid, id, label, payload, meta, created)
   local now = now_ms()
   local record = '{"id":"' .. id .. '","session_id":"' .. sid .. '","label":"' .. label
     .. '","created_at":' .. now .. ',"payload":' .. payload .. '}'
-  local new = redis.call('HSET', KEYS[4], label, record)
+  if redis.call('HSET', KEYS[4], label, record) == 1 then
+    created = created or {}
+    table.insert(created, 4)
+  end
   redis.call('HSET', KEYS[1], 'updated_at', now)
-  refresh_ttl(KEYS, meta[1], now, meta[2], new == 1 and {4} or nil)
+  refresh_ttl(KEYS, meta[1], now, meta[2], created)
   return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', sid, 'd', record)
 end
 

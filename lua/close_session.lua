@@ -19,8 +19,8 @@ end
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
   KEYS[13], KEYS[14])
-redis.call('SREM', KEYS[10], ARGV[1])
-redis.call('SREM', KEYS[11], ARGV[1])
+redis.call('ZREM', KEYS[10], ARGV[1])
+redis.call('ZREM', KEYS[11], ARGV[1])
 -- Open decisions of this session: the record starts {"id":"...","session_id":"<sid>"
 -- (decision_record), so only that field is matched, never text inside the caller's meta.
 local open = redis.call('HGETALL', KEYS[12])

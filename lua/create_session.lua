@@ -21,7 +21,7 @@ local bad_args = bad_argc(11)
 if bad_args then
   return bad_args
 end
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('SISMEMBER', KEYS[10], ARGV[1]) == 1 then
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('ZSCORE', KEYS[10], ARGV[1]) then
   return fail('EXISTS', 'session ' .. ARGV[1])
 end
 if redis.call('EXISTS', KEYS[12]) == 0 then
@@ -41,9 +41,9 @@ redis.call('HSET', KEYS[1],
   'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now,
   'round_index', 0, 'last_compact_seq', 0, 'pending', '', 'compacted', '')
 refresh_ttl(KEYS, ARGV[11], now)
-redis.call('SADD', KEYS[10], ARGV[1])
+redis.call('ZADD', KEYS[10], 0, ARGV[1])
 if ARGV[2] ~= '' then
-  redis.call('SADD', KEYS[11], ARGV[1])
+  redis.call('ZADD', KEYS[11], 0, ARGV[1])
 end
 local record = '{"user_id":' .. json_str_or_null(ARGV[2]) .. ',"kind":"' .. ARGV[5]
   .. '","parent":' .. json_str_or_null(ARGV[3]) .. ',"spawn_depth":' .. ARGV[4]

@@ -96,9 +96,9 @@ for _ = 1, n do
   local id, decision, rationale, action, dmeta, created = take(), take(), take(), take(), take(), take()
   redis.call('HSETNX', KEYS[12], id, decision_record(id, sid, decision, rationale, action, dmeta, created))
 end
-redis.call('SADD', KEYS[10], sid)
+redis.call('ZADD', KEYS[10], 0, sid)
 if user ~= '' then
-  redis.call('SADD', KEYS[11], sid)
+  redis.call('ZADD', KEYS[11], 0, sid)
 end
 redis.call('HSET', KEYS[1], unpack(meta))
 refresh_ttl(KEYS, ttl, now_ms())

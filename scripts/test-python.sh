@@ -15,13 +15,20 @@
 #      repository swapped for AgentStateSessionRepository,
 #   4. LangGraph's checkpointer conformance suite (langgraph-checkpoint-conformance: 81 cases)
 #      against AgentStateSaver, on a single node and on the 3-master cluster fixture,
-#   5. those suites again with a deliberately broken stand-in, which must fail (the swap is live).
+#   5. Google ADK's session contract tests (tests/unittests/sessions/test_session_service.py
+#      with its _conformance.py backend registry, fetched from github.com/google/adk-python at
+#      a pinned commit: the google-adk sdist ships no tests) with AgentStateSessionService
+#      registered as one more backend; ADK_SUITE=<folder holding tests/unittests/...> runs a
+#      local copy instead (a machine that cannot reach GitHub says SKIPPED without one),
+#   6. those suites again with a deliberately broken stand-in, which must fail (the swap is live).
 # Deselected framework tests are listed with reasons in python/tests/frameworks/*_deselected.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OPENAI_AGENTS=0.24.0
 STRANDS_AGENTS=1.61.1   # 1.62.0's sdist no longer ships tests/
+GOOGLE_ADK=2.13.0
+ADK_TESTS_COMMIT=11cc093158fed8ad72b40fce0d0bf3d8b2f8aa18   # google/adk-python, with _conformance.py
 
 scripts/ensure-tools.sh redis-server redis-cli
 command -v python3 >/dev/null || { echo "error: python3 (>= 3.9) is required" >&2; exit 1; }
@@ -75,6 +82,31 @@ STRANDS_DIR=$(sdist strands-agents "$STRANDS_AGENTS" "strands_agents-$STRANDS_AG
 STRANDS_TESTS=(tests/strands/session/test_repository_session_manager.py
   tests/strands/agent/test_agent.py tests/strands/agent/test_agent_delegation.py
   tests/strands/models/routing/test_router.py)
+# google-adk's sdist (its pytest settings, the library at the pinned version) plus its session
+# contract tests from GitHub at ADK_TESTS_COMMIT (or a local copy in $ADK_SUITE): prints the
+# folder, or nothing when the tests cannot be had.
+adk_suite() {
+  local dir="$WORK/sdists/google_adk-$GOOGLE_ADK" raw="https://raw.githubusercontent.com/google/adk-python/$ADK_TESTS_COMMIT"
+  [ -f "$dir/pyproject.toml" ] || {
+    $PIP download --no-deps --no-binary :all: "google-adk==$GOOGLE_ADK" -d "$WORK/sdists" >/dev/null
+    tar -xzf "$WORK/sdists/google_adk-$GOOGLE_ADK.tar.gz" -C "$WORK/sdists"
+  }
+  if [ -n "${ADK_SUITE:-}" ]; then
+    rm -rf "$dir/tests" && cp -r "$ADK_SUITE/tests" "$dir/tests"
+  elif [ ! -f "$dir/tests/unittests/sessions/test_session_service.py" ]; then
+    local f
+    for f in __init__.py unittests/__init__.py unittests/sessions/__init__.py \
+        unittests/sessions/_conformance.py unittests/sessions/test_session_service.py \
+        unittests/integrations/__init__.py unittests/integrations/redis/__init__.py \
+        unittests/integrations/redis/_fake_redis.py; do
+      mkdir -p "$(dirname "$dir/tests/$f")"
+      curl -fsSL --max-time 30 "$raw/tests/$f" -o "$dir/tests/$f" || { rm -rf "$dir/tests"; return 0; }
+    done
+  fi
+  echo "$dir"
+}
+ADK_DIR=$(adk_suite)
+ADK_TESTS=(tests/unittests/sessions/test_session_service.py)
 export PYTHONPATH="$ROOT/python/tests/frameworks"
 PYTEST="python -m pytest -p no:cacheprovider -p no:warnings -q"
 
@@ -95,6 +127,13 @@ echo "== langgraph-checkpoint-conformance: AgentStateSaver on a single node, the
 python python/tests/frameworks/langgraph_conformance.py
 python python/tests/frameworks/langgraph_conformance.py --cluster
 
+if [ -n "$ADK_DIR" ]; then
+  echo "== google-adk $GOOGLE_ADK: its session contract tests with AgentStateSessionService in _conformance.BACKENDS"
+  (cd "$ADK_DIR" && $PYTEST -p agentstate_adk_swap "${ADK_TESTS[@]}")
+else
+  echo "SKIPPED google-adk session contract suite: github.com unreachable and no ADK_SUITE (python/tests/test_adk.py still ran)"
+fi
+
 echo "== the swap is live: the same suites with a deliberately broken stand-in must fail"
 # A suite rejects a broken stand-in only when (check_broken.py): the run ended in failed tests
 # (exit 1, not a crash or a collection error), at least MIN_USED tests used the stand-in
@@ -104,6 +143,7 @@ echo "== the swap is live: the same suites with a deliberately broken stand-in m
 #   openai-agents 0.24.0 tests/memory:           94 tests construct the session, 73 fail
 #   strands-agents 1.61.1 (the four files above): 64 tests construct the repository, 15 fail
 #   langgraph-checkpoint-conformance 0.0.2:       81 cases call the saver, 3 fail
+#   google-adk 2.13.0 session contract tests:     31 tests construct the service, 5 fail
 CHECK_BROKEN="python $ROOT/python/tests/frameworks/check_broken.py"
 broken() { # label dir plugin min_used min_failed tests...
   local label=$1 dir=$2 plugin=$3 min_used=$4 min_failed=$5; shift 5
@@ -118,3 +158,6 @@ LG_LOG="$WORK/broken-langgraph.log" LG_RECORD="$WORK/broken-langgraph" LG_RC=0
 rm -rf "$LG_RECORD"
 AGENTSTATE_SWAP_BROKEN=1 AGENTSTATE_SWAP_RECORD="$LG_RECORD" python python/tests/frameworks/langgraph_conformance.py >"$LG_LOG" 2>&1 || LG_RC=$?
 $CHECK_BROKEN langgraph-conformance "$LG_RECORD" "$LG_RC" 81 3 "$LG_LOG"
+if [ -n "$ADK_DIR" ]; then
+  broken google-adk "$ADK_DIR" agentstate_adk_swap 31 5 "${ADK_TESTS[@]}"
+fi

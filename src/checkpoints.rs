@@ -74,6 +74,45 @@ impl Store {
         Ok(id)
     }
 
+    /// Appends `message` and stores a checkpoint of `label` with `payload` (a JSON object) in
+    /// one atomic step (one script): a reader sees both or neither, so a framework's event and
+    /// the state it leaves never part. With `expect_seq`, fails with [`Error::Conflict`]
+    /// unless the message gets that seq (a writer whose view of the session is stale).
+    /// Returns the message's seq and the checkpoint's id.
+    pub async fn append_checkpointed(
+        &self,
+        sid: &str,
+        message: &crate::NewMessage,
+        expect_seq: Option<u64>,
+        label: &str,
+        payload: &Value,
+    ) -> Result<(u64, String)> {
+        let keys = self.session_keys(sid)?;
+        validate_id("label", label)?;
+        if !payload.is_object() {
+            return Err(Error::InvalidInput(
+                "checkpoint payload must be a JSON object".into(),
+            ));
+        }
+        let body = self.message_body(message)?;
+        let text = payload.to_string();
+        let limit = self.config().limits.state;
+        within_limit("checkpoint", text.len(), limit)?;
+        let id = new_checkpoint_id();
+        let call = scripts::append_checkpointed(
+            &keys,
+            sid,
+            &body,
+            expect_seq,
+            self.config().limits.message,
+            (&id, label, &text),
+            limit,
+        );
+        let (seq, wal_id): (u64, String) = self.invoke_session(sid, &call).await?;
+        self.settle(keys.partition, &wal_id).await?;
+        Ok((seq, id))
+    }
+
     /// The latest checkpoint under `label`, if any.
     pub async fn checkpoint_latest(&self, sid: &str, label: &str) -> Result<Option<Checkpoint>> {
         let keys = self.session_keys(sid)?;
@@ -83,6 +122,38 @@ impl Store {
             .await?;
         text.map(|t| serde_json::from_str(&t).map_err(Error::from))
             .transpose()
+    }
+
+    /// The latest checkpoint under `label` of each session of `sids`, in their order: one
+    /// `HGET` per session sent at once (one pipeline on a single node, all in flight on a
+    /// cluster), so a listing costs about one round trip, not one per session. A session
+    /// whose checkpoint is not in Redis (no such label, or not live) is read as
+    /// [`Store::checkpoint_latest`] reads it, restoring it first; an unknown one is `None`.
+    pub async fn checkpoints_latest_of(
+        &self,
+        sids: &[String],
+        label: &str,
+    ) -> Result<Vec<Option<Checkpoint>>> {
+        validate_id("label", label)?;
+        let mut cmds = Vec::with_capacity(sids.len());
+        for sid in sids {
+            let keys = self.session_keys(sid)?;
+            let mut cmd = redis::cmd("HGET");
+            cmd.arg(&keys.ckpt).arg(label);
+            cmds.push(cmd);
+        }
+        let texts: Vec<Option<String>> = self.fan_out(cmds).await?;
+        let mut out = Vec::with_capacity(sids.len());
+        for (sid, text) in sids.iter().zip(texts) {
+            out.push(match text {
+                Some(t) => Some(serde_json::from_str(&t)?),
+                None => match self.checkpoint_latest(sid, label).await {
+                    Err(Error::UnknownSession(_)) => None,
+                    other => other?,
+                },
+            });
+        }
+        Ok(out)
     }
 
     /// The latest checkpoint of every label, oldest first.

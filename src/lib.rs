@@ -149,7 +149,7 @@ pub use messages::{
     Usage,
 };
 pub use rounds::MAX_ROUND_ID;
-pub use sessions::{Lifecycle, NewSession, Session};
+pub use sessions::{Lifecycle, NewSession, Session, SessionListing, SessionPage, MAX_PAGE};
 #[cfg(feature = "spill")]
 pub use spill::{PassReport, SpillConfig, SpillDaemon};
 pub use store::Store;

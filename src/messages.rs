@@ -349,7 +349,7 @@ impl Store {
     }
 
     /// A message's stored body (JSON object text): role checked, size within the limit.
-    fn message_body(&self, message: &NewMessage) -> Result<String> {
+    pub(crate) fn message_body(&self, message: &NewMessage) -> Result<String> {
         validate_role(&message.role)?;
         let body = serde_json::to_string(message)?;
         within_limit("message", body.len(), self.config().limits.message)?;

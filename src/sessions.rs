@@ -1,4 +1,4 @@
-//! Sessions: create (root or sub-agent), read, list by user without a scan, touch, archive,
+//! Sessions: create (root or sub-agent), read, list (paged) by user without a scan, touch, archive,
 //! pending tool calls, and close with cascade over the sub-agent tree.
 
 use std::collections::HashMap;
@@ -237,6 +237,60 @@ impl Session {
     }
 }
 
+/// The largest page [`Store::list_sessions_page`] returns.
+pub const MAX_PAGE: usize = 10_000;
+
+/// What [`Store::list_sessions_page`] lists: every session or one user's, optionally only
+/// ids starting with a prefix, after a cursor, at most `limit` per page.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SessionListing {
+    /// Only this user's sessions (through the per-user index).
+    pub user: Option<String>,
+    /// Only ids starting with this text (a lexicographic range of the index).
+    pub prefix: Option<String>,
+    /// The cursor: the `next` of the previous page; ids after it.
+    pub after: Option<String>,
+    /// Page size, 1 to [`MAX_PAGE`].
+    pub limit: usize,
+}
+
+impl SessionListing {
+    /// Every session, `limit` per page.
+    pub fn new(limit: usize) -> Self {
+        Self {
+            user: None,
+            prefix: None,
+            after: None,
+            limit,
+        }
+    }
+    /// Only `user`'s sessions.
+    pub fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+    /// Only ids starting with `prefix`.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+    /// Ids after `cursor` (a page's `next`).
+    pub fn after(mut self, cursor: impl Into<String>) -> Self {
+        self.after = Some(cursor.into());
+        self
+    }
+}
+
+/// One page of [`Store::list_sessions_page`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionPage {
+    /// Session ids, ascending.
+    pub ids: Vec<String>,
+    /// The cursor of the next page; `None` when this is the last.
+    pub next: Option<String>,
+}
+
 /// Generates a session id: `sess_` + 24 lowercase hex digits.
 pub fn generate_session_id() -> String {
     format!("sess_{:024x}", rand::random::<u128>() >> 32)
@@ -382,22 +436,18 @@ impl Store {
         Ok(kids)
     }
 
-    /// Session ids, sorted: all of them, or those of one user. Reads one index set per
-    /// partition in a single pipeline (one request per partition on a cluster) — never a
-    /// keyspace scan. The index keeps a session until
-    /// it is closed, so sessions that expired from Redis but can be restored are listed too.
+    /// Session ids, sorted: all of them, or those of one user. Reads one index per partition
+    /// in a single pipeline (one request per partition on a cluster) — never a keyspace scan.
+    /// The index keeps a session until it is closed, so sessions that expired from Redis but
+    /// can be restored are listed too. For a bounded read, see [`Store::list_sessions_page`].
     pub async fn list_sessions(&self, user: Option<&str>) -> Result<Vec<String>> {
         if let Some(user) = user {
             validate_id("user", user)?;
         }
         let cmds = (0..self.keys().partitions())
             .map(|p| {
-                let key = match user {
-                    Some(u) => self.keys().user_sessions(p, u),
-                    None => self.keys().sessions_index(p),
-                };
-                let mut cmd = redis::cmd("SMEMBERS");
-                cmd.arg(key);
+                let mut cmd = redis::cmd("ZRANGE");
+                cmd.arg(self.index_key(p, user)).arg(0).arg(-1);
                 cmd
             })
             .collect();
@@ -405,6 +455,77 @@ impl Store {
         let mut all: Vec<String> = sets.into_iter().flatten().collect();
         all.sort();
         Ok(all)
+    }
+
+    /// One page of session ids in ascending order, after the listing's cursor: at most
+    /// `limit + 1` ids read per partition with `ZRANGEBYLEX` (the indexes are sorted sets of
+    /// score 0), in one pipeline. The cost grows with the partitions and the page, never with
+    /// the number of sessions. `next` is the cursor of the following page (the last id of
+    /// this one), `None` on the last page.
+    pub async fn list_sessions_page(&self, listing: &SessionListing) -> Result<SessionPage> {
+        let user = listing.user.as_deref();
+        if let Some(user) = user {
+            validate_id("user", user)?;
+        }
+        if let Some(after) = &listing.after {
+            validate_id("cursor", after)?;
+        }
+        let limit = listing.limit;
+        if limit == 0 || limit > MAX_PAGE {
+            return Err(Error::InvalidInput(format!(
+                "page limit {limit}: expected 1 to {MAX_PAGE}"
+            )));
+        }
+        let prefix = listing.prefix.as_deref().unwrap_or("");
+        if !prefix.is_empty() && validate_id("id prefix", prefix).is_err() {
+            return Err(Error::InvalidInput(format!(
+                "id prefix {prefix:?}: session ids are made of [A-Za-z0-9._@+-]"
+            )));
+        }
+        // Lexicographic bounds: after the cursor (exclusive) or from the prefix (inclusive),
+        // whichever is later; up to the prefix followed by 0xff (above every id character).
+        let min: Vec<u8> = match &listing.after {
+            Some(after) if after.as_str() >= prefix => format!("({after}").into_bytes(),
+            _ if !prefix.is_empty() => format!("[{prefix}").into_bytes(),
+            _ => b"-".to_vec(),
+        };
+        let max: Vec<u8> = if prefix.is_empty() {
+            b"+".to_vec()
+        } else {
+            let mut max = format!("[{prefix}").into_bytes();
+            max.push(0xff);
+            max
+        };
+        let cmds = (0..self.keys().partitions())
+            .map(|p| {
+                let mut cmd = redis::cmd("ZRANGEBYLEX");
+                cmd.arg(self.index_key(p, user))
+                    .arg(&min)
+                    .arg(&max)
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit + 1);
+                cmd
+            })
+            .collect();
+        let pages: Vec<Vec<String>> = self.fan_out(cmds).await?;
+        let mut ids: Vec<String> = pages.into_iter().flatten().collect();
+        ids.sort_unstable();
+        let next = if ids.len() > limit {
+            ids.truncate(limit);
+            ids.last().cloned()
+        } else {
+            None
+        };
+        Ok(SessionPage { ids, next })
+    }
+
+    /// The session index of partition `p`: every session's, or one user's.
+    fn index_key(&self, p: u32, user: Option<&str>) -> String {
+        match user {
+            Some(u) => self.keys().user_sessions(p, u),
+            None => self.keys().sessions_index(p),
+        }
     }
 
     /// Sets meta fields through `update_session.lua`; `record` is the wal JSON ('' = touch).

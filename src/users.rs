@@ -1,6 +1,8 @@
 //! User-attributed data: values per user in their own hash, erasable with `forget_user` in
 //! O(that user's data). The wal carries references (user, key), never the values.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -51,6 +53,19 @@ impl Store {
             .await?;
         text.map(|t| serde_json::from_str(&t).map_err(Error::from))
             .transpose()
+    }
+
+    /// Every value stored for `user`, by key (empty when none).
+    pub async fn user_values(&self, user: &str) -> Result<BTreeMap<String, Value>> {
+        validate_id("user", user)?;
+        let mut conn = self.conn().await?;
+        let all: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(self.keys().user(user))
+            .query_async(&mut conn)
+            .await?;
+        all.into_iter()
+            .map(|(k, t)| Ok((k, serde_json::from_str(&t)?)))
+            .collect()
     }
 
     /// Deletes one value; `true` when there was one.

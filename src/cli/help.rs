@@ -120,6 +120,8 @@ Examples:
 pub const SESSION_LIST: &str = "\
 Examples:
   agentstate session list --user alice
+  agentstate session list --limit 100                # ... then `next: CURSOR` when more follow
+  agentstate session list --limit 100 --after CURSOR # the following page
   agentstate --json session list            # JSON lines with user, kind, status, messages";
 
 pub const SESSION_CLOSE: &str = "\

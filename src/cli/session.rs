@@ -54,6 +54,13 @@ pub enum SessionCmd {
         /// Only this user's sessions.
         #[arg(long)]
         user: Option<String>,
+        /// One page of at most N ids (constant time, whatever the number of sessions); when
+        /// more follow, the last line is `next: CURSOR` (`{"next":"CURSOR"}` with --json).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::MAX_PAGE as u64))]
+        limit: Option<u64>,
+        /// The page after this cursor (the `next:` of the previous page); needs --limit.
+        #[arg(long, value_name = "CURSOR", requires = "limit")]
+        after: Option<String>,
     },
     /// Delete the session (and linked/ephemeral sub-agents); prints how many were removed.
     #[command(after_help = help::SESSION_CLOSE)]
@@ -125,7 +132,9 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> Result<()> {
                 print_json(&overview.document())?;
             }
         }
-        SessionCmd::List { user } => list(ctx, user.as_deref()).await?,
+        SessionCmd::List { user, limit, after } => {
+            list(ctx, user.as_deref(), limit, after.as_deref()).await?
+        }
         SessionCmd::Close { sid, no_cascade } => {
             let removed = store.close_session(&sid, !no_cascade).await?;
             ctx.emit(removed, json!({ "removed": removed }))?;
@@ -173,12 +182,30 @@ struct Listed {
 
 /// `session list`: ids one per line when piped, a table on a terminal, JSON lines with
 /// `--json`.
-async fn list(ctx: &Ctx, user: Option<&str>) -> Result<()> {
-    let ids = ctx.store.list_sessions(user).await?;
+/// With `limit`, one page after `after`, and the next page's cursor printed last.
+async fn list(
+    ctx: &Ctx,
+    user: Option<&str>,
+    limit: Option<u64>,
+    after: Option<&str>,
+) -> Result<()> {
+    let (ids, next) = match limit {
+        Some(limit) => {
+            let mut listing = crate::SessionListing::new(limit as usize);
+            listing.user = user.map(str::to_string);
+            listing.after = after.map(str::to_string);
+            let page = ctx.store.list_sessions_page(&listing).await?;
+            (page.ids, page.next)
+        }
+        None => (ctx.store.list_sessions(user).await?, None),
+    };
     let people = render::for_people(ctx.json());
     if !people && !ctx.json() {
         for sid in ids {
             println!("{sid}");
+        }
+        if let Some(next) = next {
+            println!("next: {next}");
         }
         return Ok(());
     }
@@ -213,6 +240,9 @@ async fn list(ctx: &Ctx, user: Option<&str>) -> Result<()> {
         for row in &rows {
             print_json(row)?;
         }
+        if let Some(next) = next {
+            print_json(&serde_json::json!({ "next": next }))?;
+        }
         return Ok(());
     }
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
@@ -239,6 +269,9 @@ async fn list(ctx: &Ctx, user: Option<&str>) -> Result<()> {
         ],
         &table,
     );
+    if let Some(next) = next {
+        println!("next: {next}");
+    }
     Ok(())
 }
 
@@ -260,12 +293,12 @@ pub async fn keys(ctx: &Ctx, sid: &str) -> Result<()> {
     if names.is_empty() {
         let p = ctx.store.keys().partition(sid);
         let mut conn = ctx.store.conn().await?;
-        let indexed: bool = redis::cmd("SISMEMBER")
+        let indexed: Option<f64> = redis::cmd("ZSCORE")
             .arg(ctx.store.keys().sessions_index(p))
             .arg(sid)
             .query_async(&mut conn)
             .await?;
-        if indexed {
+        if indexed.is_some() {
             return Err(crate::Error::InvalidInput(format!(
                 "session {sid} has no keys in Redis: it is not live (it expired or Redis lost it; SQLite may hold it) — `agentstate restore {sid}` brings it back"
             )));

@@ -108,9 +108,10 @@ pub(crate) async fn reseed_indexes(store: &Store, db: &Durable, p: u32) -> Resul
     for chunk in rows.chunks(1000) {
         let mut pipe = redis::pipe();
         for (sid, user) in chunk {
-            pipe.sadd(store.keys().sessions_index(p), sid).ignore();
+            pipe.zadd(store.keys().sessions_index(p), sid, 0).ignore();
             if !user.is_empty() {
-                pipe.sadd(store.keys().user_sessions(p, user), sid).ignore();
+                pipe.zadd(store.keys().user_sessions(p, user), sid, 0)
+                    .ignore();
             }
         }
         let _: () = pipe.query_async(&mut conn).await?;

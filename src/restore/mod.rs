@@ -129,16 +129,17 @@ impl Store {
         let p = self.keys().partition(sid);
         let mut check = redis::pipe();
         check
-            .sismember(self.keys().sessions_index(p), sid)
+            .zscore(self.keys().sessions_index(p), sid)
             .exists(self.keys().committed(p));
         // One round trip while a daemon has checked this Redis (the usual case).
-        let (indexed, decided): (bool, bool) = check.query_async(conn).await?;
-        if indexed || decided {
-            return Ok(indexed);
+        // The index is a sorted set: a member has a score (always 0), a non-member none.
+        let (score, decided): (Option<f64>, bool) = check.query_async(conn).await?;
+        if score.is_some() || decided {
+            return Ok(score.is_some());
         }
         self.await_decided(p, sid).await?;
-        let (indexed, _): (bool, bool) = check.query_async(conn).await?;
-        Ok(indexed)
+        let (score, _): (Option<f64>, bool) = check.query_async(conn).await?;
+        Ok(score.is_some())
     }
 
     /// Waits, bounded by `restore_wait`, until a spill daemon has checked partition `p` of

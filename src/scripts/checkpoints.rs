@@ -36,3 +36,28 @@ pub fn put_checkpoint(
         .arg(payload)
         .arg(limit)
 }
+
+/// `append_checkpointed.lua`: appends the message `body` (JSON object) and stores checkpoint
+/// `id` of `label` with `payload` (JSON object) in one atomic step; with `expect_seq`, only
+/// if the message gets that seq. Not idempotent (a repeat would append again).
+#[allow(clippy::too_many_arguments)]
+pub fn append_checkpointed(
+    s: &SessionKeys,
+    sid: &str,
+    body: &str,
+    expect_seq: Option<u64>,
+    message_limit: usize,
+    checkpoint: (&str, &str, &str),
+    checkpoint_limit: usize,
+) -> ScriptCall {
+    let (id, label, payload) = checkpoint;
+    ScriptCall::new(&APPEND_CHECKPOINTED, &s.as_array())
+        .arg(sid)
+        .arg(body_tail(body))
+        .arg(opt(expect_seq))
+        .arg(message_limit)
+        .arg(id)
+        .arg(label)
+        .arg(payload)
+        .arg(checkpoint_limit)
+}

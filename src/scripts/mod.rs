@@ -78,6 +78,7 @@ lua_scripts! {
     RECORD_USAGE => "record_usage",
     CREATE_CHECKPOINT => "create_checkpoint",
     PUT_CHECKPOINT => "put_checkpoint",
+    APPEND_CHECKPOINTED => "append_checkpointed",
     SAVE_ROUND => "save_round",
     READ_ROUND => "read_round",
     RECORD_DECISION => "record_decision",

@@ -281,3 +281,107 @@ async fn edited_history_reaches_sqlite_exactly_and_comes_back_after_redis_loss()
     stop.cancel();
     daemon.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn append_checkpointed_writes_the_message_and_the_state_together_or_nothing() {
+    let mut t = env().await;
+    let s = t.store.clone();
+    create(&t, "s", None, None).await;
+    let (seq, first) = s
+        .append_checkpointed("s", &user("e1"), Some(1), "state", &json!({"n": 1}))
+        .await
+        .unwrap();
+    assert_eq!(seq, 1);
+    let (seq, second) = s
+        .append_checkpointed("s", &user("e2"), None, "state", &json!({"n": 2}))
+        .await
+        .unwrap();
+    assert_eq!(seq, 2);
+    // The wal holds each message just before its checkpoint.
+    let ops: Vec<String> = t
+        .wal_records()
+        .into_iter()
+        .map(|(op, _, _)| op)
+        .filter(|op| op != "session_create")
+        .collect();
+    assert_eq!(ops, ["msg", "checkpoint", "msg", "checkpoint"]);
+    assert_ne!(first, second);
+    let latest = s.checkpoint_latest("s", "state").await.unwrap().unwrap();
+    assert_eq!((latest.id, latest.payload), (second, json!({"n": 2})));
+    // A writer whose view is stale (it expects seq 2, the next is 3) writes nothing.
+    let err = t
+        .rejected(s.append_checkpointed("s", &user("late"), Some(2), "state", &json!({"n": 9})))
+        .await;
+    assert!(
+        matches!(
+            err,
+            Error::Conflict {
+                expected: 2,
+                current: 3
+            }
+        ),
+        "{err:?}"
+    );
+    for (msg, payload) in [(user("x"), json!([1])), (NewMessage::new("Bad"), json!({}))] {
+        let err = t
+            .rejected(s.append_checkpointed("s", &msg, None, "state", &payload))
+            .await;
+        assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+    }
+    let err = t
+        .rejected(s.append_checkpointed("nobody", &user("x"), None, "state", &json!({})))
+        .await;
+    assert!(err.is_unknown_session(), "{err:?}");
+    // Both reach SQLite and come back together after Redis loses everything.
+    t.flush().await;
+    t.lose_redis().await;
+    let (stop, daemon) = t.start_daemon().await;
+    let s = &t.store;
+    assert_eq!(
+        contents(&s.messages("s", MessageQuery::all()).await.unwrap()),
+        ["e1", "e2"]
+    );
+    assert_eq!(
+        s.checkpoint_latest("s", "state")
+            .await
+            .unwrap()
+            .unwrap()
+            .payload,
+        json!({"n": 2})
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn checkpoints_of_many_sessions_are_read_at_once_and_restored_where_redis_lost_them() {
+    let t = env().await;
+    let s = &t.store;
+    for sid in ["a", "b", "c"] {
+        create(&t, sid, None, None).await;
+    }
+    s.put_checkpoint("a", "st", &json!({"v": "a"}))
+        .await
+        .unwrap();
+    s.put_checkpoint("c", "st", &json!({"v": "c"}))
+        .await
+        .unwrap();
+    t.flush().await;
+    t.expire_session("c"); // not live: restored from SQLite by the fallback read
+    let (stop, daemon) = t.start_daemon().await;
+    let sids: Vec<String> = ["a", "b", "c", "never"].map(String::from).to_vec();
+    let got = s.checkpoints_latest_of(&sids, "st").await.unwrap();
+    let payloads: Vec<Option<serde_json::Value>> =
+        got.into_iter().map(|c| c.map(|c| c.payload)).collect();
+    assert_eq!(
+        payloads,
+        [Some(json!({"v": "a"})), None, Some(json!({"v": "c"})), None]
+    );
+    assert!(matches!(
+        t.rejected(s.checkpoints_latest_of(&["bad id".to_string()], "st"))
+            .await,
+        Error::InvalidId { .. }
+    ));
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}

@@ -110,11 +110,11 @@ async fn session_keys_have_the_documented_names_types_and_fields() {
     );
     assert_eq!(
         t.cmd::<String>(&["TYPE", &format!("as:{{{p}}}:sessions")]),
-        "set"
+        "zset"
     );
     assert_eq!(
         t.cmd::<String>(&["TYPE", &format!("as:{{{p}}}:by_user:ulla")]),
-        "set"
+        "zset"
     );
     assert_eq!(t.hash("as:config")["partitions"], "16");
 

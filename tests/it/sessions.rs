@@ -1,5 +1,5 @@
 //! Sessions: sub-agent trees, cascade close (keys, indexes, wal), re-parenting, the spawn
-//! depth cap, listing by user.
+//! depth cap, listing by user (whole or paged).
 
 use std::collections::BTreeSet;
 
@@ -20,7 +20,7 @@ fn keys_of(t: &TestEnv, sid: &str) -> Vec<String> {
 fn indexed(t: &TestEnv) -> BTreeSet<String> {
     let keys = t.store.keys();
     (0..keys.partitions())
-        .flat_map(|p| t.cmd::<Vec<String>>(&["SMEMBERS", &keys.sessions_index(p)]))
+        .flat_map(|p| t.cmd::<Vec<String>>(&["ZRANGE", &keys.sessions_index(p), "0", "-1"]))
         .collect()
 }
 
@@ -237,4 +237,121 @@ async fn a_child_whose_parent_vanishes_while_it_is_created_is_undone_everywhere(
     assert_eq!(keys_of(&t, "orphan"), Vec::<String>::new());
     assert_eq!(indexed(&t), set(&["keep"]));
     assert_eq!(t.store.list_sessions(Some("una")).await.unwrap(), ["keep"]);
+}
+
+/// Every page of a listing, following the cursors; fails the test on a page over `limit`.
+async fn all_pages(s: &Store, listing: SessionListing) -> Vec<String> {
+    let limit = listing.limit;
+    let mut listing = listing;
+    let mut seen = Vec::new();
+    loop {
+        let page = s.list_sessions_page(&listing).await.unwrap();
+        assert!(page.ids.len() <= limit);
+        seen.extend(page.ids.iter().cloned());
+        match page.next {
+            Some(next) => {
+                assert_eq!(Some(&next), page.ids.last());
+                listing = listing.after(next);
+            }
+            None => return seen,
+        }
+    }
+}
+
+#[tokio::test]
+async fn paging_over_ten_thousand_sessions_returns_each_exactly_once_in_order() {
+    let t = env().await;
+    let s = &t.store;
+    // 10k sessions of one user plus 50 of another, created in one pipeline of scripts.
+    let mut expected: Vec<String> = (0..10_000).map(|i| format!("pg{i:05}")).collect();
+    for chunk in expected.chunks(500) {
+        let news: Vec<NewSession> = chunk
+            .iter()
+            .map(|sid| NewSession::new().id(sid).user("paula"))
+            .collect();
+        let creates = news.iter().map(|new| s.create_session(new));
+        for r in futures_util::future::join_all(creates).await {
+            r.unwrap();
+        }
+    }
+    for i in 0..50 {
+        create(&t, &format!("other{i:02}"), Some("otto"), None).await;
+    }
+    expected.sort();
+    let paged = all_pages(s, SessionListing::new(997).user("paula")).await;
+    assert_eq!(paged, expected);
+    // The whole namespace, and a prefix range of it, page the same way.
+    let everything = all_pages(s, SessionListing::new(1000)).await;
+    assert_eq!(everything.len(), 10_050);
+    assert_eq!(everything, s.list_sessions(None).await.unwrap());
+    let prefixed = all_pages(s, SessionListing::new(7).prefix("other")).await;
+    assert_eq!(
+        prefixed,
+        (0..50).map(|i| format!("other{i:02}")).collect::<Vec<_>>()
+    );
+    // A cursor that is no id (deleted since, say) still pages from where it sorts.
+    let page = s
+        .list_sessions_page(&SessionListing::new(2).user("paula").after("pg09998a"))
+        .await
+        .unwrap();
+    assert_eq!(page.ids, vec!["pg09999".to_string()]);
+    assert_eq!(page.next, None);
+    // A closed session leaves every page.
+    s.close_session("pg00001", true).await.unwrap();
+    let first = s
+        .list_sessions_page(&SessionListing::new(3).user("paula"))
+        .await
+        .unwrap();
+    assert_eq!(first.ids, ["pg00000", "pg00002", "pg00003"]);
+    assert_eq!(first.next.as_deref(), Some("pg00003"));
+}
+
+#[tokio::test]
+async fn a_bad_page_request_is_refused_before_redis_is_touched() {
+    let t = env().await;
+    let s = &t.store;
+    for bad in [
+        SessionListing::new(0),
+        SessionListing::new(MAX_PAGE + 1),
+        SessionListing::new(5).after("no spaces"),
+        SessionListing::new(5).user("bad/user"),
+        SessionListing::new(5).prefix("bad prefix"),
+    ] {
+        assert!(matches!(
+            t.rejected(s.list_sessions_page(&bad)).await,
+            Error::InvalidInput(_) | Error::InvalidId { .. }
+        ));
+    }
+}
+
+#[tokio::test]
+async fn the_cli_pages_with_limit_and_after_and_prints_the_next_cursor() {
+    let t = env().await;
+    for i in 0..5 {
+        create(&t, &format!("c{i}"), Some("carl"), None).await;
+    }
+    let first = t.cli_ok(&["session", "list", "--user", "carl", "--limit", "2"]);
+    assert_eq!(first, "c0\nc1\nnext: c1\n");
+    let second = t.cli_ok(&[
+        "session", "list", "--user", "carl", "--limit", "2", "--after", "c1",
+    ]);
+    assert_eq!(second, "c2\nc3\nnext: c3\n");
+    let last = t.cli_ok(&[
+        "session", "list", "--user", "carl", "--limit", "2", "--after", "c3",
+    ]);
+    assert_eq!(last, "c4\n");
+    // A limit out of 1..=MAX_PAGE, or a cursor without a limit, is bad usage (exit 2).
+    for args in [
+        &["--limit", "0"][..],
+        &["--limit", "10001"],
+        &["--after", "c1"],
+    ] {
+        let out = t.cli(&[&["session", "list"][..], args].concat());
+        assert_eq!(out.code, 2, "{args:?}: {out:?}");
+    }
+    let json = t.cli_ok(&["--json", "session", "list", "--limit", "4"]);
+    let lines = crate::support::json_lines(&json);
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[4], serde_json::json!({"next": "c3"}));
+    assert_eq!(lines[0]["id"], "c0");
 }

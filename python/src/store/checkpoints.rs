@@ -33,6 +33,47 @@ twins! {
         async move { s.put_checkpoint(&sid, &label, &v).await }
     }
 
+    /// The latest checkpoint with `label` of each session of `sids` (None for one without),
+    /// read in about one round trip for them all.
+    fn checkpoints_latest_of / acheckpoints_latest_of(
+        self,
+        py,
+        sids: Vec<String>,
+        label: String,
+    ) -> Vec<OptJson> {
+        let s = self.s();
+        async move {
+            Ok(s.checkpoints_latest_of(&sids, &label)
+                .await?
+                .into_iter()
+                .map(|c| OptJson(c.map(|c| to_json(&c).0)))
+                .collect())
+        }
+    }
+
+    /// Appends a message (a dict of `append`'s fields: role, content, name, tool_calls,
+    /// tool_call_id, round_index, meta) and stores a checkpoint of `label` with `payload` in
+    /// one atomic step; with `expect_seq`, only if the message gets that seq (else
+    /// `Conflict`). Returns `(seq, checkpoint id)`.
+    #[pyo3(signature = (sid, message, label, payload, *, expect_seq = None))]
+    fn append_checkpointed / aappend_checkpointed(
+        self,
+        py,
+        sid: String,
+        message: Bound<'_, PyAny>,
+        label: String,
+        payload: Bound<'_, PyAny>,
+        expect_seq: Option<u64>,
+    ) -> (u64, String) {
+        let m = super::messages::message_from_py(&message)?;
+        let v = py_to_json(&payload)?;
+        let s = self.s();
+        async move {
+            s.append_checkpointed(&sid, &m, expect_seq, &label, &v)
+                .await
+        }
+    }
+
     /// The latest checkpoint with `label` (`id`, `session_id`, `label`, `created_at`,
     /// `payload`), or None.
     fn checkpoint_latest / acheckpoint_latest(self, py, sid: String, label: String) -> OptJson {

@@ -63,6 +63,30 @@ twins! {
         async move { s.list_sessions(user.as_deref()).await }
     }
 
+    /// One page of session ids, ascending: at most `limit`, after the cursor `after`, only
+    /// `user`'s and only ids starting with `prefix` when given. Returns `(ids, next)`: `next`
+    /// is the cursor of the following page, None on the last. Constant time in the number of
+    /// sessions (no scan).
+    #[pyo3(signature = (limit, *, user = None, after = None, prefix = None))]
+    fn list_sessions_page / alist_sessions_page(
+        self,
+        py,
+        limit: usize,
+        user: Option<String>,
+        after: Option<String>,
+        prefix: Option<String>,
+    ) -> (Vec<String>, Option<String>) {
+        let s = self.s();
+        async move {
+            let mut listing = agentstate::SessionListing::new(limit);
+            listing.user = user;
+            listing.after = after;
+            listing.prefix = prefix;
+            let page = s.list_sessions_page(&listing).await?;
+            Ok((page.ids, page.next))
+        }
+    }
+
     /// Sub-agent session ids of `sid`.
     fn children / achildren(self, py, sid: String) -> Vec<String> {
         let s = self.s();

@@ -24,6 +24,12 @@ twins! {
         async move { s.user_value(&user, &key).await.map(OptJson) }
     }
 
+    /// Every value stored for the user, by key (an empty dict when none).
+    fn user_values / auser_values(self, py, user: String) -> Json {
+        let s = self.s();
+        async move { s.user_values(&user).await.map(|v| to_json(&v)) }
+    }
+
     /// Deletes one user value; False when there was none.
     fn delete_user_value / adelete_user_value(self, py, user: String, key: String) -> bool {
         let s = self.s();

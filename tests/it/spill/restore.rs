@@ -175,8 +175,9 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .await
         .unwrap();
     let phantom = "phantom";
-    let _: i64 = redis::cmd("SADD")
+    let _: i64 = redis::cmd("ZADD")
         .arg(s.keys().sessions_index(s.keys().partition(phantom)))
+        .arg(0)
         .arg(phantom)
         .query(&mut t.redis())
         .unwrap();
