@@ -314,3 +314,28 @@ local function merge_compacted(compacted, from, to)
   end
   return table.concat(parts, ',')
 end
+
+-- A session index (`<prefix>:{p}:sessions`, `<prefix>:{p}:by_user:<uid>`) written by a build
+-- before the paged listing is a plain set: it becomes the sorted set of score 0 it is now,
+-- with the same members and TTL, the first time a script meets it. Any other key (a caller
+-- with no user passes some key of the slot) is left alone.
+local function index_as_zset(key)
+  local is_index = string.sub(key, -10) == '}:sessions' or string.find(key, '}:by_user:', 1, true)
+  if not is_index or redis.call('TYPE', key).ok ~= 'set' then
+    return
+  end
+  local members = redis.call('SMEMBERS', key)
+  local ttl = redis.call('PTTL', key)
+  redis.call('DEL', key)
+  for i = 1, #members, 500 do
+    local args = {}
+    for j = i, math.min(i + 499, #members) do
+      args[#args + 1] = 0
+      args[#args + 1] = members[j]
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+  if ttl > 0 then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end

@@ -16,6 +16,8 @@ local bad_args = bad_argc(2)
 if bad_args then
   return bad_args
 end
+index_as_zset(KEYS[10])
+index_as_zset(KEYS[11])
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
   KEYS[13], KEYS[14])

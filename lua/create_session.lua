@@ -21,6 +21,10 @@ local bad_args = bad_argc(11)
 if bad_args then
   return bad_args
 end
+index_as_zset(KEYS[10])
+if ARGV[2] ~= '' then
+  index_as_zset(KEYS[11])
+end
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('ZSCORE', KEYS[10], ARGV[1]) then
   return fail('EXISTS', 'session ' .. ARGV[1])
 end

@@ -96,8 +96,10 @@ for _ = 1, n do
   local id, decision, rationale, action, dmeta, created = take(), take(), take(), take(), take(), take()
   redis.call('HSETNX', KEYS[12], id, decision_record(id, sid, decision, rationale, action, dmeta, created))
 end
+index_as_zset(KEYS[10])
 redis.call('ZADD', KEYS[10], 0, sid)
 if user ~= '' then
+  index_as_zset(KEYS[11])
   redis.call('ZADD', KEYS[11], 0, sid)
 end
 redis.call('HSET', KEYS[1], unpack(meta))

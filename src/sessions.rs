@@ -520,6 +520,49 @@ impl Store {
         Ok(SessionPage { ids, next })
     }
 
+    /// Turns the session indexes a build before the paged listing wrote as plain sets into
+    /// the sorted sets of score 0 they are now (the same members and TTL), so listings work
+    /// on a Redis that build wrote; the spill daemon runs it when it opens. Scripts that write
+    /// an index convert it themselves (`index_as_zset` in `lua/_prelude.lua`). One SCAN of
+    /// the namespace's sets per master, then WATCH / MULTI / EXEC per index found. Returns
+    /// how many it converted.
+    pub async fn upgrade_session_indexes(&self) -> Result<usize> {
+        let pattern = self.keys().namespace_pattern();
+        let mut converted = 0;
+        for mut conn in self.own_master_connections().await? {
+            let mut cursor: u64 = 0;
+            loop {
+                let scanned: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .arg("TYPE")
+                    .arg("set")
+                    .query_async(&mut conn)
+                    .await;
+                // A least-privilege user (README's ACL) may not SCAN: the scripts convert
+                // the indexes they meet, and such a deployment began on this layout anyway.
+                let (next, found) = match scanned {
+                    Err(e) if e.code() == Some("NOPERM") => {
+                        tracing::debug!("no SCAN permission: session indexes are converted as scripts meet them");
+                        return Ok(converted);
+                    }
+                    other => other?,
+                };
+                for key in found.iter().filter(|k| is_session_index(k)) {
+                    converted += usize::from(set_to_zset(&mut conn, key).await?);
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(converted)
+    }
+
     /// The session index of partition `p`: every session's, or one user's.
     fn index_key(&self, p: u32, user: Option<&str>) -> String {
         match user {
@@ -647,6 +690,39 @@ impl Store {
     pub fn with_durability(&self, durability: Durability) -> Store {
         self.clone_with(durability)
     }
+}
+
+/// True for `<prefix>:{p}:sessions` and `<prefix>:{p}:by_user:<uid>`.
+fn is_session_index(key: &str) -> bool {
+    key.ends_with("}:sessions") || key.contains("}:by_user:")
+}
+
+/// Converts the plain set `key` into a sorted set of score 0 with its members and TTL, in
+/// one transaction watched on the key (a script converting it meanwhile wins: false).
+async fn set_to_zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Result<bool> {
+    let _: () = redis::cmd("WATCH").arg(key).query_async(conn).await?;
+    let (kind, members, ttl): (String, Vec<String>, i64) = redis::pipe()
+        .cmd("TYPE")
+        .arg(key)
+        .smembers(key)
+        .pttl(key)
+        .query_async(conn)
+        .await?;
+    if kind != "set" {
+        let _: () = redis::cmd("UNWATCH").query_async(conn).await?;
+        return Ok(false);
+    }
+    let mut tx = redis::pipe();
+    tx.atomic().del(key).ignore();
+    for chunk in members.chunks(500) {
+        let pairs: Vec<(i64, &str)> = chunk.iter().map(|m| (0, m.as_str())).collect();
+        tx.zadd_multiple(key, &pairs).ignore();
+    }
+    if ttl > 0 {
+        tx.pexpire(key, ttl).ignore();
+    }
+    let done: Option<()> = tx.query_async(conn).await?;
+    Ok(done.is_some())
 }
 
 #[cfg(test)]

@@ -253,6 +253,22 @@ impl Store {
         Ok(out)
     }
 
+    /// A connection of its own to every master (the one node, or each master of the
+    /// cluster), for commands that must not interleave with others: WATCH / MULTI / EXEC.
+    pub(crate) async fn own_master_connections(
+        &self,
+    ) -> Result<Vec<redis::aio::MultiplexedConnection>> {
+        let urls = match self.inner.backend {
+            Backend::Single { .. } => vec![self.config().redis_url.clone()],
+            _ => self.inner.backend.master_urls().await?,
+        };
+        let mut out = Vec::new();
+        for url in urls {
+            out.push(crate::connection::open_node(&url, self.config().response_timeout).await?);
+        }
+        Ok(out)
+    }
+
     /// Runs one script call (one EVALSHA; see [`ScriptCall::run`]) and decodes its reply.
     /// While Redis is unreachable an idempotent call is retried (bounded by
     /// [`Config::retry_wait`]); any other fails at once, its error saying whether it may

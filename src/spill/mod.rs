@@ -198,6 +198,13 @@ impl SpillDaemon {
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
         let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
         store.preload_scripts().await?;
+        let upgraded = store.upgrade_session_indexes().await?;
+        if upgraded > 0 {
+            tracing::info!(
+                indexes = upgraded,
+                "session indexes written by an earlier build are sorted sets now"
+            );
+        }
         let parts = (0..store.keys().partitions())
             .map(|_| Partition::default())
             .collect();

@@ -355,3 +355,59 @@ async fn the_cli_pages_with_limit_and_after_and_prints_the_next_cursor() {
     assert_eq!(lines[4], serde_json::json!({"next": "c3"}));
     assert_eq!(lines[0]["id"], "c0");
 }
+
+/// A Redis written by a build before the paged listing holds the session indexes as plain
+/// sets: the scripts that write an index turn it into a sorted set when they meet it, and
+/// a spill daemon turns every other one when it opens, so listing works again.
+#[tokio::test]
+async fn indexes_an_earlier_build_wrote_as_plain_sets_are_upgraded() {
+    let t = env().await;
+    let keys = t.store.keys();
+    // `twin` shares old-a's partition, so old-a's index outlives its close.
+    let twin = (0..)
+        .map(|i| format!("twin{i}"))
+        .find(|id| keys.partition(id) == keys.partition("old-a"))
+        .unwrap();
+    for (sid, user) in [
+        ("old-a", Some("alice")),
+        ("old-b", Some("alice")),
+        ("old-c", None),
+        (twin.as_str(), None),
+    ] {
+        create(&t, sid, user, None).await;
+    }
+    let indexes: Vec<String> = (0..keys.partitions())
+        .flat_map(|p| [keys.sessions_index(p), keys.user_sessions(p, "alice")])
+        .filter(|k| t.cmd::<i64>(&["EXISTS", k]) == 1)
+        .collect();
+    // As the earlier build left them: plain sets with the same members.
+    for key in &indexes {
+        let members: Vec<String> = t.cmd(&["ZRANGE", key, "0", "-1"]);
+        t.cmd::<i64>(&["DEL", key]);
+        t.cmd::<i64>(
+            &[
+                &["SADD", key.as_str()][..],
+                &members.iter().map(String::as_str).collect::<Vec<_>>(),
+            ]
+            .concat(),
+        );
+    }
+    // A script meets one first: closing a session converts its indexes.
+    t.store.close_session("old-a", false).await.unwrap();
+    let p = keys.partition("old-a");
+    assert_eq!(t.cmd::<String>(&["TYPE", &keys.sessions_index(p)]), "zset");
+    // The daemon converts the rest when it opens; listing sees every live session.
+    t.flush().await;
+    for key in &indexes {
+        let kind: String = t.cmd(&["TYPE", key]);
+        assert!(kind == "zset" || kind == "none", "{key} is a {kind}");
+    }
+    assert_eq!(
+        t.store.list_sessions(None).await.unwrap(),
+        ["old-b", "old-c", twin.as_str()]
+    );
+    assert_eq!(
+        t.store.list_sessions(Some("alice")).await.unwrap(),
+        ["old-b"]
+    );
+}
