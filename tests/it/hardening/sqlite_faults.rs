@@ -213,6 +213,14 @@ async fn a_full_filesystem_stops_commits_trims_nothing_uncommitted_and_catches_u
     wait_until("the first messages committed", || {
         sqlite_seqs(&db, "full").len() == 5
     });
+    // The daemon publishes what it committed just after the commit: wait for the id of the
+    // last wal entry (the fifth append) to be the published one.
+    let wal = t.store.keys().wal(t.store.keys().partition("full"));
+    let newest: Vec<(String, Vec<(String, String)>)> =
+        t.cmd(&["XREVRANGE", &wal, "+", "-", "COUNT", "1"]);
+    wait_until("the commit published", || {
+        committed(&t, "full").as_deref() == Some(newest[0].0.as_str())
+    });
     let last_good = committed(&t, "full");
     // Fill the filesystem to the last byte.
     let filler = fs.point.join("filler");
