@@ -55,9 +55,14 @@ async fn pending_and_lag_rise_while_the_daemon_cannot_flush_and_fall_to_zero_aft
     let t = env().await;
     let sid = t.store.create_session(&NewSession::new()).await.unwrap();
     let (mut daemon, port) = daemon_with_metrics(&t).await;
-    wait_until("the session's creation is committed", || {
-        pending(&scrape(port)) == 0.0
-    })
+    // The gauge of owned partitions is set at the end of a pass: wait for a whole one.
+    wait_until(
+        "the session's creation is committed and a pass is done",
+        || {
+            let body = scrape(port);
+            pending(&body) == 0.0 && metric(&body, "agentstate_partitions_owned") == Some(16.0)
+        },
+    )
     .await;
     // Idle: every partition reported, nothing pending, no lag.
     let idle = scrape(port);
