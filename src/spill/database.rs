@@ -104,22 +104,3 @@ pub(crate) async fn with_db<T: Send + 'static>(
     .await
     .map_err(|e| Error::sqlite(format!("sqlite thread failed: {e}")))?
 }
-
-/// Every row of `sql` as text (`?1` bound to `arg` when the statement has a parameter).
-pub(crate) fn text_rows(
-    conn: &Connection,
-    sql: &str,
-    arg: &str,
-) -> Result<super::durable::TextRows> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let n = stmt.column_count();
-    let params: &[&dyn rusqlite::ToSql] = if stmt.parameter_count() == 0 {
-        &[]
-    } else {
-        &[&arg]
-    };
-    let rows = stmt.query_map(params, |r| {
-        (0..n).map(|i| r.get::<_, Option<String>>(i)).collect()
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}

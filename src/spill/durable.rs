@@ -10,14 +10,12 @@ use std::sync::{Arc, Mutex};
 use super::database::{self, with_db, Database, Db};
 use super::flusher::sqlite::{self, Applied, Batch};
 use super::postgres::{self, Pg};
+use super::rows::{self, TextRows};
 use super::{retention, schema};
 use crate::config::Namespace;
 use crate::decisions::Decision;
 use crate::error::{Error, Result};
 use crate::restore::snapshot::{self, Snapshot, UserData};
-
-/// Rows read as text (NULL as `None`), as both backends answer the same SQL.
-pub(crate) type TextRows = Vec<Vec<Option<String>>>;
 
 /// Where the durable tier lives, as `--db` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +100,7 @@ impl Durable {
         match self {
             Durable::Sqlite(db) => {
                 let (sql, arg) = (sql.to_string(), arg.to_string());
-                with_db(db, move |c| database::text_rows(c, &sql, &arg)).await
+                with_db(db, move |c| rows::sqlite(c, &sql, &arg)).await
             }
             Durable::Postgres(pg) => pg.text_rows(sql, arg).await,
         }

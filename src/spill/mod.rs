@@ -29,6 +29,7 @@ pub(crate) mod metrics;
 mod ownership;
 pub mod postgres;
 pub mod retention;
+mod rows;
 pub mod schema;
 mod trimmer;
 

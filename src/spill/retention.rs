@@ -12,9 +12,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, TransactionBehavior};
 use serde::Serialize;
 
-use super::database;
-use super::durable::TextRows;
 use super::flusher::sqlite::delete_sessions;
+use super::rows::{self, TextRows};
 use super::schema;
 use crate::config::Namespace;
 use crate::error::Result;
@@ -229,7 +228,7 @@ pub(crate) fn plan_from(policy: &Retention, rows: [TextRows; 5]) -> Vec<Removal>
 /// Lists what `policy` removes from the SQLite database now (reads only).
 pub fn plan(conn: &Connection, policy: &Retention) -> Result<Vec<Removal>> {
     let rows = policy.queries(now_ms()).map(|q| match q {
-        Some((sql, arg)) => database::text_rows(conn, sql, &arg),
+        Some((sql, arg)) => rows::sqlite(conn, sql, &arg),
         None => Ok(Vec::new()),
     });
     let [a, b, c, d, e] = rows;

@@ -4,32 +4,21 @@
 //! database's size shrinks only with `VACUUM FULL` (README says when to run it).
 
 use deadpool_postgres::Transaction;
-use tokio_postgres::types::ToSql;
 
 use super::flush::delete_sessions;
-use super::snapshot::dollar;
+use super::snapshot::text_query;
 use super::Pg;
 use crate::error::Result;
-use crate::spill::durable::TextRows;
 use crate::spill::retention::{now_ms, plan_from, Removal, Retention};
+use crate::spill::rows::TextRows;
 
 /// Runs the plan's reads in `tx` (each `?1` bound as text).
 async fn plan_in(tx: &Transaction<'_>, policy: &Retention) -> Result<Vec<Removal>> {
     let mut rows: [TextRows; 5] = Default::default();
     for (out, query) in rows.iter_mut().zip(policy.queries(now_ms())) {
-        let Some((sql, arg)) = query else { continue };
-        let stmt = tx.prepare_cached(&dollar(sql)).await?;
-        let params: &[&(dyn ToSql + Sync)] = if stmt.params().is_empty() {
-            &[]
-        } else {
-            &[&arg]
-        };
-        *out = tx
-            .query(&stmt, params)
-            .await?
-            .iter()
-            .map(|r| (0..r.len()).map(|i| r.get(i)).collect())
-            .collect();
+        if let Some((sql, arg)) = query {
+            *out = text_query(tx, sql, &arg).await?;
+        }
     }
     Ok(plan_from(policy, rows))
 }

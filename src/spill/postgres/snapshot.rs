@@ -8,6 +8,7 @@ use crate::records::decision_id;
 use crate::restore::snapshot::{
     assemble, group_sorted, sql, SessionRow, SessionRows, Snapshot, UserData,
 };
+use crate::spill::rows::TextRows;
 
 /// SQLite's `?N` placeholders in PostgreSQL's spelling, `$N`.
 pub(crate) fn dollar(sql: &str) -> String {
@@ -79,27 +80,8 @@ impl Pg {
     }
 
     /// Every row of `sql` (SQLite's spelling, `?1` = `arg`), each column as text.
-    pub(crate) async fn text_rows(
-        &self,
-        sql: &str,
-        arg: &str,
-    ) -> Result<crate::spill::durable::TextRows> {
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(&dollar(sql)).await?;
-        let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = if stmt.params().is_empty() {
-            &[]
-        } else {
-            &[&arg]
-        };
-        let rows = client.query(&stmt, params).await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                (0..r.len())
-                    .map(|i| r.get::<_, Option<String>>(i))
-                    .collect()
-            })
-            .collect())
+    pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<TextRows> {
+        text_query(&self.client().await?, sql, arg).await
     }
 
     /// The user data of partition `p` (the partition of the user id).
@@ -174,4 +156,29 @@ impl Pg {
             })
             .collect())
     }
+}
+
+/// Every row of `sql` (SQLite's spelling: `?1` is `arg`, bound as text when the statement
+/// has it) through `client` (a connection or a transaction), each column as text.
+pub(crate) async fn text_query(
+    client: &impl deadpool_postgres::GenericClient,
+    sql: &str,
+    arg: &str,
+) -> Result<TextRows> {
+    let stmt = client.prepare_cached(&dollar(sql)).await?;
+    let params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = if stmt.params().is_empty() {
+        &[]
+    } else {
+        &[&arg]
+    };
+    Ok(client
+        .query(&stmt, params)
+        .await?
+        .iter()
+        .map(|r| {
+            (0..r.len())
+                .map(|i| r.get::<_, Option<String>>(i))
+                .collect()
+        })
+        .collect())
 }
