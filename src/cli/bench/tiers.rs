@@ -40,9 +40,7 @@ pub async fn compare(url: &str, entries: usize, messages: usize) -> Result<Vec<T
     let mut rows = vec![row("sqlite", &dir.path().join("bench.db"), 1, entries, messages).await?];
     for daemons in [1, 2] {
         let db = postgres::ScratchDatabase::create(url, "agentstate_bench").await?;
-        let result = row("postgres", Path::new(db.url()), daemons, entries, messages).await;
-        db.drop_now().await?;
-        rows.push(result?);
+        rows.push(row("postgres", Path::new(db.url()), daemons, entries, messages).await?);
     }
     Ok(rows)
 }

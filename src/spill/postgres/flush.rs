@@ -497,47 +497,13 @@ mod tests {
     use super::*;
     use crate::config::Namespace;
 
-    /// Creates an empty database; returns its URL and a guard that drops it.
-    async fn database() -> (String, impl Drop) {
+    /// An empty database of this test's own, dropped with the guard.
+    async fn database() -> super::super::ScratchDatabase {
         let admin = std::env::var("AGENTSTATE_TEST_PG")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("agentstate_unit_{:08x}", rand::random::<u32>());
-        let run = |admin: String, sql: String| async move {
-            let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            let conn = tokio::spawn(conn);
-            client.batch_execute(&sql).await.unwrap();
-            drop(client);
-            let _ = conn.await;
-        };
-        run(admin.clone(), format!("CREATE DATABASE {name}")).await;
-        struct Dropper(String, String);
-        impl Drop for Dropper {
-            fn drop(&mut self) {
-                let (admin, name) = (self.0.clone(), self.1.clone());
-                std::thread::spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .unwrap();
-                    rt.block_on(async move {
-                        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-                            .await
-                            .unwrap();
-                        let conn = tokio::spawn(conn);
-                        let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                        client.batch_execute(&sql).await.unwrap();
-                        drop(client);
-                        let _ = conn.await;
-                    })
-                })
-                .join()
-                .unwrap();
-            }
-        }
-        let (base, _) = admin.rsplit_once('/').unwrap();
-        (format!("{base}/{name}"), Dropper(admin.clone(), name))
+        super::super::ScratchDatabase::create(&admin, "agentstate_unit")
+            .await
+            .unwrap()
     }
 
     fn msg(id: &str, sid: &str, seq: i64) -> crate::records::Entry {
@@ -572,8 +538,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_stale_fencing_token_writes_nothing_inside_the_transaction() {
-        let (url, _drop) = database().await;
-        let pg = Pg::open(&url, &Namespace::default(), true).await.unwrap();
+        let db = database().await;
+        let pg = Pg::open(db.url(), &Namespace::default(), true)
+            .await
+            .unwrap();
         // The successor (token 2) committed first...
         let applied = pg.apply(&batch(2, "0-0", vec![msg("1-0", "s", 1)])).await;
         assert!(applied.unwrap().is_some());

@@ -269,8 +269,9 @@ fn client_config(
     Ok((config, tls::connector(ssl, root.as_ref())?))
 }
 
-/// A database created for one run (the benchmark's tiers) on the server of an admin URL,
-/// dropped by [`ScratchDatabase::drop_now`].
+/// A database created for one run (the benchmark's tiers, a unit test) on the server of an
+/// admin URL, dropped when this is dropped (on a thread of its own: callers are inside a
+/// runtime).
 pub(crate) struct ScratchDatabase {
     admin: String,
     name: String,
@@ -303,14 +304,23 @@ impl ScratchDatabase {
     pub(crate) fn url(&self) -> &str {
         &self.url
     }
+}
 
-    /// Drops it (connections still open to it are closed).
-    pub(crate) async fn drop_now(self) -> Result<()> {
-        execute(
-            &self.admin,
-            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-        )
-        .await
+impl Drop for ScratchDatabase {
+    fn drop(&mut self) {
+        let admin = self.admin.clone();
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        let dropped = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(Error::from)
+                .and_then(|rt| rt.block_on(execute(&admin, &sql)))
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            tracing::warn!(database = %self.name, "could not drop the scratch database");
+        }
     }
 }
 
