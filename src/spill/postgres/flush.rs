@@ -24,9 +24,8 @@ impl Pg {
     pub(crate) async fn apply(&self, batch: &Batch) -> Result<Option<Applied>> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        // A paused old owner may hold the cursor row locked: wait a second at most, then
-        // this partition's pass fails and is retried (the others go on meanwhile).
-        tx.batch_execute("SET LOCAL lock_timeout = '1s'").await?;
+        // A paused old owner may hold the cursor row locked: the connection's lock_timeout
+        // (`client_config`) bounds the wait, then this partition's pass fails and is retried.
         let p = batch.partition as i64;
         tx.execute(
             "INSERT INTO cursors (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING",
@@ -558,5 +557,30 @@ mod tests {
             .unwrap();
         let (n, wal, token): (i64, String, i64) = (row.get(0), row.get(1), row.get(2));
         assert_eq!((n, wal.as_str(), token), (1, "1-0", 2));
+    }
+
+    #[tokio::test]
+    async fn a_paused_owner_holding_the_cursor_row_fails_its_successors_batch_instead_of_hanging() {
+        let db = database().await;
+        let pg = Pg::open(db.url(), &Namespace::default(), true)
+            .await
+            .unwrap();
+        assert!(pg
+            .apply(&batch(1, "0-0", vec![msg("1-0", "s", 1)]))
+            .await
+            .unwrap()
+            .is_some());
+        // The old owner, paused inside its transaction with the cursor row locked.
+        let mut paused = pg.client().await.unwrap();
+        let held = paused.transaction().await.unwrap();
+        held.execute("SELECT 1 FROM cursors WHERE partition = 0 FOR UPDATE", &[])
+            .await
+            .unwrap();
+        let err = pg
+            .apply(&batch(2, "1-0", vec![msg("2-0", "s", 2)]))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("55P03"), "{err}");
+        drop(held);
     }
 }

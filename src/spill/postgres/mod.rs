@@ -260,12 +260,17 @@ fn client_config(
         .parse()
         .map_err(|e| Error::postgres(format!("{redacted}: not a PostgreSQL URL ({e})")))?;
     config.ssl_mode(ssl.wire());
-    // A daemon paused inside a transaction (SIGSTOP, a frozen VM) would hold its partition's
-    // cursor row for good: the server ends such a session after a minute, unless the URL
-    // sets its own options.
-    if config.get_options().is_none() {
-        config.options("-c idle_in_transaction_session_timeout=60000");
-    }
+    // A daemon paused inside a transaction (SIGSTOP, a frozen VM) holds its partition's
+    // cursor row: its successor waits a second at most for a lock (then that partition's
+    // pass fails and is retried; migrations lift this for their advisory lock), and the
+    // server ends the paused session after a minute. Set per connection, so no statement
+    // of the flush pays for it; the URL's own options come first.
+    const SESSION: &str = "-c lock_timeout=1000 -c idle_in_transaction_session_timeout=60000";
+    let options = match config.get_options() {
+        Some(own) => format!("{own} {SESSION}"),
+        None => SESSION.to_string(),
+    };
+    config.options(&options);
     Ok((config, tls::connector(ssl, root.as_ref())?))
 }
 
@@ -359,6 +364,8 @@ async fn migrate_schema(client: &mut deadpool_postgres::Client) -> Result<()> {
         .or_else(ignore_concurrent_create)?;
     for (i, sql) in MIGRATIONS.iter().enumerate() {
         let tx = client.transaction().await?;
+        // Another process may be migrating: wait for it however long it takes.
+        tx.batch_execute("SET LOCAL lock_timeout = 0").await?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .await?;
         let current: i64 = tx
