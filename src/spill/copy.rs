@@ -52,7 +52,9 @@ pub struct TableCount {
 /// What the reading thread sends: a table's row count, or a chunk of its rows (columns in
 /// the target's order).
 enum Read {
-    Table(&'static str, u64),
+    /// The next table of [`TABLES`] and its row count.
+    Table(u64),
+    /// Rows of the current table.
     Rows(Vec<Vec<Value>>),
 }
 
@@ -78,38 +80,37 @@ pub async fn sqlite_to_postgres(
         .collect();
     let (tx, mut rx) = mpsc::channel::<Result<Read>>(4);
     let reader = tokio::task::spawn_blocking(move || read_all(conn, &names, &tx));
-    let mut counts = Vec::new();
-    let mut current: Option<(usize, u64, u64)> = None; // (table index, total, done)
+    // The tables arrive in order: `counts[i]` is TABLES[i]'s total, the last one the table
+    // being copied.
+    let mut counts: Vec<u64> = Vec::new();
+    let mut done = 0;
     while let Some(read) = rx.recv().await {
         match read? {
-            Read::Table(table, total) => {
-                if let Some((i, _, _)) = current.take() {
-                    finish_table(&pg, TABLES[i]).await?;
+            Read::Table(total) => {
+                if let Some(previous) = counts.len().checked_sub(1) {
+                    finish_table(&pg, TABLES[previous]).await?;
                 }
-                let i = TABLES.iter().position(|t| *t == table).unwrap_or_default();
-                counts.push((table, total));
-                progress(table, total, 0);
-                current = Some((i, total, 0));
+                counts.push(total);
+                done = 0;
+                progress(TABLES[counts.len() - 1], total, 0);
             }
             Read::Rows(rows) => {
-                let Some((i, total, done)) = current.as_mut() else {
-                    continue;
-                };
-                *done += rows.len() as u64;
-                insert_chunk(&pg, TABLES[*i], &columns[*i], rows).await?;
-                progress(TABLES[*i], *total, *done);
+                let i = counts.len() - 1;
+                done += rows.len() as u64;
+                insert_chunk(&pg, TABLES[i], &columns[i], rows).await?;
+                progress(TABLES[i], counts[i], done);
             }
         }
     }
     reader
         .await
         .map_err(|e| Error::sqlite(format!("reading thread failed: {e}")))?;
-    if let Some((i, _, _)) = current {
-        finish_table(&pg, TABLES[i]).await?;
+    if let Some(last) = counts.len().checked_sub(1) {
+        finish_table(&pg, TABLES[last]).await?;
     }
     let client = pg.client().await?;
     let mut out = Vec::new();
-    for (table, source) in counts {
+    for (table, source) in TABLES.iter().copied().zip(counts) {
         let target: i64 = client
             .query_one(&format!("SELECT count(*) FROM {table}"), &[])
             .await?
@@ -193,10 +194,7 @@ fn read_all(mut conn: Connection, names: &[Vec<String>], out: &mpsc::Sender<Resu
         for (table, cols) in TABLES.iter().zip(names) {
             let total: i64 =
                 tx.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
-            if out
-                .blocking_send(Ok(Read::Table(table, total as u64)))
-                .is_err()
-            {
+            if out.blocking_send(Ok(Read::Table(total as u64))).is_err() {
                 return Ok(());
             }
             let mut stmt = tx.prepare(&format!("SELECT {} FROM {table}", cols.join(", ")))?;

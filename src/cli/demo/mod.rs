@@ -229,16 +229,18 @@ fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) -> Vec<String> {
         prefix,
         ..
     } = sc;
-    let shell = match Location::of(db) {
-        Location::Sqlite(_) => "sqlite3",
-        Location::Postgres(_) => "psql",
-    };
-    let (state, content) = match Location::of(db) {
+    // The shell of the tier, and how it reads a field of a stored message's JSON.
+    let (shell, state, content) = match Location::of(db) {
         Location::Sqlite(_) => (
+            "sqlite3",
             "json_extract(element,'$.state')",
             "json_extract(element,'$.content')",
         ),
-        Location::Postgres(_) => ("element::json->>'state'", "element::json->>'content'"),
+        Location::Postgres(_) => (
+            "psql",
+            "element::json->>'state'",
+            "element::json->>'content'",
+        ),
     };
     let flag = if shell == "psql" { " -c" } else { "" };
     let db = sh_quote(&db.display().to_string());
