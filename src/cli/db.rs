@@ -2,6 +2,7 @@
 //! PostgreSQL (`spill::copy`), with a progress bar per table and a row-count comparison.
 
 use crate::spill::copy;
+use crate::spill::durable::Location;
 use crate::{Error, Result};
 
 use super::{print_json, Global};
@@ -30,7 +31,7 @@ pub async fn run(global: &Global, cmd: DbCmd) -> Result<()> {
         )));
     }
     let source = global.db();
-    if crate::spill::postgres::is_url(&source.to_string_lossy()) {
+    if let Location::Postgres(_) = Location::of(&source) {
         return Err(Error::InvalidInput(
             "--db names PostgreSQL already: db copy reads a SQLite file (--db PATH)".into(),
         ));
@@ -71,7 +72,7 @@ pub async fn run(global: &Global, cmd: DbCmd) -> Result<()> {
     eprintln!(
         "copied {rows} rows in {} tables into {}; every table's count matches — start the daemon on it: agentstate spill --db URL",
         counts.len(),
-        crate::spill::postgres::redact(&to)
+        crate::address::redacted_db(&to)
     );
     Ok(())
 }

@@ -47,7 +47,7 @@ impl<'a> Location<'a> {
     pub fn display(&self) -> String {
         match self {
             Location::Sqlite(path) => path.display().to_string(),
-            Location::Postgres(url) => postgres::redact(url),
+            Location::Postgres(url) => crate::address::redacted_db(url),
         }
     }
 }

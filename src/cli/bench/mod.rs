@@ -24,6 +24,7 @@ mod spill;
 mod tiers;
 
 use crate::redis_server::RedisServer;
+use crate::spill::durable::Location;
 use crate::{Config, Error, Result, Store};
 use clap::Args;
 use harness::{Options, Report};
@@ -51,9 +52,9 @@ pub struct BenchArgs {
 /// Runs on `--redis` when given (prefix `asbench` unless --prefix is set), else on a private
 /// redis-server so the figures are not disturbed by other clients.
 pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
-    let durable = global.db.as_ref().and_then(|db| {
-        let db = db.to_string_lossy().into_owned();
-        crate::spill::postgres::is_url(&db).then_some(db)
+    let durable = global.db.as_ref().and_then(|db| match Location::of(db) {
+        Location::Postgres(url) => Some(url.to_string()),
+        Location::Sqlite(_) => None,
     });
     if args.tiers_only && durable.is_none() {
         return Err(Error::InvalidInput(

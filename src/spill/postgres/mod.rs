@@ -151,16 +151,11 @@ pub fn is_url(db: &str) -> bool {
     db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
-/// `url` with the password (`user:password@`) replaced by `***`.
-pub fn redact(url: &str) -> String {
-    crate::address::redacted_db(url)
-}
-
 impl Pg {
     /// Connects (one connection up front, so a wrong address, password or database fails
     /// here, in one line), then migrates when `migrate` and checks the namespace.
     pub(crate) async fn open(url: &str, ns: &Namespace, migrate: bool) -> Result<Pg> {
-        let redacted = redact(url);
+        let redacted = crate::address::redacted_db(url);
         let (config, connector) = client_config(url, &redacted)?;
         let manager = Manager::from_config(
             config,
@@ -331,7 +326,7 @@ impl Drop for ScratchDatabase {
 
 /// Runs `sql` on a connection of its own to `url`.
 async fn execute(url: &str, sql: &str) -> Result<()> {
-    let redacted = redact(url);
+    let redacted = crate::address::redacted_db(url);
     let (config, connector) = client_config(url, &redacted)?;
     let (client, connection) = config
         .connect(connector)
