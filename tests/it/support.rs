@@ -408,11 +408,7 @@ impl TestEnv {
                     .unwrap();
                 rows.map(Result::unwrap).collect()
             }
-            Durable::Postgres(pg) => pg
-                .rows(&bind_literal(sql, arg))
-                .into_iter()
-                .map(|r| r.into_iter().map(Option::unwrap_or_default).collect())
-                .collect(),
+            Durable::Postgres(pg) => pg.text_rows(&bind_literal(sql, arg)),
         }
     }
 
@@ -853,6 +849,14 @@ impl PgDatabase {
     /// Every row of `sql` (simple protocol), each column as text or NULL.
     pub fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
         pg_rows(&self.url, sql)
+    }
+
+    /// Every row of `sql`, each column as text (NULL as "").
+    pub fn text_rows(&self, sql: &str) -> Vec<Vec<String>> {
+        self.rows(sql)
+            .into_iter()
+            .map(|r| r.into_iter().map(Option::unwrap_or_default).collect())
+            .collect()
     }
 }
 

@@ -23,13 +23,6 @@ fn dump(rows: impl Fn(&str) -> Vec<Vec<String>>) -> Vec<(String, Vec<Vec<String>
         .collect()
 }
 
-fn pg_text(pg: &PgDatabase, sql: &str) -> Vec<Vec<String>> {
-    pg.rows(sql)
-        .into_iter()
-        .map(|r| r.into_iter().map(Option::unwrap_or_default).collect())
-        .collect()
-}
-
 /// A SQLite durable tier with a row in every table.
 async fn everything_flushed(t: &TestEnv) {
     rich_session(&t.store, "rich").await;
@@ -80,7 +73,7 @@ async fn a_copy_holds_every_row_and_the_daemon_resumes_from_its_cursors() {
         "{out:?}"
     );
     let sqlite = dump(|sql| t.durable_rows(sql, ""));
-    assert_eq!(dump(|sql| pg_text(&pg, sql)), sqlite);
+    assert_eq!(dump(|sql| pg.text_rows(sql)), sqlite);
 
     // Agents go on; a daemon on PostgreSQL commits only what SQLite had not.
     let on_pg = TestEnv {
@@ -119,7 +112,7 @@ async fn a_copy_run_again_after_an_interruption_duplicates_nothing() {
     everything_flushed(&t).await;
     let pg = PgDatabase::create();
     assert_eq!(copy_to(&t, &pg.url).code, 0);
-    let whole = dump(|sql| pg_text(&pg, sql));
+    let whole = dump(|sql| pg.text_rows(sql));
     // What an interruption leaves: some tables part-copied, the later ones not at all.
     pg.rows(
         "DELETE FROM messages WHERE seq > 3; DELETE FROM checkpoints WHERE seq > 1;
@@ -127,13 +120,12 @@ async fn a_copy_run_again_after_an_interruption_duplicates_nothing() {
     );
     let again = copy_to(&t, &pg.url);
     assert_eq!(again.code, 0, "{again:?}");
-    assert_eq!(dump(|sql| pg_text(&pg, sql)), whole);
+    assert_eq!(dump(|sql| pg.text_rows(sql)), whole);
     // And once more over a complete copy: nothing changes.
     assert_eq!(copy_to(&t, &pg.url).code, 0);
-    assert_eq!(dump(|sql| pg_text(&pg, sql)), whole);
+    assert_eq!(dump(|sql| pg.text_rows(sql)), whole);
     // The checkpoints' identity goes on above the copied seqs.
-    let next: Vec<Vec<String>> = pg_text(
-        &pg,
+    let next = pg.text_rows(
         "SELECT nextval(pg_get_serial_sequence('checkpoints', 'seq')) > max(seq) FROM checkpoints",
     );
     assert_eq!(next, [["t"]]);
@@ -147,12 +139,12 @@ async fn a_target_holding_another_namespace_is_refused_and_left_alone() {
     // Another namespace's daemon has written the target.
     let other = t.cli(&["--prefix", "other", "--db", &pg.url, "spill", "--once"]);
     assert_eq!(other.code, 0, "{other:?}");
-    let before = dump(|sql| pg_text(&pg, sql));
+    let before = dump(|sql| pg.text_rows(sql));
     let out = copy_to(&t, &pg.url);
     let err = out.runtime_error();
     assert!(
         err.contains("prefix \"other\"") && err.contains("\"as\""),
         "{err}"
     );
-    assert_eq!(dump(|sql| pg_text(&pg, sql)), before, "nothing was written");
+    assert_eq!(dump(|sql| pg.text_rows(sql)), before, "nothing was written");
 }
