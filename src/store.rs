@@ -245,12 +245,8 @@ impl Store {
         if let Backend::Single { .. } = self.inner.backend {
             return Ok(vec![self.conn().await?]);
         }
-        let mut out = Vec::new();
-        for url in self.inner.backend.master_urls().await? {
-            let conn = crate::connection::open_node(&url, self.config().response_timeout).await?;
-            out.push(Connection::Node(conn));
-        }
-        Ok(out)
+        let own = self.own_master_connections().await?;
+        Ok(own.into_iter().map(Connection::Node).collect())
     }
 
     /// A connection of its own to every master (the one node, or each master of the
