@@ -172,36 +172,77 @@ end
 
 
 -- Writes message `tail` (see bad_message_body) as seq `seq` of the session whose keys are
--- k[1..9]: its list element and its wal entry (k[9]), and, when `idem` is not '', the
--- idempotency key in k[5] and on the entry. The one implementation of an append's writes:
--- append_one (append_message.lua, a session_batch.lua item) and append_messages.lua call it
--- once their checks passed; the caller advances next_seq and refreshes the TTLs. `created`
--- (nil or a list) gains the key indexes this call created, for refresh_ttl. Returns the wal
--- entry id and `created`.
-local function write_message(k, sid, seq, tail, idem, now_text, created)
+-- k[1..9]: its list element and its wal record, and, when `idem` is not '', the idempotency
+-- key in k[5] and on the record. The one implementation of an append's writes: append_one
+-- (append_message.lua, a session_batch.lua item), append_messages.lua and
+-- append_checkpointed.lua call it once their checks passed; the caller advances next_seq and
+-- refreshes the TTLs. `created` (nil or a list) gains the key indexes this call created, for
+-- refresh_ttl. `log` nil: the record is its own wal entry (XADD to k[9]), whose id is
+-- returned; a table: the record {sid, element, idem} is added to it for log_messages to
+-- write with the others of a batch (nil returned). Returns the wal entry id and `created`.
+local function write_message(k, sid, seq, tail, idem, now_text, created, log)
   local element = message_element(seq, 'active', now_text, tail)
   if redis.call('RPUSH', k[3], element) == 1 then
     created = created or {}
     table.insert(created, 3)
   end
+  if idem ~= '' then
+    redis.call('HSET', k[5], idem, seq)
+    created = created or {}
+    table.insert(created, 5)
+  end
+  if log then
+    log[#log + 1] = {sid, element, idem}
+    return nil, created
+  end
   if idem == '' then
     return redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element), created
   end
-  redis.call('HSET', k[5], idem, seq)
-  created = created or {}
-  table.insert(created, 5)
   return redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem), created
+end
+
+-- Writes the `msg` records `log` gathered (write_message's {sid, element, idem}, in order) as
+-- ONE entry of the wal stream `wal`, and returns its id. One record is a classic entry (op,
+-- id, d, k); several are one entry of op `batch` whose d is the JSON array of the records,
+-- each {"op":"msg","id":sid,"k":idem (when there is one),"d":element}, in order (see
+-- ARCHITECTURE.md, "wal records"). The array is built by one table.concat of its pieces: no
+-- string is made per record.
+local function log_messages(wal, log)
+  if #log == 1 then
+    local r = log[1]
+    if r[3] == '' then
+      return redis.call('XADD', wal, '*', 'op', 'msg', 'id', r[1], 'd', r[2])
+    end
+    return redis.call('XADD', wal, '*', 'op', 'msg', 'id', r[1], 'd', r[2], 'k', r[3])
+  end
+  local parts, n = {}, 0
+  for i, r in ipairs(log) do
+    parts[n + 1] = i == 1 and '[{"op":"msg","id":"' or ',{"op":"msg","id":"'
+    parts[n + 2] = r[1]
+    if r[3] == '' then
+      parts[n + 3] = '","d":'
+    else
+      parts[n + 3] = '","k":"' .. r[3] .. '","d":'
+    end
+    parts[n + 4] = r[2]
+    parts[n + 5] = '}'
+    n = n + 5
+  end
+  parts[n + 1] = ']'
+  return redis.call('XADD', wal, '*', 'op', 'batch', 'd', table.concat(parts))
 end
 
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
 -- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
 -- so a failed item wrote nothing; the call's shape (`limit` a whole number, bad_limit) is
 -- the caller's to check first (the lone script, or the batch for every item at once).
--- `now`, `now_text` are the script's clock().
--- Returns {seq, wal entry id ('' for a repeat), '1' if a repeat else '0'}, all three as
--- text (the batch joins them into its text reply; a number would be formatted by %.14g),
--- or an error reply NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
-local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
+-- `now`, `now_text` are the script's clock(); `log` as for write_message (a batch gathers
+-- its records and writes one wal entry per partition at its end).
+-- Returns {seq, wal entry id ('' for a repeat; nil when `log` took the record), '1' if a
+-- repeat else '0'}, all three as text (the batch joins them into its text reply; a number
+-- would be formatted by %.14g), or an error reply NO_SESSION / TOO_LARGE / BAD_INPUT /
+-- CONFLICT <expected> <next seq>.
+local function append_one(k, sid, tail, idem, expected, limit, now, now_text, log)
   local bad = bad_message_body(tail, limit)
   if bad then
     return bad
@@ -221,7 +262,7 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text)
   if expected ~= '' and expected ~= meta[1] then
     return fail('CONFLICT', expected .. ' ' .. meta[1])
   end
-  local id, created = write_message(k, sid, meta[1], tail, idem, now_text, nil)
+  local id, created = write_message(k, sid, meta[1], tail, idem, now_text, nil, log)
   redis.call('HSET', k[1], 'next_seq', meta[1] + 1, 'updated_at', now_text)
   refresh_ttl(k, nil, now, meta[2], created)
   return {meta[1], id, '0'}

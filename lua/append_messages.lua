@@ -1,13 +1,14 @@
 --[[
   append_messages: append several messages in one atomic step (consecutive seqs, nothing of
-  another writer in between); log each to the wal as append_message does.
+  another writer in between); their records go to ONE wal entry (op `batch` when there are
+  several, see log_messages in _prelude).
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
   ARGV[2] expected seq of the first message or '' (the seq the caller believes comes next)
   ARGV[3] size limit of one message body, bytes
   ARGV[4..] message bodies: JSON objects without seq/state/created_at (validated by the
             caller), each without its opening brace (see bad_message_body in _prelude)
-  Returns: {first seq, last wal entry id}
+  Returns: {first seq, the wal entry id}
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check (of every body) runs before the first write. Each message is written
@@ -35,11 +36,12 @@ if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= first then
   return fail('CONFLICT', ARGV[2] .. ' ' .. first)
 end
 local now, now_text = clock()
-local seq, id, created = first, '', nil
+local seq, created, log = first, nil, {}
 for i = 4, #ARGV do
-  id, created = write_message(KEYS, ARGV[1], seq, ARGV[i], '', now_text, created)
+  created = select(2, write_message(KEYS, ARGV[1], seq, ARGV[i], '', now_text, created, log))
   seq = seq + 1
 end
+local id = log_messages(KEYS[9], log)
 redis.call('HSET', KEYS[1], 'next_seq', seq, 'updated_at', now_text)
 refresh_ttl(KEYS, meta[2], now, meta[3], created)
 return {first, id}

@@ -22,6 +22,10 @@
   Errors:  BAD_INPUT for a malformed call (an op it does not know, an item short of its
   arguments, KEYS that do not match the items, a size limit that is not a whole number, a
   working-state op other than set/del/clear): the whole batch is refused, nothing written.
+  Wal: the appends' records go to ONE entry per wal stream (per partition), written after
+  every item ran, in item order: an entry of op `batch` when it holds several (see
+  log_messages in _prelude); every appended item's reply names that entry's id. A failed or
+  repeated item has no record in it.
   Invariant: items of one session run in item order (gapless seqs, versions); one TIME
   for the whole batch.
   Atomic: every item's arguments are checked before the first write of any item (issue 29:
@@ -56,7 +60,10 @@ do
   end
 end
 local now, now_text = clock()
-local lines = {}
+-- The wal records of the batch's appends, per wal stream (a single node's batch spans
+-- partitions), in first-use order: each becomes ONE wal entry at the end (log_messages).
+local logs, wals = {}, {}
+local lines, pending = {}, {}
 local a, base = 1, 0
 while a <= #ARGV do
   local op, r = ARGV[a], nil
@@ -70,9 +77,21 @@ while a <= #ARGV do
     base = base + 9
   end
   if op == 'append' then
+    local log = logs[k[9]]
+    if not log then
+      log = {}
+      logs[k[9]] = log
+      wals[#wals + 1] = k[9]
+    end
     r = append_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], now,
-      now_text)
+      now_text, log)
     a = a + 6
+    if not r.err and r[3] == '0' then
+      -- written: its line waits for its wal entry's id
+      lines[#lines + 1] = false
+      pending[#lines] = {r[1], k[9]}
+      r = nil
+    end
   elseif op == 'decision' then
     r = decision_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
       ARGV[a + 6], now, now_text)
@@ -82,12 +101,23 @@ while a <= #ARGV do
       ARGV[a + 6], now, now_text)
     a = a + 7
   end
-  if type(r) ~= 'table' then
+  if r == nil then
+    -- an append whose line is written below
+  elseif type(r) ~= 'table' then
     lines[#lines + 1] = '1 ' .. r
   elseif r.err then
     lines[#lines + 1] = '0 ' .. r.err
   else
     lines[#lines + 1] = '1 ' .. table.concat(r, ' ')
   end
+end
+local ids = {}
+for _, wal in ipairs(wals) do
+  if #logs[wal] > 0 then
+    ids[wal] = log_messages(wal, logs[wal])
+  end
+end
+for i, p in pairs(pending) do
+  lines[i] = '1 ' .. p[1] .. ' ' .. ids[p[2]] .. ' 0'
 end
 return table.concat(lines, '\n')

@@ -135,11 +135,17 @@ impl WalOp {
     }
 }
 
-/// One `wal` entry: fields `op`, `id` (session id, or user id for user and round records),
-/// `d` (JSON) and, for messages with an idempotency key, `k`.
+/// The `op` of a wal entry that holds several records (`lua/_prelude.lua::log_messages`).
+pub const BATCH_OP: &str = "batch";
+
+/// One record of the `wal`: what one write did. An entry holds one record in fields `op`,
+/// `id` (session id, or user id for user and round records), `d` (JSON) and, for messages
+/// with an idempotency key, `k`; or, with `op` = [`BATCH_OP`], several: `d` is then the JSON
+/// array of the records in order, each `{"op", "id", "k"?, "d"}` (`d` the record's JSON
+/// itself, not a string of it). See ARCHITECTURE.md, "wal records".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalRecord<'a> {
-    /// Stream entry id.
+    /// Stream entry id (shared by the records of one entry).
     pub entry_id: &'a str,
     /// What happened; `None` for an op this build does not know (skipped with a warning).
     pub op: Option<WalOp>,
@@ -153,20 +159,47 @@ pub struct WalRecord<'a> {
     pub idem_key: Option<&'a str>,
 }
 
+/// A record inside a batch entry's `d`.
+#[derive(serde::Deserialize)]
+struct BatchedRecord<'a> {
+    op: &'a str,
+    id: &'a str,
+    #[serde(default)]
+    k: Option<&'a str>,
+    #[serde(borrow)]
+    d: &'a serde_json::value::RawValue,
+}
+
 impl<'a> WalRecord<'a> {
-    /// Parses a wal entry; a missing field is an error naming the entry.
-    pub fn parse(entry: &'a Entry) -> Result<WalRecord<'a>> {
+    /// The records of a wal entry, in order (one for a classic entry, the array's for a
+    /// batch); a missing field or a batch that does not parse is an error naming the entry.
+    pub fn parse_entry(entry: &'a Entry) -> Result<Vec<WalRecord<'a>>> {
         let (id, fields) = entry;
         let field = |name: &str| required(id, fields, name);
         let op_text = field("op")?;
-        Ok(WalRecord {
+        if op_text == BATCH_OP {
+            let records: Vec<BatchedRecord<'a>> = serde_json::from_str(field("d")?)
+                .map_err(|e| Error::InvalidInput(format!("entry {id}: batch: {e}")))?;
+            return Ok(records
+                .into_iter()
+                .map(|r| WalRecord {
+                    entry_id: id,
+                    op: WalOp::parse(r.op),
+                    op_text: r.op,
+                    subject: r.id,
+                    d: r.d.get(),
+                    idem_key: r.k,
+                })
+                .collect());
+        }
+        Ok(vec![WalRecord {
             entry_id: id,
             op: WalOp::parse(op_text),
             op_text,
             subject: field("id")?,
             d: field("d")?,
             idem_key: fields.get("k").map(String::as_str),
-        })
+        }])
     }
 }
 
@@ -271,15 +304,45 @@ mod tests {
                 .map(|(a, b)| (a.to_string(), b.to_string()))
                 .collect();
         let entry = ("1-0".to_string(), fields);
-        let r = WalRecord::parse(&entry).unwrap();
+        let r = WalRecord::parse_entry(&entry).unwrap();
         assert_eq!(
-            (r.op, r.subject, r.idem_key),
-            (Some(WalOp::Msg), "s1", Some("r1"))
+            r.iter()
+                .map(|r| (r.op, r.subject, r.idem_key))
+                .collect::<Vec<_>>(),
+            [(Some(WalOp::Msg), "s1", Some("r1"))]
         );
         let mut broken = entry.clone();
         broken.1.remove("d");
-        let err = WalRecord::parse(&broken).unwrap_err().to_string();
+        let err = WalRecord::parse_entry(&broken).unwrap_err().to_string();
         assert!(err.contains("entry 1-0 has no field d"), "{err}");
+    }
+
+    /// A batch entry's records come out in order, each with its own subject, key and JSON
+    /// (the raw text of `d`, as a classic entry's field holds it).
+    #[test]
+    fn batch_entries_hold_their_records_in_order() {
+        let d = r#"[{"op":"msg","id":"s1","d":{"seq":1,"x":[1,2]}},{"op":"msg","id":"s2","k":"r9","d":{"seq":4}}]"#;
+        let fields: HashMap<String, String> = [("op", BATCH_OP), ("d", d)]
+            .into_iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let entry = ("7-1".to_string(), fields);
+        let records = WalRecord::parse_entry(&entry).unwrap();
+        let seen: Vec<_> = records
+            .iter()
+            .map(|r| (r.entry_id, r.op, r.subject, r.idem_key, r.d))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("7-1", Some(WalOp::Msg), "s1", None, r#"{"seq":1,"x":[1,2]}"#),
+                ("7-1", Some(WalOp::Msg), "s2", Some("r9"), r#"{"seq":4}"#),
+            ]
+        );
+        let mut broken = entry.clone();
+        broken.1.insert("d".into(), "[{\"op\":\"msg\"}]".into());
+        let err = WalRecord::parse_entry(&broken).unwrap_err().to_string();
+        assert!(err.contains("entry 7-1: batch"), "{err}");
     }
 
     /// Every op a script in `lua/` writes to the wal is one the flusher knows (an unknown
@@ -294,7 +357,12 @@ mod tests {
             for part in text.split("'op', '").skip(1) {
                 written.insert(part.split('\'').next().unwrap().to_string());
             }
+            // the records of a batch entry (log_messages)
+            for part in text.split("{\"op\":\"").skip(1) {
+                written.insert(part.split('"').next().unwrap().to_string());
+            }
         }
+        assert!(written.remove(BATCH_OP), "no script writes a batch entry");
         let known: std::collections::BTreeSet<String> =
             WalOp::ALL.iter().map(|o| o.as_str().to_string()).collect();
         assert_eq!(written, known);

@@ -288,7 +288,10 @@ async fn one_batch_returns_each_caller_its_own_outcome() {
 }
 
 /// `session_batch.lua` itself: each item's error comes back as its `CODE detail` text in its
-/// place, its session untouched, and the items around it are applied.
+/// place, its session untouched, and the items around it are applied. The appends it applied
+/// are ONE wal entry (op `batch`) holding exactly their records in item order, the bad
+/// message, the conflict and the idempotent repeat none, and each applied append's reply
+/// names that entry.
 #[tokio::test]
 async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items() {
     let t = env().await;
@@ -326,8 +329,11 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
         scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(3), 64),
         scripts::record_decision(s.keys(), s.keys().session(ghost), ghost, &decision),
         scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(0), 64),
-        item(y, r#"{"role":"user","content":"y1"}"#, None, Some(1)),
+        item(y, r#"{"role":"user","content":"y1"}"#, Some("k2"), Some(1)),
     ];
+    let p = s.keys().session(x).partition;
+    let wal_before: Vec<(String, BTreeMap<String, String>)> =
+        t.cmd(&["XRANGE", &s.keys().wal(p), "-", "+"]);
     let refs: Vec<&BatchItem> = items.iter().collect();
     let mut conn = s.conn().await.unwrap();
     let text: String = scripts::session_batch(&refs).run(&mut conn).await.unwrap();
@@ -344,29 +350,45 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
                 let [seq, id, repeat] =
                     <[&str; 3]>::try_from(values.split(' ').collect::<Vec<_>>())
                         .unwrap_or_else(|v| panic!("three values, not {v:?}"));
-                format!("seq {seq} logged {} repeat {repeat}", !id.is_empty())
+                let logged = if id.is_empty() { "nothing" } else { id };
+                format!("seq {seq} logged {logged} repeat {repeat}")
             }
             Some(("1", version)) => format!("version {version}"),
             _ => panic!("unexpected item line {line:?}"),
         })
         .collect();
+    let wal: Vec<(String, BTreeMap<String, String>)> =
+        t.cmd(&["XRANGE", &s.keys().wal(p), "-", "+"]);
+    assert_eq!(wal.len(), wal_before.len() + 1, "one new wal entry");
+    let (entry, fields) = wal.last().unwrap();
+    let element = |sid: &str, i: i64| -> String {
+        t.cmd(&["LINDEX", &s.keys().session(sid).msgs, &i.to_string()])
+    };
+    let want_d = format!(
+        r#"[{{"op":"msg","id":"{x}","d":{}}},{{"op":"msg","id":"{y}","k":"k2","d":{}}}]"#,
+        element(x, 1),
+        element(y, 0)
+    );
+    assert_eq!(
+        fields,
+        &BTreeMap::from([("op".into(), "batch".into()), ("d".into(), want_d)])
+    );
     assert_eq!(
         shown,
         [
-            "seq 2 logged true repeat 0",
+            &format!("seq 2 logged {entry} repeat 0"),
             "BAD_INPUT message body must be a non-empty JSON object",
             "TOO_LARGE 67 64",
             "CONFLICT 4 1",
-            "seq 1 logged false repeat 1",
+            "seq 1 logged nothing repeat 1",
             &format!("NO_SESSION {ghost}"),
             "CONFLICT 3 0",
             &format!("NO_SESSION {ghost}"),
             "version 1",
-            "seq 1 logged true repeat 0",
+            &format!("seq 1 logged {entry} repeat 0"),
         ]
     );
     assert_eq!(t.hash(&s.keys().session(y).work)["k"], "1");
-    let p = s.keys().session(x).partition;
     assert!(t.hash(&s.keys().open_decisions(p)).is_empty());
     let decisions: i64 = t.cmd(&["XLEN", &s.keys().decisions(p)]);
     assert_eq!(decisions, 0);

@@ -203,18 +203,28 @@ impl TestEnv {
         cli_command_at(&self.server.url(), self.server.dir())
     }
 
-    /// Every wal record `(op, id, d)` of every partition, each partition in stream order.
+    /// Every wal record `(op, id, d)` of every partition, each partition in stream order (the
+    /// records of a `batch` entry in their order, `d` as compact JSON text).
     pub fn wal_records(&self) -> Vec<(String, String, String)> {
         let mut out = Vec::new();
         for p in 0..self.store.keys().partitions() {
             let entries: Vec<(String, BTreeMap<String, String>)> =
                 self.cmd(&["XRANGE", &self.store.keys().wal(p), "-", "+"]);
             for (_, mut fields) in entries {
-                out.push((
-                    fields.remove("op").unwrap(),
-                    fields.remove("id").unwrap(),
-                    fields.remove("d").unwrap(),
-                ));
+                let op = fields.remove("op").unwrap();
+                let d = fields.remove("d").unwrap();
+                if op != "batch" {
+                    out.push((op, fields.remove("id").unwrap(), d));
+                    continue;
+                }
+                type Record<'a> = BTreeMap<String, &'a serde_json::value::RawValue>;
+                let records: Vec<Record> = serde_json::from_str(&d).unwrap();
+                let text = |r: &Record, f: &str| -> String {
+                    serde_json::from_str(r[f].get()).unwrap()
+                };
+                for r in &records {
+                    out.push((text(r, "op"), text(r, "id"), r["d"].get().to_string()));
+                }
             }
         }
         out

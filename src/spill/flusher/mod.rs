@@ -53,7 +53,8 @@ impl SpillDaemon {
         // user_set records carry a reference only: read the values they refer to now.
         let wanted: BTreeSet<(String, String)> = wal
             .iter()
-            .filter_map(|e| WalRecord::parse(e).ok())
+            .filter_map(|e| WalRecord::parse_entry(e).ok())
+            .flatten()
             .filter(|r| r.op == Some(WalOp::UserSet))
             .filter_map(|r| {
                 let d: serde_json::Value = serde_json::from_str(r.d).ok()?;

@@ -86,9 +86,10 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Appli
     let mut touched: HashMap<String, i64> = HashMap::new();
     let mut erased = false;
     for entry in &batch.wal {
-        erased |= WalRecord::parse(entry)
-            .and_then(|record| apply_wal(&tx, &record, batch, &mut touched))
-            .map_err(|e| Error::sqlite(format!("wal entry {}: {e}", entry.0)))?;
+        let in_entry = |e: Error| Error::sqlite(format!("wal entry {}: {e}", entry.0));
+        for record in WalRecord::parse_entry(entry).map_err(in_entry)? {
+            erased |= apply_wal(&tx, &record, batch, &mut touched).map_err(in_entry)?;
+        }
     }
     for (id, fields) in &batch.decisions {
         DecisionEntry::parse(id, fields)
@@ -121,7 +122,7 @@ pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Appli
     }))
 }
 
-/// Applies one wal entry; returns true when it deleted user data.
+/// Applies one wal record; returns true when it deleted user data.
 fn apply_wal(
     tx: &Transaction<'_>,
     record: &WalRecord<'_>,

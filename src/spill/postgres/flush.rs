@@ -47,19 +47,20 @@ impl Pg {
         let mut erased = false;
         let mut run: Vec<MsgRow<'_>> = Vec::new();
         for entry in &batch.wal {
-            let record = WalRecord::parse(entry)
-                .map_err(|e| Error::postgres(format!("wal entry {}: {e}", entry.0)))?;
-            if record.op == Some(WalOp::Msg) {
-                let m: Stamped = serde_json::from_str(record.d)
-                    .map_err(|e| Error::postgres(format!("wal entry {}: {e}", entry.0)))?;
-                run.push((record.subject, m.seq, record.d, record.idem_key));
-                touch(&mut touched, record.subject, m.created_at);
-                continue;
+            let in_entry = |e: Error| Error::postgres(format!("wal entry {}: {e}", entry.0));
+            for record in WalRecord::parse_entry(entry).map_err(in_entry)? {
+                if record.op == Some(WalOp::Msg) {
+                    let m: Stamped =
+                        serde_json::from_str(record.d).map_err(|e| in_entry(e.into()))?;
+                    run.push((record.subject, m.seq, record.d, record.idem_key));
+                    touch(&mut touched, record.subject, m.created_at);
+                    continue;
+                }
+                insert_messages(&tx, std::mem::take(&mut run)).await?;
+                erased |= apply_wal(&tx, &record, batch, &mut touched)
+                    .await
+                    .map_err(in_entry)?;
             }
-            insert_messages(&tx, std::mem::take(&mut run)).await?;
-            erased |= apply_wal(&tx, &record, batch, &mut touched)
-                .await
-                .map_err(|e| Error::postgres(format!("wal entry {}: {e}", entry.0)))?;
         }
         insert_messages(&tx, run).await?;
         for (id, fields) in &batch.decisions {
@@ -142,7 +143,7 @@ async fn exec(tx: &Transaction<'_>, sql: &str, params: &[&(dyn ToSql + Sync)]) -
     Ok(tx.execute(&stmt, params).await?)
 }
 
-/// Applies one wal entry but `msg` (see [`insert_messages`]); returns true when it deleted
+/// Applies one wal record but `msg` (see [`insert_messages`]); returns true when it deleted
 /// user data. The statements are SQLite's (`flusher::sqlite`) in PostgreSQL's dialect.
 async fn apply_wal(
     tx: &Transaction<'_>,
