@@ -335,7 +335,13 @@ mod tests {
         assert_eq!(
             seen,
             [
-                ("7-1", Some(WalOp::Msg), "s1", None, r#"{"seq":1,"x":[1,2]}"#),
+                (
+                    "7-1",
+                    Some(WalOp::Msg),
+                    "s1",
+                    None,
+                    r#"{"seq":1,"x":[1,2]}"#
+                ),
                 ("7-1", Some(WalOp::Msg), "s2", Some("r9"), r#"{"seq":4}"#),
             ]
         );

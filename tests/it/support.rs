@@ -219,9 +219,8 @@ impl TestEnv {
                 }
                 type Record<'a> = BTreeMap<String, &'a serde_json::value::RawValue>;
                 let records: Vec<Record> = serde_json::from_str(&d).unwrap();
-                let text = |r: &Record, f: &str| -> String {
-                    serde_json::from_str(r[f].get()).unwrap()
-                };
+                let text =
+                    |r: &Record, f: &str| -> String { serde_json::from_str(r[f].get()).unwrap() };
                 for r in &records {
                     out.push((text(r, "op"), text(r, "id"), r["d"].get().to_string()));
                 }

@@ -101,6 +101,11 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
     assert_eq!(range, [last + 1, 1, last + 1]);
 }
 
+/// At least eight SIGKILLs of the daemon process, at varying instants, under a batched
+/// workload: four sessions of one partition written concurrently through one `Store` (group
+/// commit puts several sessions' appends in one wal entry) and every tenth step three
+/// messages in one `append_many` (one entry of three records). Afterwards every message is
+/// in the durable tier exactly once with its content, and every decision once.
 on_both_backends!(
     repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing
 );
@@ -108,35 +113,50 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
     t: TestEnv,
 ) {
     keep_ledger(&t);
-    let sids: Vec<String> = (0..3).map(|i| format!("kill{i}")).collect();
+    let p = t.store.keys().partition("kill0");
+    let sids: Vec<String> = (0..)
+        .map(|i| format!("kill{i}"))
+        .filter(|sid| t.store.keys().partition(sid) == p)
+        .take(4)
+        .collect();
     for sid in &sids {
         t.store
             .create_session(&NewSession::new().id(sid))
             .await
             .unwrap();
     }
-    let per_session = 300;
-    let writer = {
-        let s = t.store.clone();
-        let sids = sids.clone();
-        tokio::spawn(async move {
-            for i in 0..per_session {
-                for sid in &sids {
-                    s.append(sid, &NewMessage::new("user").content(format!("{i}")))
-                        .await
-                        .unwrap();
+    let per_session: i64 = 300;
+    let message = |seq: i64| NewMessage::new("user").content(format!("{seq}"));
+    let writers: Vec<_> = sids
+        .iter()
+        .enumerate()
+        .map(|(w, sid)| {
+            let (s, sid) = (t.store.clone(), sid.clone());
+            tokio::spawn(async move {
+                let mut seq = 1;
+                while seq <= per_session {
+                    if seq % 10 == 1 && seq + 2 <= per_session {
+                        let three: Vec<_> = (seq..seq + 3).map(message).collect();
+                        let got = s.append_many(&sid, &three, Some(seq as u64)).await.unwrap();
+                        assert_eq!(got, [seq as u64, seq as u64 + 1, seq as u64 + 2]);
+                        seq += 3;
+                    } else {
+                        assert_eq!(s.append(&sid, &message(seq)).await.unwrap(), seq as u64);
+                        seq += 1;
+                    }
+                    if w == 0 && seq % 20 == 0 {
+                        s.record_decision(&sid, &NewDecision::new(format!("d{seq}"), "r"))
+                            .await
+                            .unwrap();
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
                 }
-                if i % 20 == 0 {
-                    s.record_decision(&sids[0], &NewDecision::new(format!("d{i}"), "r"))
-                        .await
-                        .unwrap();
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
+            })
         })
-    };
+        .collect();
+    let writing = || writers.iter().any(|w| !w.is_finished());
     let mut kills = 0;
-    while !writer.is_finished() || kills < 3 {
+    while writing() || kills < 8 {
         let mut child = spill_process(
             &t,
             &["--json", "spill", "--interval-ms", "5", "--lease-ms", "200"],
@@ -159,7 +179,9 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
         child.wait().unwrap();
         kills += 1;
     }
-    writer.await.unwrap();
+    for w in writers {
+        w.await.unwrap();
+    }
     let flushed_by_killed = count(
         &t,
         "SELECT count(*) FROM messages WHERE session_id = ?1",
@@ -190,6 +212,16 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
             [per_session, 1, per_session],
             "{sid} after {kills} kills"
         );
+        let contents: Vec<String> = t
+            .durable_messages(sid)
+            .into_iter()
+            .map(|(_, element)| {
+                let m: serde_json::Value = serde_json::from_str(&element).unwrap();
+                m["content"].as_str().unwrap().to_string()
+            })
+            .collect();
+        let want: Vec<String> = (1..=per_session).map(|seq| seq.to_string()).collect();
+        assert_eq!(contents, want, "{sid}'s contents");
     }
     assert_eq!(
         count(

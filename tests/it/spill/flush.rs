@@ -262,3 +262,115 @@ async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_messag
         .clone();
     assert!(element.contains("three again"), "{element}");
 }
+
+/// A Redis the previous release wrote: every append was a wal entry of its own (fields `op`,
+/// `id`, `d`, and `k` for an idempotency key), batched or not. This build reads that layout
+/// beside its own batch entries: a fixture of such entries (a session's create, the three
+/// appends of one of its batches — one keyed — and a checkpoint), then a batch entry this
+/// build wrote for two sessions, flush in one pass to exactly the rows they hold.
+on_both_backends!(a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries);
+async fn a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries(t: TestEnv) {
+    let s = &t.store;
+    let p = s.keys().partition("old1");
+    let wal = s.keys().wal(p);
+    let xadd = |fields: &[&str]| {
+        let mut args = vec!["XADD", wal.as_str(), "*"];
+        args.extend(fields);
+        let _: String = t.cmd(&args);
+    };
+    let create = r#"{"user_id":"ann","kind":"root","parent":null,"spawn_depth":0,"lifecycle":"ephemeral","status":"active","model":"m1","system_prompt":null,"config":{},"metadata":{"a":1},"ttl":3600,"created_at":1700000000000}"#;
+    xadd(&["op", "session_create", "id", "old1", "d", create]);
+    let element = |seq: i64| {
+        format!(
+            r#"{{"seq":{seq},"state":"active","created_at":170000000{seq}000,"role":"user","content":"old {seq}"}}"#
+        )
+    };
+    let old: Vec<String> = (1..=3).map(element).collect();
+    xadd(&["op", "msg", "id", "old1", "d", &old[0]]);
+    xadd(&["op", "msg", "id", "old1", "d", &old[1], "k", "key2"]);
+    xadd(&["op", "msg", "id", "old1", "d", &old[2]]);
+    let checkpoint = r#"{"id":"c-old","session_id":"old1","label":"default","created_at":1700000004000,"payload":{"step":3}}"#;
+    xadd(&["op", "checkpoint", "id", "old1", "d", checkpoint]);
+
+    // This build's batch entry after them: two sessions of the same partition in one entry.
+    let new: Vec<String> = (0..)
+        .map(|i| format!("new{i}"))
+        .filter(|id| s.keys().partition(id) == p)
+        .take(2)
+        .collect();
+    for sid in &new {
+        s.create_session(&NewSession::new().id(sid)).await.unwrap();
+    }
+    let items: Vec<_> = new
+        .iter()
+        .map(|sid| {
+            let body = format!(r#"{{"role":"user","content":"to {sid}"}}"#);
+            agentstate::internals::scripts::append_item(
+                s.keys().session(sid),
+                sid,
+                &body,
+                Some("kn"),
+                None,
+                1000,
+            )
+        })
+        .collect();
+    let refs: Vec<_> = items.iter().collect();
+    let mut conn = s.conn().await.unwrap();
+    let _: String = agentstate::internals::scripts::session_batch(&refs)
+        .run(&mut conn)
+        .await
+        .unwrap();
+    let entries: Vec<(String, std::collections::BTreeMap<String, String>)> =
+        t.cmd(&["XRANGE", &wal, "-", "+"]);
+    let ops: Vec<&str> = entries.iter().map(|(_, f)| f["op"].as_str()).collect();
+    assert_eq!(
+        ops,
+        [
+            "session_create",
+            "msg",
+            "msg",
+            "msg",
+            "checkpoint",
+            "session_create",
+            "session_create",
+            "batch"
+        ]
+    );
+
+    let report = t.flush().await;
+    assert_eq!(report.wal, 8, "entries: {report:?}");
+    let expected: Vec<(i64, String)> = (1..=3).zip(old.iter().cloned()).collect();
+    assert_eq!(t.durable_messages("old1"), expected);
+    assert_eq!(
+        t.durable_rows(
+            "SELECT seq, coalesce(idem_key, '-') FROM messages WHERE session_id = ?1 ORDER BY seq",
+            "old1"
+        ),
+        [["1", "-"], ["2", "key2"], ["3", "-"]]
+    );
+    assert_eq!(
+        t.durable_rows(
+            "SELECT user_id, kind, model, created_at FROM sessions WHERE id = ?1",
+            "old1"
+        ),
+        [["ann", "root", "m1", "1700000000000"]]
+    );
+    assert_eq!(
+        t.durable_rows(
+            "SELECT id, label, created_at FROM checkpoints WHERE session_id = ?1",
+            "old1"
+        ),
+        [["c-old", "default", "1700000004000"]]
+    );
+    for sid in &new {
+        let live: Vec<String> = t.cmd(&["LRANGE", &s.keys().session(sid).msgs, "0", "-1"]);
+        assert_eq!(live.len(), 1);
+        assert_eq!(t.durable_messages(sid), [(1, live[0].clone())], "{sid}");
+        assert_eq!(
+            t.durable_rows("SELECT idem_key FROM messages WHERE session_id = ?1", sid),
+            [["kn"]]
+        );
+    }
+    assert_eq!(t.flush().await.wal, 0, "a second pass finds nothing");
+}
