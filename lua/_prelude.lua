@@ -177,9 +177,10 @@ end
 -- (append_message.lua, a session_batch.lua item), append_messages.lua and
 -- append_checkpointed.lua call it once their checks passed; the caller advances next_seq and
 -- refreshes the TTLs. `created` (nil or a list) gains the key indexes this call created, for
--- refresh_ttl. `log` nil: the record is its own wal entry (XADD to k[9]), whose id is
--- returned; a table: the record {sid, element, idem} is added to it for log_messages to
--- write with the others of a batch (nil returned). Returns the wal entry id and `created`.
+-- refresh_ttl. `log` nil: the record is a wal entry of its own (XADD to k[9]: op, id, d, k),
+-- whose id is returned; a list: the record is added to it as the field and value it has in a
+-- batch entry (see log_messages), for the caller to write with the others of its batch, and
+-- nil is returned. Returns the wal entry id (or nil) and `created`.
 local function write_message(k, sid, seq, tail, idem, now_text, created, log)
   local element = message_element(seq, 'active', now_text, tail)
   if redis.call('RPUSH', k[3], element) == 1 then
@@ -192,7 +193,12 @@ local function write_message(k, sid, seq, tail, idem, now_text, created, log)
     table.insert(created, 5)
   end
   if log then
-    log[#log + 1] = {sid, element, idem}
+    local n = #log
+    if idem == '' then
+      log[n + 1], log[n + 2] = 'msg ' .. sid .. ' ' .. seq, element
+    else
+      log[n + 1], log[n + 2] = 'msg ' .. sid .. ' ' .. seq .. ' ' .. idem, element
+    end
     return nil, created
   end
   if idem == '' then
@@ -201,35 +207,21 @@ local function write_message(k, sid, seq, tail, idem, now_text, created, log)
   return redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem), created
 end
 
--- Writes the `msg` records `log` gathered (write_message's {sid, element, idem}, in order) as
--- ONE entry of the wal stream `wal`, and returns its id. One record is a classic entry (op,
--- id, d, k); several are one entry of op `batch` whose d is the JSON array of the records,
--- each {"op":"msg","id":sid,"k":idem (when there is one),"d":element}, in order (see
--- ARCHITECTURE.md, "wal records"). The array is built by one table.concat of its pieces: no
--- string is made per record.
+-- Writes the `msg` records `log` gathered (write_message's field/value pairs, in order) as
+-- ONE batch entry of the wal stream `wal` and returns its id: field `op` = `batch`, then per
+-- record the field `msg <sid> <seq>` (`msg <sid> <seq> <idempotency key>` when it has one;
+-- ids and keys hold no spaces) and the stored element as its value (see ARCHITECTURE.md,
+-- "wal records"). Each record costs the XADD two strings that exist already but for its
+-- short field: no copy of an element is made (Redis' Lua GC work grows with every byte a
+-- script allocates). More than 1,000 records (append_messages) go as several entries of
+-- 1,000, in order: unpack() of many more values overflows Lua's C stack. Returns the id of
+-- the last entry.
 local function log_messages(wal, log)
-  if #log == 1 then
-    local r = log[1]
-    if r[3] == '' then
-      return redis.call('XADD', wal, '*', 'op', 'msg', 'id', r[1], 'd', r[2])
-    end
-    return redis.call('XADD', wal, '*', 'op', 'msg', 'id', r[1], 'd', r[2], 'k', r[3])
+  local id
+  for i = 1, #log, 2000 do
+    id = redis.call('XADD', wal, '*', 'op', 'batch', unpack(log, i, math.min(i + 1999, #log)))
   end
-  local parts, n = {}, 0
-  for i, r in ipairs(log) do
-    parts[n + 1] = i == 1 and '[{"op":"msg","id":"' or ',{"op":"msg","id":"'
-    parts[n + 2] = r[1]
-    if r[3] == '' then
-      parts[n + 3] = '","d":'
-    else
-      parts[n + 3] = '","k":"' .. r[3] .. '","d":'
-    end
-    parts[n + 4] = r[2]
-    parts[n + 5] = '}'
-    n = n + 5
-  end
-  parts[n + 1] = ']'
-  return redis.call('XADD', wal, '*', 'op', 'batch', 'd', table.concat(parts))
+  return id
 end
 
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of

@@ -1,14 +1,14 @@
 --[[
   append_messages: append several messages in one atomic step (consecutive seqs, nothing of
-  another writer in between); their records go to ONE wal entry (op `batch` when there are
-  several, see log_messages in _prelude).
+  another writer in between); their records go to ONE batch entry of the wal (log_messages
+  in _prelude; more than 1,000 messages make one entry per 1,000).
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
   ARGV[2] expected seq of the first message or '' (the seq the caller believes comes next)
   ARGV[3] size limit of one message body, bytes
   ARGV[4..] message bodies: JSON objects without seq/state/created_at (validated by the
             caller), each without its opening brace (see bad_message_body in _prelude)
-  Returns: {first seq, the wal entry id}
+  Returns: {first seq, the (last) wal entry id}
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check (of every body) runs before the first write. Each message is written

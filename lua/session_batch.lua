@@ -22,10 +22,9 @@
   Errors:  BAD_INPUT for a malformed call (an op it does not know, an item short of its
   arguments, KEYS that do not match the items, a size limit that is not a whole number, a
   working-state op other than set/del/clear): the whole batch is refused, nothing written.
-  Wal: the appends' records go to ONE entry per wal stream (per partition), written after
-  every item ran, in item order: an entry of op `batch` when it holds several (see
-  log_messages in _prelude); every appended item's reply names that entry's id. A failed or
-  repeated item has no record in it.
+  Wal: the appends' records go to ONE batch entry per wal stream (per partition), written
+  after every item ran, records in item order (log_messages in _prelude); every appended
+  item's reply names its entry's id. A failed or repeated item has no record in it.
   Invariant: items of one session run in item order (gapless seqs, versions); one TIME
   for the whole batch.
   Atomic: every item's arguments are checked before the first write of any item (issue 29:
@@ -63,7 +62,7 @@ local now, now_text = clock()
 -- The wal records of the batch's appends, per wal stream (a single node's batch spans
 -- partitions), in first-use order: each becomes ONE wal entry at the end (log_messages).
 local logs, wals = {}, {}
-local lines, pending = {}, {}
+local lines, pending_seq, pending_wal = {}, {}, {}
 local a, base = 1, 0
 while a <= #ARGV do
   local op, r = ARGV[a], nil
@@ -88,8 +87,8 @@ while a <= #ARGV do
     a = a + 6
     if not r.err and r[3] == '0' then
       -- written: its line waits for its wal entry's id
-      lines[#lines + 1] = false
-      pending[#lines] = {r[1], k[9]}
+      local i = #lines + 1
+      lines[i], pending_seq[i], pending_wal[i] = false, r[1], k[9]
       r = nil
     end
   elseif op == 'decision' then
@@ -117,7 +116,7 @@ for _, wal in ipairs(wals) do
     ids[wal] = log_messages(wal, logs[wal])
   end
 end
-for i, p in pairs(pending) do
-  lines[i] = '1 ' .. p[1] .. ' ' .. ids[p[2]] .. ' 0'
+for i, seq in pairs(pending_seq) do
+  lines[i] = '1 ' .. seq .. ' ' .. ids[pending_wal[i]] .. ' 0'
 end
 return table.concat(lines, '\n')

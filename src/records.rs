@@ -52,6 +52,10 @@ pub fn stream_id_ms(id: &str) -> u64 {
 /// One stream entry as redis-rs returns it from XRANGE: its id and its fields.
 pub type Entry = (String, HashMap<String, String>);
 
+/// One `wal` entry from XRANGE: its id and its fields in order (a batch entry's records are
+/// its fields, in order; see [`WalRecord::parse_entry`]).
+pub type WalEntry = (String, Vec<(String, String)>);
+
 /// The operation of a wal record (`op` field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WalOp {
@@ -138,11 +142,12 @@ impl WalOp {
 /// The `op` of a wal entry that holds several records (`lua/_prelude.lua::log_messages`).
 pub const BATCH_OP: &str = "batch";
 
-/// One record of the `wal`: what one write did. An entry holds one record in fields `op`,
+/// One record of the `wal`: what one write did. A classic entry is one record, fields `op`,
 /// `id` (session id, or user id for user and round records), `d` (JSON) and, for messages
-/// with an idempotency key, `k`; or, with `op` = [`BATCH_OP`], several: `d` is then the JSON
-/// array of the records in order, each `{"op", "id", "k"?, "d"}` (`d` the record's JSON
-/// itself, not a string of it). See ARCHITECTURE.md, "wal records".
+/// with an idempotency key, `k`. A batch entry (`op` = [`BATCH_OP`]) holds the `msg` records
+/// of one script, in order, after its `op` field: each record is one field, `msg <sid>
+/// <seq>` or `msg <sid> <seq> <idempotency key>`, whose value is the message element (`d`).
+/// See ARCHITECTURE.md, "wal records".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalRecord<'a> {
     /// Stream entry id (shared by the records of one entry).
@@ -159,47 +164,56 @@ pub struct WalRecord<'a> {
     pub idem_key: Option<&'a str>,
 }
 
-/// A record inside a batch entry's `d`.
-#[derive(serde::Deserialize)]
-struct BatchedRecord<'a> {
-    op: &'a str,
-    id: &'a str,
-    #[serde(default)]
-    k: Option<&'a str>,
-    #[serde(borrow)]
-    d: &'a serde_json::value::RawValue,
-}
-
 impl<'a> WalRecord<'a> {
-    /// The records of a wal entry, in order (one for a classic entry, the array's for a
-    /// batch); a missing field or a batch that does not parse is an error naming the entry.
-    pub fn parse_entry(entry: &'a Entry) -> Result<Vec<WalRecord<'a>>> {
+    /// The records of a wal entry, in order: one for a classic entry, one per field after
+    /// `op` for a batch entry. A missing field or a batch field that is not `<op> <id> <seq>
+    /// [<key>]` is an error naming the entry.
+    pub fn parse_entry(entry: &'a WalEntry) -> Result<Vec<WalRecord<'a>>> {
         let (id, fields) = entry;
-        let field = |name: &str| required(id, fields, name);
+        let field = |name: &str| {
+            fields
+                .iter()
+                .find(|(f, _)| f == name)
+                .map(|(_, v)| v.as_str())
+                .ok_or_else(|| Error::InvalidInput(format!("entry {id} has no field {name}")))
+        };
         let op_text = field("op")?;
-        if op_text == BATCH_OP {
-            let records: Vec<BatchedRecord<'a>> = serde_json::from_str(field("d")?)
-                .map_err(|e| Error::InvalidInput(format!("entry {id}: batch: {e}")))?;
-            return Ok(records
-                .into_iter()
-                .map(|r| WalRecord {
-                    entry_id: id,
-                    op: WalOp::parse(r.op),
-                    op_text: r.op,
-                    subject: r.id,
-                    d: r.d.get(),
-                    idem_key: r.k,
-                })
-                .collect());
+        if op_text != BATCH_OP {
+            return Ok(vec![WalRecord {
+                entry_id: id,
+                op: WalOp::parse(op_text),
+                op_text,
+                subject: field("id")?,
+                d: field("d")?,
+                idem_key: field("k").ok(),
+            }]);
         }
-        Ok(vec![WalRecord {
-            entry_id: id,
-            op: WalOp::parse(op_text),
-            op_text,
-            subject: field("id")?,
-            d: field("d")?,
-            idem_key: fields.get("k").map(String::as_str),
-        }])
+        fields
+            .iter()
+            .filter(|(name, _)| name != "op")
+            .map(|(name, d)| {
+                let mut words = name.split(' ');
+                let (Some(op_text), Some(subject), Some(_seq), key, None) = (
+                    words.next(),
+                    words.next(),
+                    words.next(),
+                    words.next(),
+                    words.next(),
+                ) else {
+                    return Err(Error::InvalidInput(format!(
+                        "entry {id}: batch field {name:?} is not <op> <id> <seq> [<key>]"
+                    )));
+                };
+                Ok(WalRecord {
+                    entry_id: id,
+                    op: WalOp::parse(op_text),
+                    op_text,
+                    subject,
+                    d,
+                    idem_key: key,
+                })
+            })
+            .collect()
     }
 }
 
@@ -296,37 +310,44 @@ mod tests {
         assert_eq!(stream_id_ms("1700-3"), 1700);
     }
 
+    fn wal_entry(id: &str, fields: &[(&str, &str)]) -> WalEntry {
+        let fields = fields
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        (id.to_string(), fields)
+    }
+
     #[test]
     fn wal_records_parse_and_name_missing_fields() {
-        let fields: HashMap<String, String> =
-            [("op", "msg"), ("id", "s1"), ("d", "{}"), ("k", "r1")]
-                .into_iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect();
-        let entry = ("1-0".to_string(), fields);
+        let entry = wal_entry(
+            "1-0",
+            &[("op", "msg"), ("id", "s1"), ("d", "{}"), ("k", "r1")],
+        );
         let r = WalRecord::parse_entry(&entry).unwrap();
         assert_eq!(
             r.iter()
-                .map(|r| (r.op, r.subject, r.idem_key))
+                .map(|r| (r.op, r.subject, r.idem_key, r.d))
                 .collect::<Vec<_>>(),
-            [(Some(WalOp::Msg), "s1", Some("r1"))]
+            [(Some(WalOp::Msg), "s1", Some("r1"), "{}")]
         );
-        let mut broken = entry.clone();
-        broken.1.remove("d");
+        let broken = wal_entry("1-0", &[("op", "msg"), ("id", "s1")]);
         let err = WalRecord::parse_entry(&broken).unwrap_err().to_string();
         assert!(err.contains("entry 1-0 has no field d"), "{err}");
     }
 
-    /// A batch entry's records come out in order, each with its own subject, key and JSON
-    /// (the raw text of `d`, as a classic entry's field holds it).
+    /// A batch entry's records come out in field order, each with its own subject, key and
+    /// element; a field that is not `<op> <id> <seq> [<key>]` is an error naming the entry.
     #[test]
     fn batch_entries_hold_their_records_in_order() {
-        let d = r#"[{"op":"msg","id":"s1","d":{"seq":1,"x":[1,2]}},{"op":"msg","id":"s2","k":"r9","d":{"seq":4}}]"#;
-        let fields: HashMap<String, String> = [("op", BATCH_OP), ("d", d)]
-            .into_iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect();
-        let entry = ("7-1".to_string(), fields);
+        let entry = wal_entry(
+            "7-1",
+            &[
+                ("op", BATCH_OP),
+                ("msg s2 4 r9", r#"{"seq":4}"#),
+                ("msg s1 1", r#"{"seq":1,"x":[1,2]}"#),
+            ],
+        );
         let records = WalRecord::parse_entry(&entry).unwrap();
         let seen: Vec<_> = records
             .iter()
@@ -335,6 +356,7 @@ mod tests {
         assert_eq!(
             seen,
             [
+                ("7-1", Some(WalOp::Msg), "s2", Some("r9"), r#"{"seq":4}"#),
                 (
                     "7-1",
                     Some(WalOp::Msg),
@@ -342,13 +364,13 @@ mod tests {
                     None,
                     r#"{"seq":1,"x":[1,2]}"#
                 ),
-                ("7-1", Some(WalOp::Msg), "s2", Some("r9"), r#"{"seq":4}"#),
             ]
         );
-        let mut broken = entry.clone();
-        broken.1.insert("d".into(), "[{\"op\":\"msg\"}]".into());
-        let err = WalRecord::parse_entry(&broken).unwrap_err().to_string();
-        assert!(err.contains("entry 7-1: batch"), "{err}");
+        for bad in ["msg s1", "msg s1 1 k extra"] {
+            let broken = wal_entry("7-2", &[("op", BATCH_OP), (bad, "{}")]);
+            let err = WalRecord::parse_entry(&broken).unwrap_err().to_string();
+            assert!(err.contains("entry 7-2: batch field"), "{err}");
+        }
     }
 
     /// Every op a script in `lua/` writes to the wal is one the flusher knows (an unknown
@@ -363,9 +385,9 @@ mod tests {
             for part in text.split("'op', '").skip(1) {
                 written.insert(part.split('\'').next().unwrap().to_string());
             }
-            // the records of a batch entry (log_messages)
-            for part in text.split("{\"op\":\"").skip(1) {
-                written.insert(part.split('"').next().unwrap().to_string());
+            // the records of a batch entry (write_message's fields `msg <sid> <seq>`)
+            for part in text.split("log[n + 1], log[n + 2] = '").skip(1) {
+                written.insert(part.split(' ').next().unwrap().to_string());
             }
         }
         assert!(written.remove(BATCH_OP), "no script writes a batch entry");

@@ -203,26 +203,38 @@ impl TestEnv {
         cli_command_at(&self.server.url(), self.server.dir())
     }
 
-    /// Every wal record `(op, id, d)` of every partition, each partition in stream order (the
-    /// records of a `batch` entry in their order, `d` as compact JSON text).
+    /// Every wal record `(op, id, d)` of every partition, each partition in stream order (a
+    /// batch entry's records in field order: field `<op> <id> <seq> [<key>]`, value `d`).
     pub fn wal_records(&self) -> Vec<(String, String, String)> {
+        (0..self.store.keys().partitions())
+            .flat_map(|p| self.wal_records_of(p))
+            .collect()
+    }
+
+    /// The wal records `(op, id, d)` of partition `p`, in stream order (see `wal_records`).
+    pub fn wal_records_of(&self, p: u32) -> Vec<(String, String, String)> {
         let mut out = Vec::new();
-        for p in 0..self.store.keys().partitions() {
-            let entries: Vec<(String, BTreeMap<String, String>)> =
+        {
+            let entries: Vec<(String, Vec<(String, String)>)> =
                 self.cmd(&["XRANGE", &self.store.keys().wal(p), "-", "+"]);
-            for (_, mut fields) in entries {
-                let op = fields.remove("op").unwrap();
-                let d = fields.remove("d").unwrap();
-                if op != "batch" {
-                    out.push((op, fields.remove("id").unwrap(), d));
+            for (_, fields) in entries {
+                let field = |name: &str| {
+                    fields
+                        .iter()
+                        .find(|(f, _)| f == name)
+                        .map(|(_, v)| v.clone())
+                };
+                if field("op").as_deref() != Some("batch") {
+                    out.push((
+                        field("op").unwrap(),
+                        field("id").unwrap(),
+                        field("d").unwrap(),
+                    ));
                     continue;
                 }
-                type Record<'a> = BTreeMap<String, &'a serde_json::value::RawValue>;
-                let records: Vec<Record> = serde_json::from_str(&d).unwrap();
-                let text =
-                    |r: &Record, f: &str| -> String { serde_json::from_str(r[f].get()).unwrap() };
-                for r in &records {
-                    out.push((text(r, "op"), text(r, "id"), r["d"].get().to_string()));
+                for (name, d) in fields.iter().filter(|(f, _)| f != "op") {
+                    let words: Vec<&str> = name.split(' ').collect();
+                    out.push((words[0].to_string(), words[1].to_string(), d.clone()));
                 }
             }
         }

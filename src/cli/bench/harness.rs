@@ -174,6 +174,33 @@ fn load_average() -> Option<f64> {
         .ok()
 }
 
+/// W1 alone at each of `counts` workers (`bench --workers 1,8,64`), each next to SET and the
+/// single-append script at the same `-c` (see [`scaling::w1_scaling`]).
+pub async fn run_scaling(
+    store: &Store,
+    quick: bool,
+    sessions: Option<usize>,
+    counts: &[usize],
+    db_path: &std::path::Path,
+) -> Result<Vec<ScalingPoint>> {
+    // Like any deployment, a daemon checks this Redis against SQLite before sessions are made.
+    SpillDaemon::open(store.clone(), SpillConfig::new(db_path))
+        .await?
+        .run_once()
+        .await?;
+    let mut sizes = Sizes::new(quick);
+    sizes.sessions = sessions.unwrap_or(sizes.sessions);
+    let raw = RawCommands::prepare(store, "bench_raw_append").await?;
+    let appends = if quick { 3_000 } else { 40_000 };
+    let bar = stage(
+        true,
+        format!("W1 scaling: {appends} appends at {counts:?} workers, SET and append_message next to each"),
+    );
+    let points = scaling::w1_scaling(store, sizes, appends, &raw.append, counts).await?;
+    bar.finish_and_clear();
+    Ok(points)
+}
+
 /// Runs every workload in order on `store` (a namespace of its own, ideally a private Redis):
 /// W1, W5 on the wal W1 produced (and memory before and after the trim), W1's raw baseline,
 /// W2, W3, W4, then W6 (last: it loses Redis' contents).
@@ -287,7 +314,8 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
             scaling::WORKER_COUNTS
         ),
     );
-    let w1_scaling = scaling::w1_scaling(store, sizes, appends, &raw.append).await?;
+    let w1_scaling =
+        scaling::w1_scaling(store, sizes, appends, &raw.append, &scaling::WORKER_COUNTS).await?;
     bar.finish_and_clear();
 
     let bar = stage(

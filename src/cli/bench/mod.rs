@@ -38,8 +38,12 @@ pub struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Concurrent workers of W1–W3 (and redis-benchmark's -c next to them) [default: 8].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    workers: Option<u16>,
+    /// Several, comma-separated (`--workers 1,8,64`): W1 alone at each count, next to SET
+    /// and the single-append script at the same -c, with p50/p99 and the Redis and client
+    /// CPU per append.
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',',
+          value_parser = clap::value_parser!(u16).range(1..))]
+    workers: Vec<u16>,
     /// Sessions W1 appends to (and the least the scaling runs use) [default: 64, 16 with --quick].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     sessions: Option<u16>,
@@ -103,11 +107,29 @@ async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
     )
     .await?;
     let db_dir = tempfile::tempdir()?;
+    if args.workers.len() > 1 {
+        let counts: Vec<usize> = args.workers.iter().map(|&n| usize::from(n)).collect();
+        let sizes = args.sessions.map(usize::from);
+        let points = harness::run_scaling(
+            &store,
+            args.quick,
+            sizes,
+            &counts,
+            &db_dir.path().join("bench.db"),
+        )
+        .await?;
+        if global.json {
+            println!("{}", serde_json::to_string(&points)?);
+        } else {
+            print_scaling(&points);
+        }
+        return Ok(());
+    }
     let report = harness::run(
         &store,
         Options {
             quick: args.quick,
-            workers: args.workers.map(usize::from),
+            workers: args.workers.first().map(|&n| usize::from(n)),
             sessions: args.sessions.map(usize::from),
             db_path: db_dir.path().join("bench.db"),
             server: private.as_mut(),

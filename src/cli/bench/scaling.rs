@@ -86,7 +86,7 @@ async fn baseline(
     Ok((rate, used * 1e6 / requests as f64))
 }
 
-/// W1 at each of [`WORKER_COUNTS`]: `appends` appends over max(`sizes.sessions`, workers)
+/// W1 at each of `counts` (the report's are [`WORKER_COUNTS`]): `appends` appends over max(`sizes.sessions`, workers)
 /// fresh sessions, then the SET and `raw_append` (the single-append script's redis-benchmark
 /// command) baselines with as many clients.
 pub async fn w1_scaling(
@@ -94,12 +94,13 @@ pub async fn w1_scaling(
     sizes: Sizes,
     appends: usize,
     raw_append: &[String],
+    counts: &[usize],
 ) -> Result<Vec<ScalingPoint>> {
     let set_key = store.keys().bench_set();
     let value = serde_json::to_string(&NewMessage::new("user").content(live::random_content()))?;
     let set = vec!["SET".to_string(), set_key.clone(), value];
     let mut points = Vec::new();
-    for workers in WORKER_COUNTS {
+    for &workers in counts {
         let sessions = sizes.sessions.max(workers);
         let point_sizes = Sizes {
             workers,

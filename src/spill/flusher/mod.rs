@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::{lease, SpillDaemon};
 use crate::error::Result;
-use crate::records::{committed, Entry, WalOp, WalRecord};
+use crate::records::{committed, Entry, WalEntry, WalOp, WalRecord};
 use crate::scripts;
 use crate::store::Store;
 use sqlite::{Applied, Batch};
@@ -27,7 +27,7 @@ impl SpillDaemon {
         let count = self.config.batch_size;
         let lease = lease::value(&self.owner, part.token);
         let mut conn = self.store.conn().await?;
-        let (held, wal, decisions): (Option<String>, Vec<Entry>, Vec<Entry>) = redis::pipe()
+        let (held, wal, decisions): (Option<String>, Vec<WalEntry>, Vec<Entry>) = redis::pipe()
             .get(keys.lease(p))
             .cmd("XRANGE")
             .arg(keys.wal(p))

@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use super::records::*;
 
 use crate::error::{Error, Result};
-use crate::records::{decision_id, stream_id_ms, DecisionEntry, Entry, WalOp, WalRecord};
+use crate::records::{decision_id, stream_id_ms, DecisionEntry, Entry, WalEntry, WalOp, WalRecord};
 
 /// A batch read from Redis, ready to apply.
 pub(crate) struct Batch {
@@ -22,7 +22,7 @@ pub(crate) struct Batch {
     /// The decisions cursor the batch starts after.
     pub decisions_from: String,
     /// wal entries in stream order.
-    pub wal: Vec<Entry>,
+    pub wal: Vec<WalEntry>,
     /// decisions-stream entries in stream order.
     pub decisions: Vec<Entry>,
     /// Current Redis values of the user data the batch's `user_set` records refer to

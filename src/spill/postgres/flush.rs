@@ -506,7 +506,7 @@ mod tests {
             .unwrap()
     }
 
-    fn msg(id: &str, sid: &str, seq: i64) -> crate::records::Entry {
+    fn msg(id: &str, sid: &str, seq: i64) -> crate::records::WalEntry {
         let fields = [
             ("op", "msg".to_string()),
             ("id", sid.to_string()),
@@ -524,7 +524,7 @@ mod tests {
         )
     }
 
-    fn batch(token: i64, from: &str, wal: Vec<crate::records::Entry>) -> Batch {
+    fn batch(token: i64, from: &str, wal: Vec<crate::records::WalEntry>) -> Batch {
         Batch {
             partition: 0,
             token,

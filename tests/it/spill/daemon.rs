@@ -101,14 +101,14 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
     assert_eq!(range, [last + 1, 1, last + 1]);
 }
 
+on_both_backends!(
+    repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing
+);
 /// At least eight SIGKILLs of the daemon process, at varying instants, under a batched
 /// workload: four sessions of one partition written concurrently through one `Store` (group
 /// commit puts several sessions' appends in one wal entry) and every tenth step three
 /// messages in one `append_many` (one entry of three records). Afterwards every message is
 /// in the durable tier exactly once with its content, and every decision once.
-on_both_backends!(
-    repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing
-);
 async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_and_duplicates_nothing(
     t: TestEnv,
 ) {

@@ -263,12 +263,12 @@ async fn a_seq_handed_out_again_by_a_redis_behind_sqlite_replaces_the_old_messag
     assert!(element.contains("three again"), "{element}");
 }
 
+on_both_backends!(a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries);
 /// A Redis the previous release wrote: every append was a wal entry of its own (fields `op`,
 /// `id`, `d`, and `k` for an idempotency key), batched or not. This build reads that layout
 /// beside its own batch entries: a fixture of such entries (a session's create, the three
 /// appends of one of its batches — one keyed — and a checkpoint), then a batch entry this
 /// build wrote for two sessions, flush in one pass to exactly the rows they hold.
-on_both_backends!(a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries);
 async fn a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries(t: TestEnv) {
     let s = &t.store;
     let p = s.keys().partition("old1");
@@ -373,4 +373,50 @@ async fn a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries(t
         );
     }
     assert_eq!(t.flush().await.wal, 0, "a second pass finds nothing");
+}
+
+on_both_backends!(append_many_logs_batch_entries_of_at_most_a_thousand_records);
+/// `append_many` writes its messages' records as batch entries of at most 1,000 (one XADD
+/// takes at most that many without overflowing Lua's C stack): 2,500 messages are three
+/// entries, 1,000, 1,000 and 500 records in seq order, and flush to exactly the list Redis
+/// holds.
+async fn append_many_logs_batch_entries_of_at_most_a_thousand_records(t: TestEnv) {
+    let s = &t.store;
+    let sid = "many".to_string();
+    create(&t, &sid, None, None).await;
+    let messages: Vec<NewMessage> = (1..=2500)
+        .map(|i| NewMessage::new("user").content(format!("m{i}")))
+        .collect();
+    let seqs = s.append_many(&sid, &messages, Some(1)).await.unwrap();
+    assert_eq!(seqs, (1..=2500).collect::<Vec<u64>>());
+    let p = s.keys().partition(&sid);
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        t.cmd(&["XRANGE", &s.keys().wal(p), "-", "+"]);
+    let sizes: Vec<(String, usize)> = entries
+        .iter()
+        .map(|(_, f)| (f[0].1.clone(), f.len() - 1))
+        .collect();
+    let batch = |n: usize| ("batch".to_string(), n);
+    assert_eq!(
+        sizes,
+        [
+            ("session_create".to_string(), 2),
+            batch(1000),
+            batch(1000),
+            batch(500)
+        ]
+    );
+    let records = t.wal_records_of(p);
+    let seq_fields: Vec<String> = entries[1..]
+        .iter()
+        .flat_map(|(_, f)| f[1..].iter().map(|(name, _)| name.clone()))
+        .collect();
+    let want: Vec<String> = (1..=2500).map(|i| format!("msg {sid} {i}")).collect();
+    assert_eq!(seq_fields, want);
+    assert_eq!(records.len(), 2501);
+
+    t.flush().await;
+    let live: Vec<String> = t.cmd(&["LRANGE", &s.keys().session(&sid).msgs, "0", "-1"]);
+    let durable: Vec<(i64, String)> = t.durable_messages(&sid);
+    assert_eq!(durable, (1..=2500).zip(live).collect::<Vec<_>>());
 }
