@@ -118,8 +118,18 @@ pub struct ScriptCall {
 
 impl ScriptCall {
     fn new(script: &'static Script, keys: &[&str]) -> Self {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+        Self::with_room(script, keys, 8, 256)
+    }
+
+    /// [`ScriptCall::new`] with room for `args` more arguments of `bytes` in all, so that
+    /// building a large call does not grow its buffer again and again.
+    fn with_room(script: &'static Script, keys: &[&str], args: usize, bytes: usize) -> Self {
+        let key_bytes: usize = keys.iter().map(|k| k.len()).sum();
+        let mut cmd = redis::Cmd::with_capacity(3 + keys.len() + args, 64 + key_bytes + bytes);
+        cmd.arg("EVALSHA")
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys);
         ScriptCall {
             script,
             cmd,
@@ -231,7 +241,9 @@ impl BatchItem {
     pub fn call(&self) -> ScriptCall {
         let mut keys: Vec<&str> = self.session.as_array().to_vec();
         keys.extend(self.extra_keys.iter().map(String::as_str));
-        let mut call = ScriptCall::new(self.script, &keys).idempotent(self.idempotent);
+        let bytes = self.args.iter().map(String::len).sum();
+        let mut call = ScriptCall::with_room(self.script, &keys, self.args.len(), bytes)
+            .idempotent(self.idempotent);
         for a in &self.args {
             call = call.arg(a);
         }
@@ -270,8 +282,13 @@ pub fn session_batch(items: &[&BatchItem]) -> ScriptCall {
         keys.extend(item.session.as_array());
         keys.extend(item.extra_keys.iter().map(String::as_str));
     }
-    let mut call =
-        ScriptCall::new(&SESSION_BATCH, &keys).idempotent(items.iter().all(|i| i.idempotent));
+    let args = items.iter().map(|i| 1 + i.args.len()).sum();
+    let bytes = items
+        .iter()
+        .map(|i| i.op.len() + i.args.iter().map(String::len).sum::<usize>())
+        .sum();
+    let mut call = ScriptCall::with_room(&SESSION_BATCH, &keys, args, bytes)
+        .idempotent(items.iter().all(|i| i.idempotent));
     for item in items {
         call = call.arg(item.op);
         for a in &item.args {
