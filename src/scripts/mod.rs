@@ -331,6 +331,72 @@ mod tests {
     }
 
     /// A call's words are EVALSHA, the script's SHA, the key count, the keys, the args.
+    /// `session_batch.lua` walks its ARGV and KEYS by a width and a key count per op (its
+    /// `WIDTH` and `NKEYS`); every item the Rust side builds has exactly those, and the lone
+    /// call of each item is its own script with the same keys and arguments.
+    #[test]
+    fn batch_items_have_the_widths_session_batch_reads() {
+        let lua = include_str!("../../lua/session_batch.lua");
+        let table = |name: &str| -> std::collections::BTreeMap<String, usize> {
+            let line = lua
+                .lines()
+                .find(|l| l.starts_with(&format!("local {name} = {{")))
+                .unwrap_or_else(|| panic!("session_batch.lua has no {name}"));
+            let inner = line.split('{').nth(1).unwrap().trim_end_matches('}');
+            inner
+                .split(',')
+                .map(|pair| {
+                    let (op, n) = pair.split_once('=').unwrap();
+                    (op.trim().to_string(), n.trim().parse().unwrap())
+                })
+                .collect()
+        };
+        let (width, nkeys) = (table("WIDTH"), table("NKEYS"));
+        let ns = crate::keys::Keys::new("as", 16);
+        let decision = super::DecisionArgs {
+            decision: "d",
+            rationale: "r",
+            planned_action: "",
+            meta: "{}",
+        };
+        let items = [
+            super::append_item(
+                ns.session("s1"),
+                "s1",
+                "{\"role\":\"user\"}",
+                None,
+                None,
+                64,
+            ),
+            super::write_working(ns.session("s1"), "s1", "set", "k", "1", None, 64),
+            super::record_decision(&ns, ns.session("s1"), "s1", &decision),
+        ];
+        let mut seen = std::collections::BTreeSet::new();
+        for item in &items {
+            assert_eq!(item.args.len(), width[item.op], "{} arguments", item.op);
+            assert_eq!(
+                9 + item.extra_keys.len(),
+                nkeys[item.op],
+                "{} keys",
+                item.op
+            );
+            let argv = item.call().argv();
+            assert_eq!(
+                argv[2],
+                nkeys[item.op].to_string(),
+                "{}'s lone call",
+                item.op
+            );
+            assert_eq!(argv.len(), 3 + nkeys[item.op] + width[item.op]);
+            seen.insert(item.op.to_string());
+        }
+        assert_eq!(
+            seen,
+            width.keys().cloned().collect(),
+            "an op without a builder"
+        );
+    }
+
     #[test]
     fn calls_spell_evalsha_with_their_keys_and_args() {
         let ns = crate::keys::Keys::new("as", 16);

@@ -50,12 +50,19 @@ impl SpillDaemon {
         if wal.is_empty() && decisions.is_empty() {
             return Ok(Some((0, 0)));
         }
-        // user_set records carry a reference only: read the values they refer to now.
+        // user_set records carry a reference only: read the values they refer to now. They
+        // are classic entries of op `user_set`: only those are parsed here, every entry once
+        // when applied.
+        let is_user_set = |e: &&WalEntry| {
+            e.1.iter()
+                .find(|(f, _)| f == "op")
+                .is_some_and(|(_, op)| op == WalOp::UserSet.as_str())
+        };
         let wanted: BTreeSet<(String, String)> = wal
             .iter()
+            .filter(is_user_set)
             .filter_map(|e| WalRecord::parse_entry(e).ok())
             .flatten()
-            .filter(|r| r.op == Some(WalOp::UserSet))
             .filter_map(|r| {
                 let d: serde_json::Value = serde_json::from_str(r.d).ok()?;
                 Some((r.subject.to_string(), d.get("key")?.as_str()?.to_string()))
