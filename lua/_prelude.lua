@@ -212,10 +212,10 @@ end
 -- record the field `msg <sid> <seq>` (`msg <sid> <seq> <idempotency key>` when it has one;
 -- ids and keys hold no spaces) and the stored element as its value (see ARCHITECTURE.md,
 -- "wal records"). Each record costs the XADD two strings that exist already but for its
--- short field: no copy of an element is made (Redis' Lua GC work grows with every byte a
--- script allocates). More than 1,000 records (append_messages) go as several entries of
--- 1,000, in order: unpack() of many more values overflows Lua's C stack. Returns the id of
--- the last entry.
+-- short field: no copy of an element is made. (A one-record entry in the classic layout
+-- instead cost more: the sid and key kept apart for it.) More than 1,000 records
+-- (append_messages) go as several entries of 1,000, in order: unpack() of many more values
+-- overflows Lua's C stack. Returns the id of the last entry.
 local function log_messages(wal, log)
   local id
   for i = 1, #log, 2000 do
@@ -223,6 +223,11 @@ local function log_messages(wal, log)
   end
   return id
 end
+
+-- What append_one returns when it was given only the four keys an append writes (false in
+-- k[2], k[4], k[6..8]: session_batch.lua) and the session's TTL refresh is due: nothing was
+-- written, and the caller sends the append as its own script (with every key).
+local DEFERRED = {}
 
 -- Appends one message to the session whose keys are k[1..9] (wal k[9]): the body of
 -- append_message.lua and of a batch item (session_batch.lua). Checks before its first write,
@@ -232,8 +237,8 @@ end
 -- its records and writes one wal entry per partition at its end).
 -- Returns {seq, wal entry id ('' for a repeat; nil when `log` took the record), '1' if a
 -- repeat else '0'}, all three as text (the batch joins them into its text reply; a number
--- would be formatted by %.14g), or an error reply NO_SESSION / TOO_LARGE / BAD_INPUT /
--- CONFLICT <expected> <next seq>.
+-- would be formatted by %.14g), DEFERRED (see above), or an error reply NO_SESSION /
+-- TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
 local function append_one(k, sid, tail, idem, expected, limit, now, now_text, log)
   local bad = bad_message_body(tail, limit)
   if bad then
@@ -242,6 +247,10 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text, lo
   local meta = redis.call('HMGET', k[1], 'next_seq', 'ttl_at')
   if not meta[1] then
     return fail('NO_SESSION', sid)
+  end
+  -- a batch gives four keys (false for the others): a due refresh needs all eight
+  if not k[2] and (not meta[2] or now >= meta[2] + 0) then
+    return DEFERRED
   end
   if idem ~= '' then
     local prev = redis.call('HGET', k[5], idem)

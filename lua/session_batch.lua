@@ -1,10 +1,14 @@
 --[[
   session_batch: group commit (src/group_commit.rs): several writes to sessions in one
   EVALSHA, each run as its own script would run it, in order.
-  KEYS               per item, in item order, the KEYS of its own script: the session's
-                     keys 1..9 (see _prelude: 9 is its partition's wal), and for a
-                     decision two more: its partition's decisions stream and open
-                     decisions hash (record_decision.lua's KEYS[10], KEYS[11])
+  KEYS               per item, in item order:
+                       'append'   4: the session's meta, message list, idempotency hash and
+                                  its partition's wal (append_message.lua's KEYS[1], [3],
+                                  [5], [9]); the four keys an append writes while its
+                                  session's TTL refresh is not due (see `Deferred` below)
+                       'working'  9: the session's keys 1..9 (see _prelude)
+                       'decision' 11: keys 1..9, then its partition's decisions stream and
+                                  open decisions hash (record_decision.lua's KEYS[10], [11])
   (On a cluster every item is of one partition, one slot; a single node takes a batch
   spanning partitions.)
   ARGV               per item: its op, then the ARGV of its own script:
@@ -13,18 +17,26 @@
                        'working'  6 (write_working.lua's ARGV[1..6])
   Returns: one text, a line per item in order (joined by newlines): '1 ' then what its own
   script returns (the three values of an append joined by spaces, the one value of a
-  decision or a working-state write), or '0 ' then 'CODE detail' for the error its own
-  script would raise (NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT): an item's failure writes
-  nothing for it and does not stop the others. No value or error text has a newline, and
-  only an error's has spaces (ids, numbers and wal entry ids have none). Text, because
-  Redis converts every table of a reply with several field probes each and every value of
-  one apart (and the client parses each value apart): one string costs a fraction of both.
+  decision or a working-state write), '0 ' then 'CODE detail' for the error its own script
+  would raise (NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT), or '2' for an item not run
+  (Deferred). An item's failure writes nothing for it and does not stop the others. No
+  value or error text has a newline, and only an error's has spaces (ids, numbers and wal
+  entry ids have none). Text, because Redis converts every table of a reply with several
+  field probes each and every value of one apart (and the client parses each value apart):
+  one string costs a fraction of both.
+  Deferred: an append whose session's TTL refresh is due (meta `ttl_at` passed, see
+  refresh_ttl) would touch all eight session keys, and a script may touch only the keys it
+  is given: it is not run, and neither is any later item of that session in the batch (their
+  order holds). The caller sends each as its own script, in order, before the session's next
+  writes (once per session per tenth of its TTL).
   Errors:  BAD_INPUT for a malformed call (an op it does not know, an item short of its
   arguments, KEYS that do not match the items, a size limit that is not a whole number, a
   working-state op other than set/del/clear): the whole batch is refused, nothing written.
-  Wal: the appends' records go to ONE batch entry per wal stream (per partition), written
-  after every item ran, records in item order (log_messages in _prelude); every appended
-  item's reply names its entry's id. A failed or repeated item has no record in it.
+  Wal: the records of each run of consecutive appends to one wal stream go to ONE batch entry
+  (log_messages in _prelude), written once the run's items ran, records in item order; every
+  appended item's reply names its entry's id. A failed, repeated or deferred item has no
+  record in it. The client sends a batch's items grouped by partition (a stable sort: items
+  of one session keep their order), so a batch writes one entry per partition.
   Invariant: items of one session run in item order (gapless seqs, versions); one TIME
   for the whole batch.
   Atomic: every item's arguments are checked before the first write of any item (issue 29:
@@ -34,7 +46,7 @@
 local KEYS, ARGV = KEYS, ARGV
 -- Arguments after the op, and KEYS, of an item of each op.
 local WIDTH = {append = 5, decision = 6, working = 6}
-local NKEYS = {append = 9, decision = 11, working = 9}
+local NKEYS = {append = 4, decision = 11, working = 9}
 do
   local a, base = 1, 0
   while a <= #ARGV do
@@ -59,49 +71,68 @@ do
   end
 end
 local now, now_text = clock()
--- The wal records of the batch's appends, per wal stream (a single node's batch spans
--- partitions), in first-use order: each becomes ONE wal entry at the end (log_messages).
-local logs, wals = {}, {}
-local lines, pending_seq, pending_wal = {}, {}, {}
+-- The wal records of the current run of appends to one wal stream, in item order: written as
+-- ONE entry when the run ends (log_messages). The client sends a batch's items grouped by
+-- partition, so a run is a partition's appends. `log` is reused from run to run.
+local run_wal, run_start, log = nil, 1, {}
+local lines, pending = {}, {}
+local function end_run()
+  if #log == 0 then
+    return
+  end
+  local id = log_messages(run_wal, log)
+  for i = run_start, #lines do
+    if pending[i] then
+      lines[i] = '1 ' .. pending[i] .. ' ' .. id .. ' 0'
+    end
+  end
+  for i = 1, #log do
+    log[i] = nil
+  end
+end
+-- Meta keys of the sessions whose items are deferred from here on.
+local deferred = {}
 local a, base = 1, 0
 while a <= #ARGV do
   local op, r = ARGV[a], nil
-  -- A constructor sizes the table once (filling an empty one rehashes it at 1, 2, 4, 8).
-  local k = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5],
-    KEYS[base + 6], KEYS[base + 7], KEYS[base + 8], KEYS[base + 9]}
-  if op == 'decision' then
-    k[10], k[11] = KEYS[base + 10], KEYS[base + 11]
-    base = base + 11
-  else
-    base = base + 9
-  end
-  if op == 'append' then
-    local log = logs[k[9]]
-    if not log then
-      log = {}
-      logs[k[9]] = log
-      wals[#wals + 1] = k[9]
+  local next_a, next_base = a + WIDTH[op] + 1, base + NKEYS[op]
+  if deferred[KEYS[base + 1]] then
+    r = DEFERRED
+  elseif op == 'append' then
+    -- An append is given four keys: the others are never read unless the refresh is due,
+    -- and then it is deferred (false in their place).
+    local k = {KEYS[base + 1], false, KEYS[base + 2], false, KEYS[base + 3], false, false,
+      false, KEYS[base + 4]}
+    if k[9] ~= run_wal then
+      end_run()
+      run_wal, run_start = k[9], #lines + 1
     end
     r = append_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], now,
       now_text, log)
-    a = a + 6
-    if not r.err and r[3] == '0' then
-      -- written: its line waits for its wal entry's id
+    if r ~= DEFERRED and not r.err and r[3] == '0' then
+      -- written: its line waits for its run's wal entry id
       local i = #lines + 1
-      lines[i], pending_seq[i], pending_wal[i] = false, r[1], k[9]
+      lines[i], pending[i] = false, r[1]
       r = nil
     end
-  elseif op == 'decision' then
-    r = decision_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
-      ARGV[a + 6], now, now_text)
-    a = a + 7
   else
-    r = working_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
-      ARGV[a + 6], now, now_text)
-    a = a + 7
+    -- A constructor sizes the table once (filling an empty one rehashes it at 1, 2, 4, 8).
+    local k = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5],
+      KEYS[base + 6], KEYS[base + 7], KEYS[base + 8], KEYS[base + 9]}
+    if op == 'decision' then
+      k[10], k[11] = KEYS[base + 10], KEYS[base + 11]
+      r = decision_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
+        ARGV[a + 6], now, now_text)
+    else
+      r = working_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
+        ARGV[a + 6], now, now_text)
+    end
   end
   if r == nil then
-    -- an append whose line is written below
+    -- an append whose line end_run writes
+  elseif r == DEFERRED then
+    deferred[KEYS[base + 1]] = true
+    lines[#lines + 1] = '2'
   elseif type(r) ~= 'table' then
     lines[#lines + 1] = '1 ' .. r
   elseif r.err then
@@ -109,14 +140,7 @@ while a <= #ARGV do
   else
     lines[#lines + 1] = '1 ' .. table.concat(r, ' ')
   end
+  a, base = next_a, next_base
 end
-local ids = {}
-for _, wal in ipairs(wals) do
-  if #logs[wal] > 0 then
-    ids[wal] = log_messages(wal, logs[wal])
-  end
-end
-for i, seq in pairs(pending_seq) do
-  lines[i] = '1 ' .. seq .. ' ' .. ids[pending_wal[i]] .. ' 0'
-end
+end_run()
 return table.concat(lines, '\n')

@@ -3,22 +3,24 @@
 # shared machine; user space only: the kernel work of a request is not in it):
 #   Redis: a private redis-server under callgrind runs B-append batches of session_batch.lua
 #          (N of them) and N*B/3 lone append_message.lua calls, sent by redis-cli --pipe
-#          (280-byte bodies, 16 sessions over 16 partitions): instructions per batched append
-#          and per lone append, from lua/ as it is in the working tree.
+#          (280-byte bodies, S sessions over P partitions, batch items taken from the sessions
+#          in turn: W1's 64 sessions in batches of 32 are S=64 B=32, a cluster's partition
+#          lane P=1): instructions per batched append and per lone append, from lua/ as it is
+#          in the working tree.
 #   client: examples/append_callgrind.rs under callgrind, 8 tasks x 1,000 appends through
 #          one Store against a plain private redis-server: instructions per append.
-# Figures only; nothing is asserted. Usage: scripts/append-callgrind.sh  (PORT, N, B from env)
+# Figures only; nothing is asserted. Usage: scripts/append-callgrind.sh  (PORT, N, B, S, P from env)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh redis-server redis-cli valgrind
-PORT=${PORT:-6412}; N=${N:-200}; B=${B:-16}
+PORT=${PORT:-6412}; N=${N:-200}; B=${B:-16}; S=${S:-16}; P=${P:-16}
 TMP=$(mktemp -d)
 trap 'redis-cli -p $PORT shutdown nosave >/dev/null 2>&1 || true; redis-cli -p $((PORT + 1)) shutdown nosave >/dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
 
 # The command files: RESP, so bodies and scripts go byte-exact.
-python3 - "$TMP" "$N" "$B" <<'EOF'
+python3 - "$TMP" "$N" "$B" "$S" "$P" <<'EOF'
 import hashlib, sys
-out, N, B = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, N, B, S, P = sys.argv[1], *map(int, sys.argv[2:6])
 def script(name):
     return open('lua/_prelude.lua').read() + open('lua/' + name + '.lua').read()
 def resp(*args):
@@ -32,7 +34,7 @@ def keys(sid, p):
     return [base] + [base + ':' + s for s in
                      ('work', 'msgs', 'ckpt', 'idem', 'compactions', 'usage', 'children')] \
         + ['cg:{%d}:wal' % p]
-sessions = [('sess%02d' % i, i) for i in range(16)]
+sessions = [('sess%02d' % i, i % P) for i in range(S)]
 tail = '"role":"user","content":"' + 'x' * 250 + '"}'   # a body without its opening brace
 batch, lone = (hashlib.sha1(script(n).encode()).hexdigest() for n in ('session_batch', 'append_message'))
 with open(out + '/setup.resp', 'wb') as f:
@@ -46,14 +48,16 @@ with open(out + '/setup.resp', 'wb') as f:
 with open(out + '/batch.resp', 'wb') as f:
     for _ in range(N):
         ks, args = [], []
-        for j in range(B):
-            sid, p = sessions[j % 16]
-            ks += keys(sid, p)
+        # grouped by partition, as the client sends a batch (a stable sort)
+        for j in sorted(range(B), key=lambda j: sessions[j % S][1]):
+            sid, p = sessions[j % S]
+            k = keys(sid, p)
+            ks += [k[0], k[2], k[4], k[8]]   # a batched append's four keys
             args += ['append', sid, tail, '', '', 65536]
         f.write(resp('EVALSHA', batch, len(ks), *ks, *args))
 with open(out + '/lone.resp', 'wb') as f:
     for i in range(N * B // 3):
-        sid, p = sessions[i % 16]
+        sid, p = sessions[i % S]
         f.write(resp('EVALSHA', lone, 9, *keys(sid, p), sid, tail, '', '', 65536))
 EOF
 

@@ -175,14 +175,25 @@ impl Store {
         if batch.is_empty() {
             return Vec::new();
         }
+        // Grouped by partition (a stable sort: one session's calls keep their order, and
+        // different sessions' commute), so the script writes one wal entry per partition.
+        let mut batch = batch;
+        batch.sort_by_key(|w| w.item.partition());
         let items: Vec<&BatchItem> = batch.iter().map(|w| &*w.item).collect();
         let call = scripts::session_batch(&items);
         match self.invoke_once::<String>(&call).await {
             Ok(text) => match split_replies(batch.iter().map(|w| &*w.item), &text) {
-                Ok(replies) => {
-                    for (w, reply) in batch.into_iter().zip(replies) {
-                        let _ = w.reply.send(reply);
+                Ok(lines) => {
+                    let mut alone = Vec::new();
+                    for (w, line) in batch.into_iter().zip(lines) {
+                        match line {
+                            Line::Ran(reply) => {
+                                let _ = w.reply.send(reply);
+                            }
+                            Line::Deferred => alone.push(w),
+                        }
                     }
+                    return self.send_alone(alone, failed).await;
                 }
                 Err(err) => {
                     for w in batch {
@@ -194,16 +205,48 @@ impl Store {
         }
         Vec::new()
     }
+
+    /// Sends the items a batch deferred (their sessions' TTL refresh was due) each as its own
+    /// script, in order, while the lane still holds their sessions: no later write of theirs
+    /// can pass them. Once Redis is unreachable the rest go to `failed` (retry or error).
+    async fn send_alone(
+        &self,
+        mut alone: Vec<Waiting>,
+        failed: impl Fn(Error, Vec<Waiting>) -> Vec<Waiting>,
+    ) -> Vec<Waiting> {
+        alone.reverse();
+        while let Some(w) = alone.pop() {
+            match self.invoke_once::<Value>(&w.item.call()).await {
+                Err(err) if err.is_unavailable() => {
+                    alone.push(w);
+                    alone.reverse();
+                    return failed(err, alone);
+                }
+                reply => {
+                    let _ = w.reply.send(reply);
+                }
+            }
+        }
+        Vec::new()
+    }
+}
+
+/// One item's line of `session_batch.lua`'s reply.
+enum Line {
+    /// It ran: its own script's reply, or its typed error.
+    Ran(Result<Value>),
+    /// Not run (its session's TTL refresh was due): to be sent as its own script.
+    Deferred,
 }
 
 /// `session_batch.lua`'s text reply cut into each item's own: per item a line, `1 ` then its
 /// own script's reply values joined by spaces (`item.reply_len()` of them: an array when
-/// more than one; each a bulk string, which decodes as its own script's reply does), or `0 `
-/// then `CODE detail` (its typed error).
+/// more than one; each a bulk string, which decodes as its own script's reply does), `0 `
+/// then `CODE detail` (its typed error), or `2` (deferred).
 fn split_replies<'a>(
     items: impl ExactSizeIterator<Item = &'a BatchItem>,
     text: &str,
-) -> Result<Vec<Result<Value>>> {
+) -> Result<Vec<Line>> {
     let count = items.len();
     let malformed = || {
         Error::redis(format!(
@@ -215,6 +258,10 @@ fn split_replies<'a>(
     let mut replies = Vec::with_capacity(count);
     for item in items {
         let line = lines.next().ok_or_else(malformed)?;
+        if line == "2" {
+            replies.push(Line::Deferred);
+            continue;
+        }
         let reply = if let Some(values) = line.strip_prefix("1 ") {
             if item.reply_len() == 1 {
                 Ok(bulk(values))
@@ -230,7 +277,7 @@ fn split_replies<'a>(
         } else {
             return Err(malformed());
         };
-        replies.push(reply);
+        replies.push(Line::Ran(reply));
     }
     if lines.next().is_some() {
         return Err(malformed());

@@ -260,6 +260,19 @@ impl BatchItem {
         self.session.partition
     }
 
+    /// Adds to `keys` the keys it brings to a `session_batch.lua`: for an append the four it
+    /// writes while its session's TTL refresh is not due (meta, messages, idempotency, wal),
+    /// else those of its lone call (nine, eleven for a decision).
+    fn push_batch_keys<'a>(&'a self, keys: &mut Vec<&'a str>) {
+        let s = &*self.session;
+        if self.op == "append" {
+            keys.extend([s.meta.as_str(), &s.msgs, &s.idem, &s.wal]);
+        } else {
+            keys.extend(s.as_array());
+            keys.extend(self.extra_keys.iter().map(String::as_str));
+        }
+    }
+
     /// How many values its own script's reply has in its line of `session_batch.lua`'s
     /// reply: three for an append (seq, wal entry id, repeat), one otherwise.
     pub fn reply_len(&self) -> usize {
@@ -272,15 +285,15 @@ impl BatchItem {
 }
 
 /// `session_batch.lua`: `items` run in order in one EVALSHA, one reply per item (a line of
-/// one text: `1 ` then the lone call's reply values, or `0 ` then `CODE detail`); each item
-/// brings the KEYS of its lone call (nine, eleven for a decision). Items of several
-/// partitions touch several slots: only a single node takes them (group commit batches per
-/// partition on a cluster). Safe to send twice only when every item is.
+/// one text: `1 ` then the lone call's reply values, `0 ` then `CODE detail`, or `2`: not
+/// run, send it as its lone call); an append brings four keys, other items those of their
+/// lone call (nine, eleven for a decision). Items of several partitions touch several slots:
+/// only a single node takes them (group commit batches per partition on a cluster). Safe to
+/// send twice only when every item is.
 pub fn session_batch(items: &[&BatchItem]) -> ScriptCall {
     let mut keys: Vec<&str> = Vec::with_capacity(items.len() * 11);
     for item in items {
-        keys.extend(item.session.as_array());
-        keys.extend(item.extra_keys.iter().map(String::as_str));
+        item.push_batch_keys(&mut keys);
     }
     let args = items.iter().map(|i| 1 + i.args.len()).sum();
     let bytes = items
@@ -333,7 +346,7 @@ mod tests {
     /// A call's words are EVALSHA, the script's SHA, the key count, the keys, the args.
     /// `session_batch.lua` walks its ARGV and KEYS by a width and a key count per op (its
     /// `WIDTH` and `NKEYS`); every item the Rust side builds has exactly those, and the lone
-    /// call of each item is its own script with the same keys and arguments.
+    /// call of each item is its own script with the same arguments and all its keys.
     #[test]
     fn batch_items_have_the_widths_session_batch_reads() {
         let lua = include_str!("../../lua/session_batch.lua");
@@ -374,20 +387,13 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for item in &items {
             assert_eq!(item.args.len(), width[item.op], "{} arguments", item.op);
-            assert_eq!(
-                9 + item.extra_keys.len(),
-                nkeys[item.op],
-                "{} keys",
-                item.op
-            );
+            let mut keys = Vec::new();
+            item.push_batch_keys(&mut keys);
+            assert_eq!(keys.len(), nkeys[item.op], "{} keys", item.op);
             let argv = item.call().argv();
-            assert_eq!(
-                argv[2],
-                nkeys[item.op].to_string(),
-                "{}'s lone call",
-                item.op
-            );
-            assert_eq!(argv.len(), 3 + nkeys[item.op] + width[item.op]);
+            let lone_keys = 9 + item.extra_keys.len();
+            assert_eq!(argv[2], lone_keys.to_string(), "{}'s lone call", item.op);
+            assert_eq!(argv.len(), 3 + lone_keys + width[item.op]);
             seen.insert(item.op.to_string());
         }
         assert_eq!(

@@ -392,3 +392,158 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
     assert_eq!(y_msgs.len(), 1);
     assert!(y_msgs[0].contains(r#""content":"y1""#));
 }
+
+/// A batch gives an append only the four keys it writes. When its session's TTL refresh is
+/// due (meta `ttl_at` passed) the refresh would touch all eight, so the script runs neither it
+/// nor any later item of that session (line `2`), writes nothing of theirs, and runs the
+/// other sessions' items; the batch entry holds only those.
+#[tokio::test]
+async fn a_batch_defers_every_item_of_a_session_whose_ttl_refresh_is_due() {
+    let t = env().await;
+    let s = &t.store;
+    let ids = ids_in_one_partition(&t, 2);
+    let (x, y) = (&ids[0], &ids[1]);
+    for sid in [x, y] {
+        s.create_session(&NewSession::new().id(sid)).await.unwrap();
+    }
+    let _: i64 = t.cmd(&["HSET", &s.keys().session(x).meta, "ttl_at", "1"]);
+    let before = t.snapshot();
+    let append = |sid: &str, content: &str| {
+        let body = format!(r#"{{"role":"user","content":"{content}"}}"#);
+        scripts::append_item(s.keys().session(sid), sid, &body, None, None, 1000)
+    };
+    let items = [
+        append(x, "x1"),
+        append(y, "y1"),
+        scripts::write_working(s.keys().session(x), x, "set", "k", "1", None, 64),
+        append(x, "x2"),
+    ];
+    let refs: Vec<&BatchItem> = items.iter().collect();
+    let mut conn = s.conn().await.unwrap();
+    let text: String = scripts::session_batch(&refs).run(&mut conn).await.unwrap();
+    let lines: Vec<&str> = text.split('\n').collect();
+    let p = s.keys().session(y).partition;
+    let wal: Vec<(String, Vec<(String, String)>)> = t.cmd(&["XRANGE", &s.keys().wal(p), "-", "+"]);
+    let (entry, fields) = wal.last().unwrap();
+    assert_eq!(lines, ["2", &format!("1 1 {entry} 0"), "2", "2"]);
+    let y_element: String = t.cmd(&["LINDEX", &s.keys().session(y).msgs, "0"]);
+    assert_eq!(
+        fields,
+        &[
+            ("op".to_string(), "batch".to_string()),
+            (format!("msg {y} 1"), y_element)
+        ]
+    );
+    let after = t.snapshot();
+    for key in s.keys().session(x).as_array().iter().take(8) {
+        assert_eq!(before.keys.get(*key), after.keys.get(*key), "{key} changed");
+    }
+}
+
+/// The same through a `Store` under load: while every session's refresh is forced due again
+/// and again, concurrent appends (and idempotent repeats) through one `Store` still land at
+/// gapless seqs in each task's order with their contents — the deferred ones sent alone,
+/// before their sessions' later writes — and SQLite holds exactly what Redis holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_deferred_for_a_due_ttl_refresh_are_sent_alone_in_order() {
+    let t = env().await;
+    let sids = ids_in_one_partition(&t, 4);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let forcer = {
+        let (metas, url, stop) = (
+            sids.iter()
+                .map(|sid| t.store.keys().session(sid).meta)
+                .collect::<Vec<_>>(),
+            t.server.url(),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            let client = redis::Client::open(url).unwrap();
+            let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+            let mut forced = 0u32;
+            while !stop.is_cancelled() {
+                for meta in &metas {
+                    // Not before its session exists (a bare HSET would make the meta).
+                    let exists: bool = redis::cmd("EXISTS")
+                        .arg(meta)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    if !exists {
+                        continue;
+                    }
+                    let _: i64 = redis::cmd("HSET")
+                        .arg(meta)
+                        .arg("ttl_at")
+                        .arg(1)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                }
+                forced += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            forced
+        })
+    };
+    appends_batch_and_stay_exact(&t, &sids, TASKS_PER_SESSION).await;
+    stop.cancel();
+    assert!(
+        forcer.await.unwrap() > 10,
+        "the refresh was hardly ever forced"
+    );
+    for sid in &sids {
+        let k = t.store.keys().session(sid);
+        let pttl: i64 = t.cmd(&["PTTL", &k.msgs]);
+        assert!(pttl > 0, "{sid}'s messages have no TTL");
+    }
+    sqlite_matches_redis(&t, &sids).await;
+}
+
+/// A batch spanning partitions on a single node writes ONE wal entry per partition: the calls
+/// queued behind two round trips in flight, sessions of two partitions interleaved, board one
+/// batch, which the `Store` sends grouped by partition.
+#[tokio::test]
+async fn a_batch_writes_one_wal_entry_per_partition() {
+    let t = env().await;
+    let s = &t.store;
+    let (pa, pb) = (0, 1);
+    let of = |p: u32, n: usize| -> Vec<String> {
+        (0..)
+            .map(|i| format!("s{i}"))
+            .filter(|id| s.keys().partition(id) == p)
+            .take(n)
+            .collect()
+    };
+    let (a, b) = (of(pa, 3), of(pb, 3));
+    for sid in a.iter().chain(&b) {
+        s.create_session(&NewSession::new().id(sid)).await.unwrap();
+    }
+    // join_all polls in order: a[0] and b[0] take the two round trips, the rest queue and
+    // board one batch when the first returns.
+    let order = [&a[0], &b[0], &a[1], &b[1], &a[2], &b[2]];
+    let messages: Vec<NewMessage> = order.iter().map(|sid| user(sid)).collect();
+    let seqs = join_all(order.iter().zip(&messages).map(|(sid, m)| s.append(sid, m))).await;
+    assert!(seqs.iter().all(|r| *r.as_ref().unwrap() == 1), "{seqs:?}");
+    for (p, sids) in [(pa, &a), (pb, &b)] {
+        let wal: Vec<(String, Vec<(String, String)>)> =
+            t.cmd(&["XRANGE", &s.keys().wal(p), "-", "+"]);
+        let shapes: Vec<Vec<String>> = wal
+            .iter()
+            .skip(3) // the creates
+            .map(|(_, f)| f.iter().map(|(name, _)| name.clone()).collect())
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                vec!["op".to_string(), "id".into(), "d".into()],
+                vec![
+                    "op".into(),
+                    format!("msg {} 1", sids[1]),
+                    format!("msg {} 1", sids[2])
+                ],
+            ],
+            "partition {p}"
+        );
+    }
+}
