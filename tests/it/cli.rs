@@ -397,3 +397,31 @@ async fn bench_quick_prints_one_json_document_with_every_workload() {
         }
     }
 }
+
+/// `bench --workers 1,4,4` is the W1 scaling alone: one JSON array, a point per distinct
+/// count in the order given, each with W1's rate and latencies beside SET's at the same `-c`
+/// and the Redis CPU per append.
+#[tokio::test]
+async fn bench_with_several_worker_counts_prints_the_w1_scaling_alone() {
+    let t = env().await;
+    let out = t.cli_ok(&["--json", "bench", "--quick", "--workers", "1,4,4"]);
+    let points: Value = serde_json::from_str(&out).unwrap();
+    let points = points.as_array().unwrap();
+    let workers: Vec<u64> = points
+        .iter()
+        .map(|p| p["workers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(workers, [1, 4]);
+    for p in points {
+        assert!(p["appends"].as_u64().unwrap() >= 3_000, "{p}");
+        for figure in [
+            "per_sec",
+            "p50_us",
+            "p99_us",
+            "set_per_sec",
+            "cpu_us_per_append",
+        ] {
+            assert!(p[figure].is_number(), "{figure} in {p}");
+        }
+    }
+}

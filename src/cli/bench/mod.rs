@@ -108,7 +108,12 @@ async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
     .await?;
     let db_dir = tempfile::tempdir()?;
     if args.workers.len() > 1 {
-        let counts: Vec<usize> = args.workers.iter().map(|&n| usize::from(n)).collect();
+        let mut counts: Vec<usize> = Vec::new();
+        for n in args.workers.iter().map(|&n| usize::from(n)) {
+            if !counts.contains(&n) {
+                counts.push(n); // each count once: its sessions are named by it
+            }
+        }
         let sizes = args.sessions.map(usize::from);
         let points = harness::run_scaling(
             &store,
