@@ -367,7 +367,9 @@ impl Store {
     }
 
     /// Appends `messages` in order with consecutive seqs in one atomic step (one EVALSHA:
-    /// no other writer's message lands between them) and returns their seqs. With
+    /// no other writer's message lands between them; one message goes as
+    /// [`Store::append_with`], sharing a round trip with concurrent writes) and returns
+    /// their seqs. With
     /// `expect_seq`, fails with [`Error::Conflict`] unless the first one gets that seq.
     /// An empty list writes nothing and returns no seqs.
     pub async fn append_many(
@@ -376,6 +378,15 @@ impl Store {
         messages: &[NewMessage],
         expect_seq: Option<u64>,
     ) -> Result<Vec<u64>> {
+        if let [message] = messages {
+            // One message is an append: it shares a round trip with concurrent writes
+            // (group commit), where append_messages.lua would be a round trip of its own.
+            let options = AppendOptions {
+                idempotency_key: None,
+                expect_seq,
+            };
+            return Ok(vec![self.append_with(sid, message, &options).await?]);
+        }
         let keys = self.session_keys(sid)?;
         let bodies = messages
             .iter()
