@@ -19,10 +19,31 @@ trap 'redis-cli -p $PORT shutdown nosave >/dev/null 2>&1 || true; redis-cli -p $
 
 # The command files: RESP, so bodies and scripts go byte-exact.
 python3 - "$TMP" "$N" "$B" "$S" "$P" <<'EOF'
-import hashlib, sys
+import hashlib, re, sys
 out, N, B, S, P = sys.argv[1], *map(int, sys.argv[2:6])
 def script(name):
-    return open('lua/_prelude.lua').read() + open('lua/' + name + '.lua').read()
+    # as src/scripts/mod.rs::prelude_for builds it: the prelude definitions the script
+    # names, and theirs, in order
+    lines = open('lua/_prelude.lua').read().splitlines(keepends=True)
+    body = open('lua/' + name + '.lua').read()
+    defs = []
+    for i, line in enumerate(lines):
+        m = re.match(r'local function (\w+)|local (\w+) =', line)
+        if m:
+            start = i
+            while start > 0 and lines[start - 1].startswith('--'):
+                start -= 1
+            if defs:
+                defs[-1][2] = start
+            defs.append([m.group(1) or m.group(2), start, len(lines)])
+    need, todo = set(), [body]
+    while todo:
+        words = set(re.findall(r'\w+', todo.pop()))
+        for d in defs:
+            if d[0] not in need and d[0] in words:
+                need.add(d[0])
+                todo.append(''.join(lines[d[1]:d[2]]))
+    return ''.join(''.join(lines[a:b]) for n, a, b in defs if n in need) + body
 def resp(*args):
     parts = [b'*%d\r\n' % len(args)]
     for a in args:

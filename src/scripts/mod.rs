@@ -1,5 +1,5 @@
-//! The Lua scripts and their calls: every file in `lua/` embedded once (prefixed with the
-//! shared `_prelude.lua`), hashed once, and one typed function per script that builds its
+//! The Lua scripts and their calls: every file in `lua/` embedded once (prefixed with what
+//! it uses of the shared `_prelude.lua`), hashed once, and one typed function per script that builds its
 //! KEYS and ARGV as the script's header documents them, in a file per capability named as
 //! the library's modules are (`sessions`, `messages`, `working`, `checkpoints`, `rounds`,
 //! `decisions`, `users`, `graphs`) plus the daemon's (`daemon`, `restore`). The library, the
@@ -39,6 +39,65 @@ pub use sessions::*;
 pub use users::*;
 pub use working::*;
 
+/// `lua/_prelude.lua`, the scripts' shared library.
+const PRELUDE: &str = include_str!("../../lua/_prelude.lua");
+
+/// The prelude's top-level definitions (`local function name` / `local name =`, each with the
+/// comment lines above it) that `body` names, and those they name in turn, in the prelude's
+/// order. A script carries only these: each definition it carries is run again on every call
+/// (a closure made per function), which cost a lone append ~4 % of its Redis instructions
+/// with the whole prelude.
+fn prelude_for(body: &str) -> String {
+    let lines: Vec<&str> = PRELUDE.split_inclusive('\n').collect();
+    let name_at = |line: &str| -> Option<String> {
+        let rest = line.strip_prefix("local function ").or_else(|| {
+            line.strip_prefix("local ")
+                .filter(|r| r.split_whitespace().nth(1) == Some("="))
+        })?;
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        (!name.is_empty()).then_some(name)
+    };
+    // (name, first line, end line) of each definition, its comment lines included.
+    let mut defs: Vec<(String, usize, usize)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(name) = name_at(line) {
+            let mut start = i;
+            while start > 0 && lines[start - 1].starts_with("--") {
+                start -= 1;
+            }
+            if let Some(last) = defs.last_mut() {
+                last.2 = start;
+            }
+            defs.push((name, start, lines.len()));
+        }
+    }
+    let words = |text: &str| -> std::collections::HashSet<String> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    };
+    let text_of = |&(_, a, b): &(String, usize, usize)| lines[a..b].concat();
+    let mut needed = vec![false; defs.len()];
+    let mut todo = vec![body.to_string()];
+    while let Some(text) = todo.pop() {
+        let named = words(&text);
+        for (i, def) in defs.iter().enumerate() {
+            if !needed[i] && named.contains(&def.0) {
+                needed[i] = true;
+                todo.push(text_of(def));
+            }
+        }
+    }
+    defs.iter()
+        .zip(needed)
+        .filter(|(_, n)| *n)
+        .map(|(def, _)| text_of(def))
+        .collect()
+}
+
 /// Registers each script: `NAME => "file"`, or `NAME => "file" #!"flags"` for a script that
 /// declares Redis 7 script flags in a shebang line (put before the prelude: it must be the
 /// first line).
@@ -47,10 +106,11 @@ macro_rules! lua_scripts {
         $(
             #[doc = concat!("`lua/", $file, ".lua`")]
             static $name: LazyLock<Script> = LazyLock::new(|| {
-                Script::new(concat!(
-                    $("#!lua flags=", $flags, "\n",)?
-                    include_str!("../../lua/_prelude.lua"),
-                    include_str!(concat!("../../lua/", $file, ".lua"))
+                let body = include_str!(concat!("../../lua/", $file, ".lua"));
+                Script::new(&format!(
+                    "{}{}{body}",
+                    concat!($("#!lua flags=", $flags, "\n",)? ""),
+                    prelude_for(body)
                 ))
             });
         )*
@@ -400,6 +460,43 @@ mod tests {
             seen,
             width.keys().cloned().collect(),
             "an op without a builder"
+        );
+    }
+
+    /// A script carries the prelude definitions it names and theirs, in order, and no
+    /// other: the lone append has `append_one` and what it calls, not the graph or
+    /// compaction helpers.
+    #[test]
+    fn a_script_carries_only_the_prelude_it_uses() {
+        let text = super::prelude_for(include_str!("../../lua/append_message.lua"));
+        let defined: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("local function "))
+            .map(|l| l.split('(').next().unwrap())
+            .collect();
+        for name in [
+            "bad_argc",
+            "bad_limit",
+            "clock",
+            "refresh_ttl",
+            "write_message",
+            "append_one",
+        ] {
+            assert!(defined.contains(&name), "{name} missing: {defined:?}");
+        }
+        for name in [
+            "merge_compacted",
+            "touch_graph",
+            "decision_one",
+            "index_as_zset",
+        ] {
+            assert!(!defined.contains(&name), "{name} carried: {defined:?}");
+        }
+        let at = |name: &str| defined.iter().position(|d| *d == name).unwrap();
+        assert!(at("refresh_ttl") < at("append_one"), "prelude order");
+        assert!(
+            text.contains("local DEFERRED = {}"),
+            "a value definition is carried too"
         );
     }
 
