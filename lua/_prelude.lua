@@ -1,5 +1,6 @@
 --[[
-  _prelude: helpers prepended to every script by src/scripts.rs; not a script on its own.
+  _prelude: helpers a script gets prepended, those it names and theirs (src/scripts/mod.rs,
+  prelude_for: every definition carried runs again on each call); not a script on its own.
   Session scripts receive the session's keys as KEYS[1..9], in this order:
     KEYS[1] meta hash          <prefix>:{p}:s:<sid>
     KEYS[2] working state hash <prefix>:{p}:s:<sid>:work
