@@ -1,8 +1,9 @@
 """Benchmark: agentstate's AgentStateSession next to openai-agents' own RedisSession on the
 same Redis, on the anchors' workloads W1 and W2:
 
-* W1 append: 64 sessions x 500 appends (one item per ``add_items`` call) by 8 asyncio
-  workers (each owns 8 sessions and appends to them in turn) -> appends/s, p50/p99 latency.
+* W1 append: 64 sessions x 500 appends (one item per ``add_items`` call) by N asyncio
+  workers (``--workers``, default 8: each owns 64/N sessions and appends to them in turn)
+  -> appends/s, p50/p99 latency.
 * W2 load: full loads (``get_items()``, 500 items each) of the 64 sessions by the same 8
   workers, 3 passes -> loads/s, items/s, p50/p99 latency.
 
@@ -12,6 +13,7 @@ Run it on a release build of the extension:
     python bench.py                 # a private redis-server on a free port (--save '' --appendonly no)
     python bench.py --redis URL     # an existing Redis (uses its own key prefixes, cleans up)
     python bench.py --json          # one JSON document
+    python bench.py --workers 64    # 64 asyncio workers (one session each) instead of 8
 
 It needs the `agentstate` CLI (`cargo build --release`, or `$AGENTSTATE_BIN`) for one spill
 pass over its namespace (a namespace takes creates once a daemon has checked it); no daemon
@@ -35,7 +37,7 @@ from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, str(Path(__file__).parent / "tests"))
 
-SESSIONS, APPENDS, WORKERS, LOAD_PASSES = 64, 500, 8, 3
+SESSIONS, APPENDS, LOAD_PASSES = 64, 500, 3
 
 
 def _item(session: int, i: int) -> Dict[str, Any]:
@@ -48,9 +50,9 @@ def _pct(samples: List[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] * 1000.0
 
 
-async def _workload(sessions: List[Any]) -> Dict[str, Any]:
-    """W1 then W2 over `sessions` (objects with the Session protocol)."""
-    per_worker = [sessions[w::WORKERS] for w in range(WORKERS)]
+async def _workload(sessions: List[Any], workers: int) -> Dict[str, Any]:
+    """W1 then W2 over `sessions` (objects with the Session protocol) by `workers` tasks."""
+    per_worker = [sessions[w::workers] for w in range(workers)]
 
     async def appender(mine: List[Any], lat: List[float]) -> None:
         for i in range(APPENDS):
@@ -91,7 +93,7 @@ async def _workload(sessions: List[Any]) -> Dict[str, Any]:
     }
 
 
-async def bench_agentstate(url: str) -> Dict[str, Any]:
+async def bench_agentstate(url: str, workers: int) -> Dict[str, Any]:
     from agentstate import Store
     from agentstate.openai_agents import AgentStateSession
 
@@ -103,13 +105,13 @@ async def bench_agentstate(url: str) -> Dict[str, Any]:
     store = await Store.aconnect(url, prefix=prefix)
     sessions = [AgentStateSession(f"s{i}", store=store) for i in range(SESSIONS)]
     try:
-        return await _workload(sessions)
+        return await _workload(sessions, workers)
     finally:
         for s in sessions:
             await s.clear_session()
 
 
-async def bench_redis_session(url: str) -> Dict[str, Any]:
+async def bench_redis_session(url: str, workers: int) -> Dict[str, Any]:
     import redis.asyncio as redis
     from agents.extensions.memory import RedisSession
 
@@ -117,7 +119,7 @@ async def bench_redis_session(url: str) -> Dict[str, Any]:
     prefix = "benchoai" + uuid.uuid4().hex[:6]
     sessions = [RedisSession(f"s{i}", redis_client=client, key_prefix=prefix) for i in range(SESSIONS)]
     try:
-        return await _workload(sessions)
+        return await _workload(sessions, workers)
     finally:
         for s in sessions:
             await s.clear_session()
@@ -127,11 +129,14 @@ async def bench_redis_session(url: str) -> Dict[str, Any]:
 def main() -> None:
     from support import bench_redis
 
-    args, redis_url = bench_redis(__doc__)
+    args, redis_url = bench_redis(__doc__, lambda ap: ap.add_argument(
+        "--workers", type=int, default=8, choices=range(1, SESSIONS + 1), metavar=f"1..{SESSIONS}",
+        help="asyncio workers sharing the sessions (default 8)"))
+    workers = args.workers
     rows: Dict[str, Dict[str, Any]] = {}
     with redis_url as url:
         for name, fn in (("AgentStateSession", bench_agentstate), ("RedisSession", bench_redis_session)):
-            rows[name] = asyncio.run(fn(url))
+            rows[name] = asyncio.run(fn(url, workers))
     a, r = rows["AgentStateSession"], rows["RedisSession"]
     ratios = {
         "w1_appends_per_s": a["w1_appends_per_s"] / r["w1_appends_per_s"],
@@ -139,10 +144,10 @@ def main() -> None:
         "w2_loads_per_s": a["w2_loads_per_s"] / r["w2_loads_per_s"],
     }
     if args.json:
-        print(json.dumps({"workload": {"sessions": SESSIONS, "appends": APPENDS, "workers": WORKERS},
+        print(json.dumps({"workload": {"sessions": SESSIONS, "appends": APPENDS, "workers": workers},
                           "results": rows, "ratios": ratios}, indent=2))
         return
-    print(f"W1: {SESSIONS} sessions x {APPENDS} appends by {WORKERS} asyncio workers; "
+    print(f"W1: {SESSIONS} sessions x {APPENDS} appends by {workers} asyncio workers; "
           f"W2: full loads ({APPENDS} items) x {LOAD_PASSES} passes")
     print(f"{'':20} {'W1 appends/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'W2 loads/s':>11} {'items/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
     for name, x in rows.items():
