@@ -5,6 +5,7 @@ threads and event loops."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -50,6 +51,27 @@ def test_sessions_and_messages(store: Store):
     assert store.usage(sid)[0]["total_tokens"] == 15
     with pytest.raises(UnknownSession):
         store.append("nobody", "user", "x")
+
+
+def test_contents_array_is_the_json_array_of_the_contents_or_none(store: Store):
+    """``contents_array`` joins the contents only when each is one whole JSON value: a
+    content like ``1,2`` or ``"a"]`` would shift the array's elements if joined."""
+    sid = store.create_session("arrays")
+    texts = ['{"a":1,"b":[1.5,null,true]}', ' [1, "x]", {}] ', r'"\u00e9\",\\"', "2", "{}", "[]"]
+    for t in texts:
+        store.append(sid, "user", t)
+    store.append(sid, "system")  # no content: left out
+    assert store.contents_array(sid) == "[" + ",".join(texts) + "]"
+    assert json.loads(store.contents_array(sid)) == [json.loads(t) for t in texts]
+    assert store.contents_array(sid, last=3) == "[{},[]]"  # the last 3 messages: 2 contents
+    assert store.contents_array(sid, after=6) == "[]"
+    for i, bad in enumerate(["1,2", '"a"]', "", " ", "NaN", "{} {}", "[1,"]):
+        other = store.create_session(f"bad{i}")
+        store.append(other, "user", "{}")
+        store.append(other, "user", bad)
+        assert store.contents_array(other) is None, bad
+    with pytest.raises(UnknownSession):
+        store.contents_array("nobody")
 
 
 def test_working_state_checkpoints_and_rounds(store: Store):
