@@ -312,6 +312,14 @@ fn decode_messages(elements: Vec<String>) -> Result<Vec<Message>> {
         .collect()
 }
 
+/// A stored message element read for its content alone: serde skips the other fields
+/// without building them.
+#[derive(Deserialize)]
+struct ContentOnly {
+    #[serde(default)]
+    content: Option<String>,
+}
+
 impl Store {
     /// Appends a message and returns its seq (one EVALSHA; concurrent writes of this
     /// process to sessions of one partition share one: group commit).
@@ -410,6 +418,23 @@ impl Store {
 
     /// Loads messages in seq order (one EVALSHA); active ones unless `query.all`.
     pub async fn messages(&self, sid: &str, query: MessageQuery) -> Result<Vec<Message>> {
+        decode_messages(self.message_elements(sid, query).await?)
+    }
+
+    /// The contents of the messages [`Store::messages`] loads (`None` for one without
+    /// content), in seq order, one EVALSHA: the read for callers that keep a whole item as a
+    /// message's content. Each element is decoded for its content alone (the other fields
+    /// are skipped, not built).
+    pub async fn contents(&self, sid: &str, query: MessageQuery) -> Result<Vec<Option<String>>> {
+        self.message_elements(sid, query)
+            .await?
+            .iter()
+            .map(|e| Ok(serde_json::from_str::<ContentOnly>(e)?.content))
+            .collect()
+    }
+
+    /// The stored elements `query` selects (one EVALSHA).
+    async fn message_elements(&self, sid: &str, query: MessageQuery) -> Result<Vec<String>> {
         let keys = self.session_keys(sid)?;
         let (after, last) = (query.after.unwrap_or(0), query.last.map(|n| n as u64));
         let mode = if query.all {
@@ -418,7 +443,7 @@ impl Store {
             LoadMode::Active { after, last }
         };
         let call = scripts::load_messages(&keys, sid, mode);
-        decode_messages(self.invoke_session(sid, &call).await?)
+        self.invoke_session(sid, &call).await
     }
 
     /// The message with `seq`, whatever its state; `None` when there is none.

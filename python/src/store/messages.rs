@@ -118,10 +118,7 @@ twins! {
         last: Option<usize>,
     ) -> Vec<Option<String>> {
         let (s, q) = (self.s(), query(all, after, last));
-        async move {
-            let ms = s.messages(&sid, q).await?;
-            Ok(ms.into_iter().map(|m| m.content).collect())
-        }
+        async move { s.contents(&sid, q).await }
     }
 
     /// The contents `contents(sid, all=..., after=..., last=...)` returns, as one JSON array
@@ -140,8 +137,8 @@ twins! {
     ) -> Option<String> {
         let (s, q) = (self.s(), query(all, after, last));
         async move {
-            let ms = s.messages(&sid, q).await?;
-            Ok(json_array(ms.iter().filter_map(|m| m.content.as_deref())))
+            let contents = s.contents(&sid, q).await?;
+            Ok(json_array(contents.iter().flatten().map(String::as_str)))
         }
     }
 
