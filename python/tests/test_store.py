@@ -74,6 +74,25 @@ def test_contents_array_is_the_json_array_of_the_contents_or_none(store: Store):
         store.contents_array("nobody")
 
 
+def test_a_stored_element_that_is_not_one_message_fails_a_load_instead_of_shifting_it(store: Store, redis_server, prefix):
+    """Loads decode a read's elements one after the other with one deserializer: an element
+    holding two messages, or none, must fail the load, not shift the messages after it."""
+    import redis
+
+    sid = store.create_session("corrupt")
+    store.append_many(sid, [{"role": "user", "content": c} for c in ('"a"', '"b"', '"c"')])
+    r = redis.from_url(redis_server.url)
+    [key] = r.keys(f"{prefix}:*:s:{sid}:msgs")
+    first, second = r.lindex(key, 0), r.lindex(key, 1)
+    for bad in (first + b" " + second, b"", b" "):
+        r.lset(key, 1, bad)
+        for read in (store.messages, store.contents, store.contents_array):
+            with pytest.raises(InvalidInput, match="stored message"):
+                read(sid)
+    r.lset(key, 1, second)
+    assert store.contents(sid) == ['"a"', '"b"', '"c"']
+
+
 def test_working_state_checkpoints_and_rounds(store: Store):
     sid = store.create_session()
     assert sid.startswith("sess_")
