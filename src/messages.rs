@@ -304,11 +304,14 @@ fn validate_role(role: &str) -> Result<()> {
     Ok(())
 }
 
+/// JSON's whitespace.
+const JSON_SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
 /// Decodes stored message elements (as [`Message`]s, or [`ContentOnly`]). One deserializer
 /// reads them one after the other, so the buffer it unescapes strings into grows once per
 /// load, not once per element (that regrowth was a quarter of a load's CPU in the Python
-/// binding, perf). Each element must be exactly one value: the value read for it ends where
-/// the element ends.
+/// binding, perf). Each element must be exactly one value, as `serde_json::from_str` of it
+/// would require: the value read for it ends in it, followed by whitespace at most.
 fn decode_elements<T: serde::de::DeserializeOwned>(elements: &[String]) -> Result<Vec<T>> {
     let joined = elements.join("\n");
     let mut stream = serde_json::Deserializer::from_str(&joined).into_iter::<T>();
@@ -318,8 +321,9 @@ fn decode_elements<T: serde::de::DeserializeOwned>(elements: &[String]) -> Resul
         .map(|e| {
             end += e.len();
             let value = stream.next().transpose()?;
+            let rest = joined.get(stream.byte_offset()..end);
             match value {
-                Some(v) if stream.byte_offset() == end => {
+                Some(v) if rest.is_some_and(|r| r.trim_start_matches(JSON_SPACE).is_empty()) => {
                     end += 1;
                     Ok(v)
                 }

@@ -89,7 +89,7 @@ def test_a_stored_element_that_is_not_one_message_fails_a_load_instead_of_shifti
         for read in (store.messages, store.contents, store.contents_array):
             with pytest.raises(InvalidInput, match="stored message"):
                 read(sid)
-    r.lset(key, 1, second)
+    r.lset(key, 1, b" " + second + b" \n")  # whitespace around one value: as before, read
     assert store.contents(sid) == ['"a"', '"b"', '"c"']
 
 
