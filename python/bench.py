@@ -1,10 +1,13 @@
 """Benchmark: agentstate's AgentStateSession next to openai-agents' own RedisSession on the
 same Redis, on the anchors' workloads W1 and W2:
 
-* W1 append: 64 sessions x 500 appends (one item per ``add_items`` call) by 8 asyncio
-  workers (each owns 8 sessions and appends to them in turn) -> appends/s, p50/p99 latency.
-* W2 load: full loads (``get_items()``, 500 items each) of the 64 sessions by the same 8
-  workers, 3 passes -> loads/s, items/s, p50/p99 latency.
+* W1 append: 64 sessions x 500 appends (one item per ``add_items`` call) by N asyncio
+  workers (``--workers``, default 8: each owns 64/N sessions and appends to them in turn)
+  -> appends/s, p50/p99 latency.
+* W2 load: full loads (``get_items()``, 500 items each) of the 64 sessions by the same
+  workers, 3 passes (``--passes``) -> loads/s, items/s, p50/p99 latency. At 64 workers, 3
+  passes are 3 loads per worker: a burst whose ramp and tail weigh on loads/s; ``--passes 30``
+  measures the steady state.
 
 Run it on a release build of the extension:
 
@@ -12,6 +15,8 @@ Run it on a release build of the extension:
     python bench.py                 # a private redis-server on a free port (--save '' --appendonly no)
     python bench.py --redis URL     # an existing Redis (uses its own key prefixes, cleans up)
     python bench.py --json          # one JSON document
+    python bench.py --workers 64    # 64 asyncio workers (one session each) instead of 8
+    python bench.py --passes 30     # W2 loads every session 30 times instead of 3
 
 It needs the `agentstate` CLI (`cargo build --release`, or `$AGENTSTATE_BIN`) for one spill
 pass over its namespace (a namespace takes creates once a daemon has checked it); no daemon
@@ -35,7 +40,7 @@ from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, str(Path(__file__).parent / "tests"))
 
-SESSIONS, APPENDS, WORKERS, LOAD_PASSES = 64, 500, 8, 3
+SESSIONS, APPENDS = 64, 500
 
 
 def _item(session: int, i: int) -> Dict[str, Any]:
@@ -48,9 +53,10 @@ def _pct(samples: List[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))] * 1000.0
 
 
-async def _workload(sessions: List[Any]) -> Dict[str, Any]:
-    """W1 then W2 over `sessions` (objects with the Session protocol)."""
-    per_worker = [sessions[w::WORKERS] for w in range(WORKERS)]
+async def _workload(sessions: List[Any], workers: int, passes: int) -> Dict[str, Any]:
+    """W1 then W2 (`passes` loads of each session) over `sessions` (objects with the Session
+    protocol) by `workers` tasks."""
+    per_worker = [sessions[w::workers] for w in range(workers)]
 
     async def appender(mine: List[Any], lat: List[float]) -> None:
         for i in range(APPENDS):
@@ -65,7 +71,7 @@ async def _workload(sessions: List[Any]) -> Dict[str, Any]:
     w1_secs = time.perf_counter() - t0
 
     async def loader(mine: List[Any], lat: List[float], counts: List[int]) -> None:
-        for _ in range(LOAD_PASSES):
+        for _ in range(passes):
             for s in mine:
                 t = time.perf_counter()
                 items = await s.get_items()
@@ -91,7 +97,7 @@ async def _workload(sessions: List[Any]) -> Dict[str, Any]:
     }
 
 
-async def bench_agentstate(url: str) -> Dict[str, Any]:
+async def bench_agentstate(url: str, workers: int, passes: int) -> Dict[str, Any]:
     from agentstate import Store
     from agentstate.openai_agents import AgentStateSession
 
@@ -103,13 +109,13 @@ async def bench_agentstate(url: str) -> Dict[str, Any]:
     store = await Store.aconnect(url, prefix=prefix)
     sessions = [AgentStateSession(f"s{i}", store=store) for i in range(SESSIONS)]
     try:
-        return await _workload(sessions)
+        return await _workload(sessions, workers, passes)
     finally:
         for s in sessions:
             await s.clear_session()
 
 
-async def bench_redis_session(url: str) -> Dict[str, Any]:
+async def bench_redis_session(url: str, workers: int, passes: int) -> Dict[str, Any]:
     import redis.asyncio as redis
     from agents.extensions.memory import RedisSession
 
@@ -117,7 +123,7 @@ async def bench_redis_session(url: str) -> Dict[str, Any]:
     prefix = "benchoai" + uuid.uuid4().hex[:6]
     sessions = [RedisSession(f"s{i}", redis_client=client, key_prefix=prefix) for i in range(SESSIONS)]
     try:
-        return await _workload(sessions)
+        return await _workload(sessions, workers, passes)
     finally:
         for s in sessions:
             await s.clear_session()
@@ -127,11 +133,22 @@ async def bench_redis_session(url: str) -> Dict[str, Any]:
 def main() -> None:
     from support import bench_redis
 
-    args, redis_url = bench_redis(__doc__)
+    def positive(v: str) -> int:
+        if not v.isdigit() or int(v) < 1:
+            raise ValueError(v)
+        return int(v)
+
+    def add_arguments(ap: Any) -> None:
+        ap.add_argument("--workers", type=int, default=8, choices=range(1, SESSIONS + 1),
+                        metavar=f"1..{SESSIONS}", help="asyncio workers sharing the sessions (default 8)")
+        ap.add_argument("--passes", type=positive, default=3, help="W2 loads of each session (default 3)")
+
+    args, redis_url = bench_redis(__doc__, add_arguments)
+    workers, passes = args.workers, args.passes
     rows: Dict[str, Dict[str, Any]] = {}
     with redis_url as url:
         for name, fn in (("AgentStateSession", bench_agentstate), ("RedisSession", bench_redis_session)):
-            rows[name] = asyncio.run(fn(url))
+            rows[name] = asyncio.run(fn(url, workers, passes))
     a, r = rows["AgentStateSession"], rows["RedisSession"]
     ratios = {
         "w1_appends_per_s": a["w1_appends_per_s"] / r["w1_appends_per_s"],
@@ -139,11 +156,12 @@ def main() -> None:
         "w2_loads_per_s": a["w2_loads_per_s"] / r["w2_loads_per_s"],
     }
     if args.json:
-        print(json.dumps({"workload": {"sessions": SESSIONS, "appends": APPENDS, "workers": WORKERS},
+        print(json.dumps({"workload": {"sessions": SESSIONS, "appends": APPENDS, "workers": workers,
+                                       "passes": passes},
                           "results": rows, "ratios": ratios}, indent=2))
         return
-    print(f"W1: {SESSIONS} sessions x {APPENDS} appends by {WORKERS} asyncio workers; "
-          f"W2: full loads ({APPENDS} items) x {LOAD_PASSES} passes")
+    print(f"W1: {SESSIONS} sessions x {APPENDS} appends by {workers} asyncio workers; "
+          f"W2: full loads ({APPENDS} items) x {passes} passes")
     print(f"{'':20} {'W1 appends/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'W2 loads/s':>11} {'items/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
     for name, x in rows.items():
         print(f"{name:20} {x['w1_appends_per_s']:>13,.0f} {x['w1_p50_ms']:>8.3f} {x['w1_p99_ms']:>8.3f} "

@@ -304,12 +304,44 @@ fn validate_role(role: &str) -> Result<()> {
     Ok(())
 }
 
-/// Decodes stored message elements.
-fn decode_messages(elements: Vec<String>) -> Result<Vec<Message>> {
+/// JSON's whitespace.
+const JSON_SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
+/// Decodes stored message elements (as [`Message`]s, or [`ContentOnly`]). One deserializer
+/// reads them one after the other, so the buffer it unescapes strings into grows once per
+/// load, not once per element (that regrowth was a quarter of a load's CPU in the Python
+/// binding, perf). Each element must be exactly one value, as `serde_json::from_str` of it
+/// would require: the value read for it ends in it, followed by whitespace at most.
+fn decode_elements<T: serde::de::DeserializeOwned>(elements: &[String]) -> Result<Vec<T>> {
+    let joined = elements.join("\n");
+    let mut stream = serde_json::Deserializer::from_str(&joined).into_iter::<T>();
+    let mut end = 0;
     elements
         .iter()
-        .map(|e| serde_json::from_str(e).map_err(Error::from))
+        .map(|e| {
+            end += e.len();
+            let value = stream.next().transpose()?;
+            let rest = joined.get(stream.byte_offset()..end);
+            match value {
+                Some(v) if rest.is_some_and(|r| r.trim_start_matches(JSON_SPACE).is_empty()) => {
+                    end += 1;
+                    Ok(v)
+                }
+                _ => Err(Error::MalformedJson {
+                    what: "stored message",
+                    detail: format!("not one JSON object: {e:?}"),
+                }),
+            }
+        })
         .collect()
+}
+
+/// A stored message element read for its content alone: serde skips the other fields
+/// without building them.
+#[derive(Deserialize)]
+struct ContentOnly {
+    #[serde(default)]
+    content: Option<String>,
 }
 
 impl Store {
@@ -431,6 +463,23 @@ impl Store {
 
     /// Loads messages in seq order (one EVALSHA); active ones unless `query.all`.
     pub async fn messages(&self, sid: &str, query: MessageQuery) -> Result<Vec<Message>> {
+        decode_elements(&self.message_elements(sid, query).await?)
+    }
+
+    /// The contents of the messages [`Store::messages`] loads (`None` for one without
+    /// content), in seq order, one EVALSHA: the read for callers that keep a whole item as a
+    /// message's content. Each element is decoded for its content alone (the other fields
+    /// are skipped, not built).
+    pub async fn contents(&self, sid: &str, query: MessageQuery) -> Result<Vec<Option<String>>> {
+        let elements = self.message_elements(sid, query).await?;
+        Ok(decode_elements::<ContentOnly>(&elements)?
+            .into_iter()
+            .map(|m| m.content)
+            .collect())
+    }
+
+    /// The stored elements `query` selects (one EVALSHA).
+    async fn message_elements(&self, sid: &str, query: MessageQuery) -> Result<Vec<String>> {
         let keys = self.session_keys(sid)?;
         let (after, last) = (query.after.unwrap_or(0), query.last.map(|n| n as u64));
         let mode = if query.all {
@@ -439,14 +488,14 @@ impl Store {
             LoadMode::Active { after, last }
         };
         let call = scripts::load_messages(&keys, sid, mode);
-        decode_messages(self.invoke_session(sid, &call).await?)
+        self.invoke_session(sid, &call).await
     }
 
     /// The message with `seq`, whatever its state; `None` when there is none.
     pub async fn message(&self, sid: &str, seq: u64) -> Result<Option<Message>> {
         let keys = self.session_keys(sid)?;
         let call = scripts::load_messages(&keys, sid, LoadMode::One(seq));
-        Ok(decode_messages(self.invoke_session(sid, &call).await?)?.pop())
+        Ok(decode_elements(&self.invoke_session::<Vec<String>>(sid, &call).await?)?.pop())
     }
 
     /// Marks `[from_seq, to_seq]` compacted out and appends a system `compact_note` in one

@@ -163,13 +163,12 @@ class AgentStateSession:
             return []
         last = limit
         try:
-            contents = await store.acontents(self._sid, last=last)
+            array = await store.acontents_array(self._sid, last=last)
         except UnknownSession:
             return []
-        try:
-            return [json.loads(c) for c in contents if c is not None]
-        except ValueError:
-            pass  # a message another agentstate tool wrote (e.g. a compaction note)
+        if array is not None:  # every content is an item's JSON: one parse of them all
+            return json.loads(array)
+        # A message another agentstate tool wrote (e.g. a compaction note) is no JSON.
         try:
             messages = await store.amessages(self._sid, last=last)
         except UnknownSession:

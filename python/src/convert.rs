@@ -215,6 +215,23 @@ fn write_json_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// ``[t1,t2,...]`` when each text is exactly one JSON value (whitespace around it allowed),
+/// else None. Checking each text whole is what makes the join safe: ``1,2`` or ``"a"]``
+/// would otherwise shift the array's elements.
+pub fn json_array<'a>(texts: impl Iterator<Item = &'a str> + Clone) -> Option<String> {
+    let mut out = String::with_capacity(texts.clone().map(|t| t.len() + 1).sum::<usize>() + 2);
+    out.push('[');
+    for (i, t) in texts.enumerate() {
+        serde_json::from_str::<serde::de::IgnoredAny>(t).ok()?;
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(t);
+    }
+    out.push(']');
+    Some(out)
+}
+
 /// The dict of one stored message: `seq`, `state`, `created_at`, `role`, and the optional
 /// fields that are set.
 impl ToDict for Message {

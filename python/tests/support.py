@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,16 +43,19 @@ def free_port(cluster: bool = False) -> int:
     raise RuntimeError(f"no free loopback port in {low}-{high - 1}")
 
 
-def bench_redis(doc: str):
-    """The benches' command line (``--redis URL``, ``--json``): returns the parsed arguments
-    and a context manager yielding the Redis URL — ``--redis``, or a private redis-server
-    for the run, closed when the block ends."""
+def bench_redis(doc: str, add_arguments: Optional[Callable[[Any], None]] = None):
+    """The benches' command line (``--redis URL``, ``--json``, and what ``add_arguments``
+    adds to the ``argparse`` parser): returns the parsed arguments and a context manager
+    yielding the Redis URL — ``--redis``, or a private redis-server for the run, closed when
+    the block ends."""
     import argparse
     import contextlib
 
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--redis", help="Redis URL (default: a private redis-server)")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    if add_arguments is not None:
+        add_arguments(ap)
     args = ap.parse_args()
 
     @contextlib.contextmanager

@@ -51,6 +51,48 @@ def test_openai_items_are_agentstate_messages_and_compaction_notes_read_back(sto
     assert asyncio.run(s.get_items()) == got
 
 
+# Items whose JSON text has what a join of texts or a parser could get wrong: nesting, escapes,
+# separators inside strings, unicode, ints past 64 bits, floats that must stay floats.
+EXACT_ITEMS = [
+    {"role": "user", "content": "plain"},
+    {"role": "assistant", "content": [{"type": "output_text", "text": "a \"quoted\" ], {, \\ and \n\t\u0000\u001f"}]},
+    {"type": "function_call", "call_id": "é日本😀", "arguments": "{\"x\": [1, 2]}", "name": "f"},
+    {"type": "x", "ints": [0, -1, 2**63 - 1, -(2**63), 2**64, -(10**40)], "floats": [0.1, -0.0, 1.0, 1e16, 1e-7, 1.5e300]},
+    {"type": "x", "empty": [{}, [], "", None, True, False], "deep": {"a": [[[{"b": {"c": [[]]}}]]]}},
+    {"type": "x", "keys": {"": 1, "\"]": 2, "é": 3, "a,b": 4}},
+]
+
+
+def test_openai_items_read_back_exactly_type_for_type(store: Store):
+    """Every item comes back as added (``repr``: 1 stays 1, not 1.0 or True; -0.0 stays
+    -0.0), through the one-parse path and through the per-message path a non-JSON message
+    (a compaction note) or an item ``json`` alone can read (NaN) sends a load to; popped,
+    replaced and content-less messages read as before."""
+    from agentstate.openai_agents import AgentStateSession
+
+    s = AgentStateSession("exact", store=store)
+    nan = {"type": "x", "nan": float("nan"), "inf": [float("inf"), float("-inf")]}
+
+    async def main():
+        await s.add_items(EXACT_ITEMS)
+        assert repr(await s.get_items()) == repr(EXACT_ITEMS)
+        assert repr(await s.get_items(limit=2)) == repr(EXACT_ITEMS[-2:])
+        await s.add_items([{"role": "user", "content": "to be popped"}])
+        assert await s.pop_item() == {"role": "user", "content": "to be popped"}
+        assert repr(await s.get_items()) == repr(EXACT_ITEMS)
+        store.append(s.agentstate_id, "system")  # another tool's message without content
+        store.replace_message(s.agentstate_id, 1, {"role": "user", "content": '{"role":"user","content":"redacted"}'})
+        expected = [{"role": "user", "content": "redacted"}] + EXACT_ITEMS[1:]
+        assert repr(await s.get_items()) == repr(expected)
+        await s.add_items([nan])
+        assert repr(await s.get_items()) == repr(expected + [nan])
+        store.compact(s.agentstate_id, 1, 2, "a note, no JSON")
+        return await s.get_items()
+
+    got = asyncio.run(main())
+    assert repr(got) == repr(EXACT_ITEMS[2:] + [nan, {"role": "system", "content": "a note, no JSON"}])
+
+
 def test_a_cancelled_add_items_still_lands_and_the_caller_sees_the_cancellation(store: Store):
     from agentstate.openai_agents import AgentStateSession
 

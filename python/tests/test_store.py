@@ -5,6 +5,7 @@ threads and event loops."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
@@ -50,6 +51,46 @@ def test_sessions_and_messages(store: Store):
     assert store.usage(sid)[0]["total_tokens"] == 15
     with pytest.raises(UnknownSession):
         store.append("nobody", "user", "x")
+
+
+def test_contents_array_is_the_json_array_of_the_contents_or_none(store: Store):
+    """``contents_array`` joins the contents only when each is one whole JSON value: a
+    content like ``1,2`` or ``"a"]`` would shift the array's elements if joined."""
+    sid = store.create_session("arrays")
+    texts = ['{"a":1,"b":[1.5,null,true]}', ' [1, "x]", {}] ', r'"\u00e9\",\\"', "2", "{}", "[]"]
+    for t in texts:
+        store.append(sid, "user", t)
+    store.append(sid, "system")  # no content: left out
+    assert store.contents_array(sid) == "[" + ",".join(texts) + "]"
+    assert json.loads(store.contents_array(sid)) == [json.loads(t) for t in texts]
+    assert store.contents_array(sid, last=3) == "[{},[]]"  # the last 3 messages: 2 contents
+    assert store.contents_array(sid, after=6) == "[]"
+    for i, bad in enumerate(["1,2", '"a"]', "", " ", "NaN", "{} {}", "[1,"]):
+        other = store.create_session(f"bad{i}")
+        store.append(other, "user", "{}")
+        store.append(other, "user", bad)
+        assert store.contents_array(other) is None, bad
+    with pytest.raises(UnknownSession):
+        store.contents_array("nobody")
+
+
+def test_a_stored_element_that_is_not_one_message_fails_a_load_instead_of_shifting_it(store: Store, redis_server, prefix):
+    """Loads decode a read's elements one after the other with one deserializer: an element
+    holding two messages, or none, must fail the load, not shift the messages after it."""
+    import redis
+
+    sid = store.create_session("corrupt")
+    store.append_many(sid, [{"role": "user", "content": c} for c in ('"a"', '"b"', '"c"')])
+    r = redis.from_url(redis_server.url)
+    [key] = r.keys(f"{prefix}:*:s:{sid}:msgs")
+    first, second = r.lindex(key, 0), r.lindex(key, 1)
+    for bad in (first + b" " + second, b"", b" "):
+        r.lset(key, 1, bad)
+        for read in (store.messages, store.contents, store.contents_array):
+            with pytest.raises(InvalidInput, match="stored message"):
+                read(sid)
+    r.lset(key, 1, b" " + second + b" \n")  # whitespace around one value: as before, read
+    assert store.contents(sid) == ['"a"', '"b"', '"c"']
 
 
 def test_working_state_checkpoints_and_rounds(store: Store):
