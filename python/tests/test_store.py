@@ -77,19 +77,23 @@ def test_contents_array_is_the_json_array_of_the_contents_or_none(store: Store):
 def test_a_stored_element_that_is_not_one_message_fails_a_load_instead_of_shifting_it(store: Store, redis_server, prefix):
     """Loads decode a read's elements one after the other with one deserializer: an element
     holding two messages, or none, must fail the load, not shift the messages after it."""
-    import redis
+    import subprocess
+
+    def cli(*args: str) -> str:  # redis-cli, as an operator would (no client library needed)
+        out = subprocess.run(["redis-cli", "-u", redis_server.url, *args],
+                             capture_output=True, text=True, check=True).stdout
+        return out[:-1] if out.endswith("\n") else out
 
     sid = store.create_session("corrupt")
     store.append_many(sid, [{"role": "user", "content": c} for c in ('"a"', '"b"', '"c"')])
-    r = redis.from_url(redis_server.url)
-    [key] = r.keys(f"{prefix}:*:s:{sid}:msgs")
-    first, second = r.lindex(key, 0), r.lindex(key, 1)
-    for bad in (first + b" " + second, b"", b" "):
-        r.lset(key, 1, bad)
+    [key] = cli("--scan", "--pattern", f"{prefix}:*:s:{sid}:msgs").split()
+    first, second = cli("LINDEX", key, "0"), cli("LINDEX", key, "1")
+    for bad in (first + " " + second, "", " "):
+        cli("LSET", key, "1", bad)
         for read in (store.messages, store.contents, store.contents_array):
             with pytest.raises(InvalidInput, match="stored message"):
                 read(sid)
-    r.lset(key, 1, b" " + second + b" \n")  # whitespace around one value: as before, read
+    cli("LSET", key, "1", " " + second + " \n")  # whitespace around one value: as before, read
     assert store.contents(sid) == ['"a"', '"b"', '"c"']
 
 
