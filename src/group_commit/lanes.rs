@@ -13,7 +13,7 @@ use crate::scripts::BatchItem;
 use std::sync::Arc;
 
 /// Most round trips of one lane in flight at once.
-pub const MAX_IN_FLIGHT: usize = 2;
+pub const MAX_IN_FLIGHT: usize = 3;
 
 /// Most calls one batch carries; what queued beyond it goes with the next round trip. It
 /// bounds how long one script holds Redis (about 10 µs of Redis time per item).

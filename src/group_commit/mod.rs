@@ -3,10 +3,11 @@
 //! flight. A caller that finds a free slot sends its call at once (its own script: no timer,
 //! no added latency at low load); callers that arrive while every slot is taken queue, and
 //! when a round trip returns what queued goes as one `session_batch.lua` (one EVALSHA, at
-//! most [`MAX_BATCH`](lanes::MAX_BATCH) items). Two in flight, not one, so that Redis runs one batch while
-//! this process gathers the next (with one, Redis and the client took turns idling: at 8
-//! workers W1 fell to 0.7 of per-partition lanes). Each caller gets its own reply or typed
-//! error.
+//! most [`MAX_BATCH`](lanes::MAX_BATCH) items). Several in flight, not one, so that Redis
+//! runs one batch while this process gathers the next (with one, Redis and the client took
+//! turns idling: at 8 workers W1 fell to 0.7 of per-partition lanes); three rather than two
+//! since issue 27 made a batch cheaper for Redis (W1 at 8 workers +10 % on a quiet machine,
+//! the same at 64: BENCHMARKS.md). Each caller gets its own reply or typed error.
 //!
 //! Lanes: on a Redis Cluster one per partition (a batch touches one hash slot); on a single
 //! node one for the whole store, so the writes of every partition share a batch (a single
