@@ -149,7 +149,7 @@ impl Store {
     /// the idempotent callers are returned, for their caller to retry each on its own
     /// once the lane is handed on; the others get the error at once (they fail fast).
     async fn send_batch(&self, batch: Vec<Waiting>) -> Vec<Waiting> {
-        let batch: Vec<Waiting> = batch.into_iter().filter(|w| !w.reply.is_closed()).collect();
+        let mut batch: Vec<Waiting> = batch.into_iter().filter(|w| !w.reply.is_closed()).collect();
         let failed = |err: Error, batch: Vec<Waiting>| -> Vec<Waiting> {
             let mut retry = Vec::new();
             for w in batch {
@@ -161,24 +161,11 @@ impl Store {
             }
             retry
         };
-        if batch.len() == 1 {
-            let reply = self.invoke_once::<Value>(&batch[0].item.call()).await;
-            return match reply {
-                Err(err) if err.is_unavailable() && batch[0].item.is_idempotent() => batch,
-                reply => {
-                    // Its own script's reply or typed error (a conflict stays a conflict).
-                    let w = batch.into_iter().next().expect("one item");
-                    let _ = w.reply.send(reply);
-                    Vec::new()
-                }
-            };
-        }
-        if batch.is_empty() {
-            return Vec::new();
+        if batch.len() <= 1 {
+            return self.send_alone(batch, failed).await;
         }
         // Grouped by partition (a stable sort: one session's calls keep their order, and
         // different sessions' commute), so the script writes one wal entry per partition.
-        let mut batch = batch;
         batch.sort_by_key(|w| w.item.partition());
         let items: Vec<&BatchItem> = batch.iter().map(|w| &*w.item).collect();
         let call = scripts::session_batch(&items);
@@ -207,21 +194,26 @@ impl Store {
         Vec::new()
     }
 
-    /// Sends the items a batch deferred (their sessions' TTL refresh was due) each as its own
-    /// script, in order, while the lane still holds their sessions: no later write of theirs
-    /// can pass them. Once Redis is unreachable the rest go to `failed` (retry or error).
+    /// Sends `alone` each as its own script, in order, and hands each caller its own reply
+    /// or typed error (a conflict stays a conflict): a batch of one, or the items a batch
+    /// deferred (their sessions' TTL refresh was due), while the lane still holds their
+    /// sessions, so no later write of theirs can pass them. Once Redis is unreachable, the
+    /// idempotent callers from there on are returned for a retry and the others get the error.
     async fn send_alone(
         &self,
-        mut alone: Vec<Waiting>,
+        alone: Vec<Waiting>,
         failed: impl Fn(Error, Vec<Waiting>) -> Vec<Waiting>,
     ) -> Vec<Waiting> {
-        alone.reverse();
-        while let Some(w) = alone.pop() {
+        let mut alone = alone.into_iter();
+        while let Some(w) = alone.next() {
             match self.invoke_once::<Value>(&w.item.call()).await {
                 Err(err) if err.is_unavailable() => {
-                    alone.push(w);
-                    alone.reverse();
-                    return failed(err, alone);
+                    let rest = failed(err.for_each_caller(), alone.collect());
+                    if !w.item.is_idempotent() {
+                        let _ = w.reply.send(Err(err));
+                        return rest;
+                    }
+                    return std::iter::once(w).chain(rest).collect();
                 }
                 reply => {
                     let _ = w.reply.send(reply);
