@@ -164,6 +164,15 @@ pub struct WalRecord<'a> {
     pub idem_key: Option<&'a str>,
 }
 
+/// The field `name` of a wal entry (field names are unique within an entry).
+pub fn wal_field<'a>(entry: &'a WalEntry, name: &str) -> Option<&'a str> {
+    entry
+        .1
+        .iter()
+        .find(|(f, _)| f == name)
+        .map(|(_, v)| v.as_str())
+}
+
 impl<'a> WalRecord<'a> {
     /// The records of a wal entry, in order: one for a classic entry, one per field after
     /// `op` for a batch entry. A missing field or a batch field that is not `<op> <id> <seq>
@@ -171,10 +180,7 @@ impl<'a> WalRecord<'a> {
     pub fn parse_entry(entry: &'a WalEntry) -> Result<Vec<WalRecord<'a>>> {
         let (id, fields) = entry;
         let field = |name: &str| {
-            fields
-                .iter()
-                .find(|(f, _)| f == name)
-                .map(|(_, v)| v.as_str())
+            wal_field(entry, name)
                 .ok_or_else(|| Error::InvalidInput(format!("entry {id} has no field {name}")))
         };
         let op_text = field("op")?;

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::{lease, SpillDaemon};
 use crate::error::Result;
-use crate::records::{committed, Entry, WalEntry, WalOp, WalRecord};
+use crate::records::{committed, wal_field, Entry, WalEntry, WalOp, WalRecord};
 use crate::scripts;
 use crate::store::Store;
 use sqlite::{Applied, Batch};
@@ -53,11 +53,7 @@ impl SpillDaemon {
         // user_set records carry a reference only: read the values they refer to now. They
         // are classic entries of op `user_set`: only those are parsed here, every entry once
         // when applied.
-        let is_user_set = |e: &&WalEntry| {
-            e.1.iter()
-                .find(|(f, _)| f == "op")
-                .is_some_and(|(_, op)| op == WalOp::UserSet.as_str())
-        };
+        let is_user_set = |e: &&WalEntry| wal_field(e, "op") == Some(WalOp::UserSet.as_str());
         let wanted: BTreeSet<(String, String)> = wal
             .iter()
             .filter(is_user_set)
