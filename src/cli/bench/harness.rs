@@ -183,18 +183,38 @@ pub async fn run_scaling(
     counts: &[usize],
     db_path: &std::path::Path,
 ) -> Result<Vec<ScalingPoint>> {
-    // Like any deployment, a daemon checks this Redis against SQLite before sessions are made.
+    checked_by_a_daemon(store, db_path).await?;
+    let mut sizes = Sizes::new(quick);
+    sizes.sessions = sessions.unwrap_or(sizes.sessions);
+    let raw = RawCommands::prepare(store, "bench_raw_append").await?;
+    w1_scaling_stage(store, sizes, quick, &raw, counts, true).await
+}
+
+/// One spill pass over `store`'s namespace: like any deployment, a daemon checks this Redis
+/// against the durable tier before sessions are made.
+async fn checked_by_a_daemon(store: &Store, db_path: &std::path::Path) -> Result<()> {
     SpillDaemon::open(store.clone(), SpillConfig::new(db_path))
         .await?
         .run_once()
         .await?;
-    let mut sizes = Sizes::new(quick);
-    sizes.sessions = sessions.unwrap_or(sizes.sessions);
-    let raw = RawCommands::prepare(store, "bench_raw_append").await?;
+    Ok(())
+}
+
+/// The W1 scaling at `counts` workers (`--quick`: fewer appends), under its spinner.
+async fn w1_scaling_stage(
+    store: &Store,
+    sizes: Sizes,
+    quick: bool,
+    raw: &RawCommands,
+    counts: &[usize],
+    progress: bool,
+) -> Result<Vec<ScalingPoint>> {
     let appends = if quick { 3_000 } else { 40_000 };
     let bar = stage(
-        true,
-        format!("W1 scaling: {appends} appends at {counts:?} workers, SET and append_message next to each"),
+        progress,
+        format!(
+            "W1 scaling: {appends} appends at {counts:?} workers, SET and append_message next to each"
+        ),
     );
     let points = scaling::w1_scaling(store, sizes, appends, &raw.append, counts).await?;
     bar.finish_and_clear();
@@ -213,11 +233,7 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         server,
         progress,
     } = options;
-    // Like any deployment, a daemon checks this Redis against SQLite before sessions are made.
-    SpillDaemon::open(store.clone(), SpillConfig::new(&db_path))
-        .await?
-        .run_once()
-        .await?;
+    checked_by_a_daemon(store, &db_path).await?;
     let mut sizes = Sizes::new(quick);
     sizes.workers = workers.unwrap_or(sizes.workers);
     sizes.sessions = sessions.unwrap_or(sizes.sessions);
@@ -306,17 +322,8 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let w4_row = decisions::row(&w4);
     bar.finish_and_clear();
 
-    let appends = if quick { 3_000 } else { 40_000 };
-    let bar = stage(
-        progress,
-        format!(
-            "W1 scaling: {appends} appends at {:?} workers, SET and append_message next to each",
-            scaling::WORKER_COUNTS
-        ),
-    );
     let w1_scaling =
-        scaling::w1_scaling(store, sizes, appends, &raw.append, &scaling::WORKER_COUNTS).await?;
-    bar.finish_and_clear();
+        w1_scaling_stage(store, sizes, quick, &raw, &scaling::WORKER_COUNTS, progress).await?;
 
     let bar = stage(
         progress,
