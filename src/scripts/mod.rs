@@ -403,7 +403,6 @@ mod tests {
         }
     }
 
-    /// A call's words are EVALSHA, the script's SHA, the key count, the keys, the args.
     /// `session_batch.lua` walks its ARGV and KEYS by a width and a key count per op (its
     /// `WIDTH` and `NKEYS`); every item the Rust side builds has exactly those, and the lone
     /// call of each item is its own script with the same arguments and all its keys.
@@ -500,6 +499,7 @@ mod tests {
         );
     }
 
+    /// A call's words are EVALSHA, the script's SHA, the key count, the keys, the args.
     #[test]
     fn calls_spell_evalsha_with_their_keys_and_args() {
         let ns = crate::keys::Keys::new("as", 16);
