@@ -29,12 +29,7 @@ fn ids_in_distinct_partitions(t: &TestEnv, n: usize) -> Vec<String> {
 
 /// `n` session ids that all live in the partition of the first.
 fn ids_in_one_partition(t: &TestEnv, n: usize) -> Vec<String> {
-    let p = t.store.keys().session("g0").partition;
-    (0..)
-        .map(|i| format!("g{i}"))
-        .filter(|id| t.store.keys().session(id).partition == p)
-        .take(n)
-        .collect()
+    t.ids_in_partition("g", t.store.keys().session("g0").partition, n)
 }
 
 /// EVALSHA calls Redis counted since the last `CONFIG RESETSTAT`.
@@ -195,10 +190,8 @@ async fn one_batch_returns_each_caller_its_own_outcome() {
     let t = env().await;
     let s = &t.store;
     let ids = ids_in_one_partition(&t, 2);
+    t.create_sessions(&ids).await;
     let (x, y) = (&ids[0], &ids[1]);
-    for sid in [x, y] {
-        s.create_session(&NewSession::new().id(sid)).await.unwrap();
-    }
     let keyed = AppendOptions::new().idempotency_key("k1");
     assert_eq!(s.append_with(x, &user("x1"), &keyed).await.unwrap(), 1);
     let _: String = t.cmd(&["CONFIG", "RESETSTAT"]);
@@ -292,10 +285,8 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
     let t = env().await;
     let s = &t.store;
     let ids = ids_in_one_partition(&t, 3);
+    t.create_sessions(&ids[..2]).await;
     let (x, y, ghost) = (&ids[0], &ids[1], &ids[2]);
-    for sid in [x, y] {
-        s.create_session(&NewSession::new().id(sid)).await.unwrap();
-    }
     let keyed = AppendOptions::new().idempotency_key("k1");
     s.append_with(x, &user("x1"), &keyed).await.unwrap();
     let before = t.wal_records().len();
@@ -402,10 +393,8 @@ async fn a_batch_defers_every_item_of_a_session_whose_ttl_refresh_is_due() {
     let t = env().await;
     let s = &t.store;
     let ids = ids_in_one_partition(&t, 2);
+    t.create_sessions(&ids).await;
     let (x, y) = (&ids[0], &ids[1]);
-    for sid in [x, y] {
-        s.create_session(&NewSession::new().id(sid)).await.unwrap();
-    }
     let _: i64 = t.cmd(&["HSET", &s.keys().session(x).meta, "ttl_at", "1"]);
     let before = t.snapshot();
     let append = |sid: &str, content: &str| {
@@ -508,16 +497,10 @@ async fn a_batch_writes_one_wal_entry_per_partition() {
     let t = env().await;
     let s = &t.store;
     let (pa, pb, pc) = (0, 1, 2);
-    let of = |p: u32, n: usize| -> Vec<String> {
-        (0..)
-            .map(|i| format!("s{i}"))
-            .filter(|id| s.keys().partition(id) == p)
-            .take(n)
-            .collect()
-    };
+    let of = |p: u32, n: usize| t.ids_in_partition("s", p, n);
     let (a, b, fillers) = (of(pa, 3), of(pb, 3), of(pc, 4));
-    for sid in a.iter().chain(&b).chain(&fillers) {
-        s.create_session(&NewSession::new().id(sid)).await.unwrap();
+    for ids in [&a, &b, &fillers] {
+        t.create_sessions(ids).await;
     }
     // join_all polls in order: the fillers (partition pc) take every round trip a lane may
     // have in flight (at most four), the calls of pa and pb queue and board one batch when

@@ -203,6 +203,25 @@ impl TestEnv {
         cli_command_at(&self.server.url(), self.server.dir())
     }
 
+    /// The first `n` ids `<stem>0`, `<stem>1`, ... that live in partition `p`.
+    pub fn ids_in_partition(&self, stem: &str, p: u32, n: usize) -> Vec<String> {
+        (0..)
+            .map(|i| format!("{stem}{i}"))
+            .filter(|id| self.store.keys().partition(id) == p)
+            .take(n)
+            .collect()
+    }
+
+    /// Creates a session with each of `ids`.
+    pub async fn create_sessions(&self, ids: &[String]) {
+        for sid in ids {
+            self.store
+                .create_session(&NewSession::new().id(sid))
+                .await
+                .unwrap();
+        }
+    }
+
     /// Every wal record `(op, id, d)` of every partition, each partition in stream order (a
     /// batch entry's records in field order: field `<op> <id> <seq> [<key>]`, value `d`).
     pub fn wal_records(&self) -> Vec<(String, String, String)> {
@@ -213,29 +232,27 @@ impl TestEnv {
 
     /// The wal records `(op, id, d)` of partition `p`, in stream order (see `wal_records`).
     pub fn wal_records_of(&self, p: u32) -> Vec<(String, String, String)> {
+        let entries: Vec<(String, Vec<(String, String)>)> =
+            self.cmd(&["XRANGE", &self.store.keys().wal(p), "-", "+"]);
         let mut out = Vec::new();
-        {
-            let entries: Vec<(String, Vec<(String, String)>)> =
-                self.cmd(&["XRANGE", &self.store.keys().wal(p), "-", "+"]);
-            for (_, fields) in entries {
-                let field = |name: &str| {
-                    fields
-                        .iter()
-                        .find(|(f, _)| f == name)
-                        .map(|(_, v)| v.clone())
-                };
-                if field("op").as_deref() != Some("batch") {
-                    out.push((
-                        field("op").unwrap(),
-                        field("id").unwrap(),
-                        field("d").unwrap(),
-                    ));
-                    continue;
-                }
-                for (name, d) in fields.iter().filter(|(f, _)| f != "op") {
-                    let words: Vec<&str> = name.split(' ').collect();
-                    out.push((words[0].to_string(), words[1].to_string(), d.clone()));
-                }
+        for (_, fields) in entries {
+            let field = |name: &str| {
+                fields
+                    .iter()
+                    .find(|(f, _)| f == name)
+                    .map(|(_, v)| v.clone())
+            };
+            if field("op").as_deref() != Some("batch") {
+                out.push((
+                    field("op").unwrap(),
+                    field("id").unwrap(),
+                    field("d").unwrap(),
+                ));
+                continue;
+            }
+            for (name, d) in fields.iter().filter(|(f, _)| f != "op") {
+                let words: Vec<&str> = name.split(' ').collect();
+                out.push((words[0].to_string(), words[1].to_string(), d.clone()));
             }
         }
         out

@@ -113,18 +113,8 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
     t: TestEnv,
 ) {
     keep_ledger(&t);
-    let p = t.store.keys().partition("kill0");
-    let sids: Vec<String> = (0..)
-        .map(|i| format!("kill{i}"))
-        .filter(|sid| t.store.keys().partition(sid) == p)
-        .take(4)
-        .collect();
-    for sid in &sids {
-        t.store
-            .create_session(&NewSession::new().id(sid))
-            .await
-            .unwrap();
-    }
+    let sids = t.ids_in_partition("kill", t.store.keys().partition("kill0"), 4);
+    t.create_sessions(&sids).await;
     let per_session: i64 = 300;
     let message = |seq: i64| NewMessage::new("user").content(format!("{seq}"));
     let writers: Vec<_> = sids

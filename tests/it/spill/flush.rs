@@ -293,14 +293,8 @@ async fn a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries(t
     xadd(&["op", "checkpoint", "id", "old1", "d", checkpoint]);
 
     // This build's batch entry after them: two sessions of the same partition in one entry.
-    let new: Vec<String> = (0..)
-        .map(|i| format!("new{i}"))
-        .filter(|id| s.keys().partition(id) == p)
-        .take(2)
-        .collect();
-    for sid in &new {
-        s.create_session(&NewSession::new().id(sid)).await.unwrap();
-    }
+    let new = t.ids_in_partition("new", p, 2);
+    t.create_sessions(&new).await;
     let items: Vec<_> = new
         .iter()
         .map(|sid| {
