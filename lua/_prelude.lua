@@ -51,8 +51,8 @@ end
 --            (appends and working-state writes leave it unread: most of their calls
 --            set none)
 --   now      the script's now_ms()
---   due      meta `ttl_at` as read: its decimal text (nil/false: refresh now — create,
---            restore, touch, an older session without the field)
+--   due      meta `ttl_at` as read, as its decimal text or that number (nil/false: refresh
+--            now — create, restore, touch, an older session without the field)
 --   created  indexes into k of keys this call created or may have created (nil: none)
 --   extra    indexes into k of the session's further keys this call was given (the graph
 --            log's two, KEYS[10] and KEYS[11]): refreshed with the eight (nil: none)
@@ -236,38 +236,44 @@ local DEFERRED = {}
 -- the caller's to check first (the lone script, or the batch for every item at once).
 -- `now`, `now_text` are the script's clock(); `log` as for write_message (a batch gathers
 -- its records and writes one wal entry per partition at its end).
--- Returns {seq, wal entry id ('' for a repeat; nil when `log` took the record), '1' if a
--- repeat else '0'}, all three as text (the batch joins them into its text reply; a number
--- would be formatted by %.14g), DEFERRED (see above), or an error reply NO_SESSION /
--- TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>.
+-- `limit` is decimal text or a number (a batch converts each distinct limit once).
+-- Returns three values, seq, wal entry id ('' for a repeat; false when `log` took the
+-- record) and '1' if a repeat else '0', all as text (the batch joins them into its text
+-- reply; a number would be formatted by %.14g); or one value: DEFERRED (see above) or an
+-- error reply NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>. Several
+-- values rather than a table: a batch calls this per item, and a table is an allocation
+-- its garbage collector pays for again.
 local function append_one(k, sid, tail, idem, expected, limit, now, now_text, log)
   local bad = bad_message_body(tail, limit)
   if bad then
     return bad
   end
   local meta = redis.call('HMGET', k[1], 'next_seq', 'ttl_at')
-  if not meta[1] then
+  local seq = meta[1]
+  if not seq then
     return fail('NO_SESSION', sid)
   end
+  -- ttl_at as a number once (a text operand is converted by strtod at every use)
+  local due = meta[2] and meta[2] + 0
   -- a batch gives four keys (false for the others): a due refresh needs all eight
-  if not k[2] and (not meta[2] or now >= meta[2] + 0) then
+  if not k[2] and (not due or now >= due) then
     return DEFERRED
   end
   if idem ~= '' then
     local prev = redis.call('HGET', k[5], idem)
     if prev then
-      return {prev, '', '1'}
+      return prev, '', '1'
     end
   end
   -- `expected` (a u64 the client formatted) and next_seq (an integer Redis formatted) are
   -- both canonical decimal text: equal as text exactly when equal as numbers
-  if expected ~= '' and expected ~= meta[1] then
-    return fail('CONFLICT', expected .. ' ' .. meta[1])
+  if expected ~= '' and expected ~= seq then
+    return fail('CONFLICT', expected .. ' ' .. seq)
   end
-  local id, created = write_message(k, sid, meta[1], tail, idem, now_text, nil, log)
-  redis.call('HSET', k[1], 'next_seq', meta[1] + 1, 'updated_at', now_text)
-  refresh_ttl(k, nil, now, meta[2], created)
-  return {meta[1], id, '0'}
+  local id, created = write_message(k, sid, seq, tail, idem, now_text, nil, log)
+  redis.call('HSET', k[1], 'next_seq', seq + 1, 'updated_at', now_text)
+  refresh_ttl(k, nil, now, due, created)
+  return seq, id or false, '0'
 end
 
 -- The open-decision JSON kept in <prefix>:{p}:open_decisions (record_decision, restore_session).

@@ -17,4 +17,8 @@ local bad_args = bad_argc(5) or bad_limit(ARGV[5])
 if bad_args then
   return bad_args
 end
-return append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], clock())
+local seq, id, repeated = append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], clock())
+if not repeated then
+  return seq -- an error reply
+end
+return {seq, id, repeated}

@@ -47,6 +47,9 @@ local KEYS, ARGV = KEYS, ARGV
 -- Arguments after the op, and KEYS, of an item of each op.
 local WIDTH = {append = 5, decision = 6, working = 6}
 local NKEYS = {append = 4, decision = 11, working = 9}
+-- Each distinct size limit of the batch (its text) as a number: checked and converted once,
+-- not once per item (a text operand costs a strtod at every use; a batch has one or two).
+local limits = {}
 do
   local a, base = 1, 0
   while a <= #ARGV do
@@ -55,11 +58,17 @@ do
     if not width or a + width > #ARGV then
       return fail('BAD_INPUT', 'batch item at ARGV[' .. a .. '] is not a whole item')
     end
-    local bad
+    local bad, limit
     if op == 'append' then
-      bad = bad_limit(ARGV[a + 5])
+      limit = ARGV[a + 5]
     elseif op == 'working' then
-      bad = bad_working_op(ARGV[a + 2]) or bad_limit(ARGV[a + 6])
+      bad, limit = bad_working_op(ARGV[a + 2]), ARGV[a + 6]
+    end
+    if not bad and limit and not limits[limit] then
+      bad = bad_limit(limit)
+      if not bad then
+        limits[limit] = limit + 0
+      end
     end
     if bad then
       return bad
@@ -71,50 +80,48 @@ do
   end
 end
 local now, now_text = clock()
+-- The reply, as pieces joined once at the end (a line joined per item would be one more
+-- string for Lua to hash, and its collector to free): each line's first piece starts with
+-- its newline, which the first line's loses at the end.
+local out, n = {}, 0
 -- The wal records of the current run of appends to one wal stream, in item order: written as
--- ONE entry when the run ends (log_messages). The client sends a batch's items grouped by
--- partition, so a run is a partition's appends. `log` is reused from run to run.
-local run_wal, run_start, log = nil, 1, {}
-local lines, pending = {}, {}
+-- ONE entry when the run ends (log_messages), and the places in `out` of its items' entry
+-- id. The client sends a batch's items grouped by partition, so a run is a partition's
+-- appends. `log` and `slots` are reused from run to run.
+local run_wal, log, slots = nil, {}, {}
 local function end_run()
   if #log == 0 then
     return
   end
   local id = log_messages(run_wal, log)
-  for i = run_start, #lines do
-    if pending[i] then
-      lines[i] = '1 ' .. pending[i] .. ' ' .. id .. ' 0'
-    end
+  for i = 1, #slots do
+    out[slots[i]], slots[i] = id, nil
   end
   for i = 1, #log do
     log[i] = nil
   end
 end
+-- An append is given four keys: the others are never read unless the refresh is due, and
+-- then it is deferred (false in their place). One table for every append item, refilled.
+local ak = {false, false, false, false, false, false, false, false, false}
 -- Meta keys of the sessions whose items are deferred from here on.
 local deferred = {}
 local a, base = 1, 0
 while a <= #ARGV do
-  local op, r = ARGV[a], nil
+  local op = ARGV[a]
   local next_a, next_base = a + WIDTH[op] + 1, base + NKEYS[op]
+  -- an append's three values (append_one), or the one value of any other outcome
+  local r, id, repeated
   if deferred[KEYS[base + 1]] then
     r = DEFERRED
   elseif op == 'append' then
-    -- An append is given four keys: the others are never read unless the refresh is due,
-    -- and then it is deferred (false in their place).
-    local k = {KEYS[base + 1], false, KEYS[base + 2], false, KEYS[base + 3], false, false,
-      false, KEYS[base + 4]}
-    if k[9] ~= run_wal then
+    ak[1], ak[3], ak[5], ak[9] = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4]
+    if ak[9] ~= run_wal then
       end_run()
-      run_wal, run_start = k[9], #lines + 1
+      run_wal = ak[9]
     end
-    r = append_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], now,
-      now_text, log)
-    if r ~= DEFERRED and not r.err and r[3] == '0' then
-      -- written: its line waits for its run's wal entry id
-      local i = #lines + 1
-      lines[i], pending[i] = false, r[1]
-      r = nil
-    end
+    r, id, repeated = append_one(ak, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4],
+      limits[ARGV[a + 5]], now, now_text, log)
   else
     -- A constructor sizes the table once (filling an empty one rehashes it at 1, 2, 4, 8).
     local k = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5],
@@ -125,22 +132,33 @@ while a <= #ARGV do
         ARGV[a + 6], now, now_text)
     else
       r = working_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
-        ARGV[a + 6], now, now_text)
+        limits[ARGV[a + 6]], now, now_text)
     end
   end
-  if r == nil then
-    -- an append whose line end_run writes
+  if repeated == '0' then
+    -- written: its entry id is filled in when its run ends
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = '\n1 ', r, ' ', false, ' 0'
+    slots[#slots + 1] = n + 4
+    n = n + 5
+  elseif repeated then
+    out[n + 1], out[n + 2], out[n + 3] = '\n1 ', r, '  1'
+    n = n + 3
   elseif r == DEFERRED then
     deferred[KEYS[base + 1]] = true
-    lines[#lines + 1] = '2'
-  elseif type(r) ~= 'table' then
-    lines[#lines + 1] = '1 ' .. r
-  elseif r.err then
-    lines[#lines + 1] = '0 ' .. r.err
+    out[n + 1] = '\n2'
+    n = n + 1
+  elseif type(r) == 'table' then
+    out[n + 1], out[n + 2] = '\n0 ', r.err
+    n = n + 2
   else
-    lines[#lines + 1] = '1 ' .. table.concat(r, ' ')
+    out[n + 1], out[n + 2] = '\n1 ', r
+    n = n + 2
   end
   a, base = next_a, next_base
 end
 end_run()
-return table.concat(lines, '\n')
+if n == 0 then
+  return ''
+end
+out[1] = string.sub(out[1], 2)
+return table.concat(out, '', 1, n)
