@@ -183,7 +183,11 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
     })
     .await;
     let out = spill_process(&t, &["spill", "--once"]).output().unwrap();
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "spill --once: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["partitions"], 16, "{report}");
     assert_eq!(replays(&t), vec![], "entries applied more than once");
@@ -323,7 +327,11 @@ pub(super) fn writer(t: &TestEnv, sids: &[String], n: usize) -> tokio::task::Joi
 async fn assert_exactly_once(t: &TestEnv, sids: &[String], n: i64) {
     tokio::time::sleep(Duration::from_millis(700)).await; // the last leases lapse
     let out = spill_process(t, &["spill", "--once"]).output().unwrap();
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "spill --once: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for sid in sids {
         let range = t.durable_ints(
             "SELECT count(*), min(seq), max(seq) FROM messages WHERE session_id = ?1",
