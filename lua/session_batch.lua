@@ -104,15 +104,15 @@ end
 -- An append is given four keys: the others are never read unless the refresh is due, and
 -- then it is deferred (false in their place). One table for every append item, refilled.
 local ak = {false, false, false, false, false, false, false, false, false}
--- Meta keys of the sessions whose items are deferred from here on.
-local deferred = {}
+-- Meta keys of the sessions whose items are deferred from here on (made at the first).
+local deferred
 local a, base = 1, 0
 while a <= #ARGV do
   local op = ARGV[a]
   local next_a, next_base = a + WIDTH[op] + 1, base + NKEYS[op]
   -- an append's three values (append_one), or the one value of any other outcome
   local r, id, repeated
-  if deferred[KEYS[base + 1]] then
+  if deferred and deferred[KEYS[base + 1]] then
     r = DEFERRED
   elseif op == 'append' then
     ak[1], ak[3], ak[5], ak[9] = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4]
@@ -144,6 +144,7 @@ while a <= #ARGV do
     out[n + 1], out[n + 2], out[n + 3] = '\n1 ', r, '  1'
     n = n + 3
   elseif r == DEFERRED then
+    deferred = deferred or {}
     deferred[KEYS[base + 1]] = true
     out[n + 1] = '\n2'
     n = n + 1
