@@ -22,8 +22,8 @@ python3 - "$TMP" "$N" "$B" "$S" "$P" <<'EOF'
 import hashlib, re, sys
 out, N, B, S, P = sys.argv[1], *map(int, sys.argv[2:6])
 def script(name):
-    # as src/scripts/mod.rs::prelude_for builds it: the prelude definitions the script
-    # names, and theirs, in order
+    # as src/scripts/mod.rs::prelude_for builds it: the prelude definitions the script's
+    # code names (comments do not count), and theirs, in order
     lines = open('lua/_prelude.lua').read().splitlines(keepends=True)
     body = open('lua/' + name + '.lua').read()
     defs = []
@@ -38,7 +38,8 @@ def script(name):
             defs.append([m.group(1) or m.group(2), start, len(lines)])
     need, todo = set(), [body]
     while todo:
-        words = set(re.findall(r'\w+', todo.pop()))
+        code = re.sub(r'--[^\n]*', '', re.sub(r'--\[\[.*?\]\]', '', todo.pop(), flags=re.S))
+        words = set(re.findall(r'\w+', code))
         for d in defs:
             if d[0] not in need and d[0] in words:
                 need.add(d[0])

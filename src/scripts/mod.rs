@@ -43,10 +43,11 @@ pub use working::*;
 const PRELUDE: &str = include_str!("../../lua/_prelude.lua");
 
 /// The prelude's top-level definitions (`local function name` / `local name =`, each with the
-/// comment lines above it) that `body` names, and those they name in turn, in the prelude's
-/// order. A script carries only these: each definition it carries is run again on every call
-/// (a closure made per function), which cost a lone append ~4 % of its Redis instructions
-/// with the whole prelude.
+/// comment lines above it) that `body`'s code names, and those their code names in turn, in
+/// the prelude's order. A script carries only these: each definition it carries is run again
+/// on every call (a closure made per function), which cost a lone append ~4 % of its Redis
+/// instructions with the whole prelude. Names in comments do not count (`write_working.lua`
+/// carried `append_one` and five more because comments mention them).
 fn prelude_for(body: &str) -> String {
     let lines: Vec<&str> = PRELUDE.split_inclusive('\n').collect();
     let name_at = |line: &str| -> Option<String> {
@@ -83,7 +84,7 @@ fn prelude_for(body: &str) -> String {
     let mut needed = vec![false; defs.len()];
     let mut todo = vec![body.to_string()];
     while let Some(text) = todo.pop() {
-        let named = words(&text);
+        let named = words(&without_comments(&text));
         for (i, def) in defs.iter().enumerate() {
             if !needed[i] && named.contains(&def.0) {
                 needed[i] = true;
@@ -96,6 +97,26 @@ fn prelude_for(body: &str) -> String {
         .filter(|(_, n)| *n)
         .map(|(def, _)| text_of(def))
         .collect()
+}
+
+/// `text` without its Lua comments: `--[[ … ]]` blocks and `--` to the end of a line. (No
+/// script has `--` inside a string literal, and a name lost that way would fail every test
+/// of its script at its first call.)
+fn without_comments(text: &str) -> String {
+    let mut code = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("--") {
+        code.push_str(&rest[..at]);
+        let comment = &rest[at..];
+        let end = if comment.starts_with("--[[") {
+            comment.find("]]").map_or(comment.len(), |e| e + 2)
+        } else {
+            comment.find('\n').unwrap_or(comment.len())
+        };
+        rest = &comment[end..];
+    }
+    code.push_str(rest);
+    code
 }
 
 /// Registers each script: `NAME => "file"`, or `NAME => "file" #!"flags"` for a script that
@@ -462,9 +483,10 @@ mod tests {
         );
     }
 
-    /// A script carries the prelude definitions it names and theirs, in order, and no
+    /// A script carries the prelude definitions its code names and theirs, in order, and no
     /// other: the lone append has `append_one` and what it calls, not the graph or
-    /// compaction helpers.
+    /// compaction helpers, nor `log_messages`, which only a comment of `write_message` names.
+    /// A working-state write carries nothing of an append's.
     #[test]
     fn a_script_carries_only_the_prelude_it_uses() {
         let text = super::prelude_for(include_str!("../../lua/append_message.lua"));
@@ -488,11 +510,21 @@ mod tests {
             "touch_graph",
             "decision_one",
             "index_as_zset",
+            // named only in write_message's comment
+            "log_messages",
         ] {
             assert!(!defined.contains(&name), "{name} carried: {defined:?}");
         }
         let at = |name: &str| defined.iter().position(|d| *d == name).unwrap();
         assert!(at("refresh_ttl") < at("append_one"), "prelude order");
+        let working = super::prelude_for(include_str!("../../lua/write_working.lua"));
+        assert!(working.contains("local function working_one("));
+        for name in ["append_one", "write_message", "message_element"] {
+            assert!(
+                !working.contains(&format!("local function {name}(")),
+                "write_working carries {name}"
+            );
+        }
         assert!(
             text.contains("local DEFERRED = {}"),
             "a value definition is carried too"
