@@ -96,9 +96,11 @@ async fn postgresql_restarted_twice_during_flushes_loses_and_duplicates_nothing(
     wait_for_rows(&t, &sids, per_session as i64).await;
     let log = stop(child);
     assert_exactly_once(&t, &sids, per_session as i64);
-    // Each restart is one outage (a restart between two passes may go unnoticed).
+    // Each restart is at most one outage: a restart between two passes goes unnoticed (the
+    // pool reconnects), and on a loaded machine both may (0 lines, seen with two CPU hogs
+    // beside the test). That the daemon logs an outage and its end is the next test's.
     let outages = lines_with(&log, OUTAGE);
-    assert!((1..=2).contains(&outages), "{outages} outage lines:\n{log}");
+    assert!(outages <= 2, "{outages} outage lines:\n{log}");
     assert_eq!(lines_with(&log, RECOVERED), outages, "{log}");
 }
 
