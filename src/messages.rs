@@ -304,36 +304,35 @@ fn validate_role(role: &str) -> Result<()> {
     Ok(())
 }
 
-/// JSON's whitespace.
-const JSON_SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
-
-/// Decodes stored message elements (as [`Message`]s, or [`ContentOnly`]). One deserializer
-/// reads them one after the other, so the buffer it unescapes strings into grows once per
-/// load, not once per element (that regrowth was a quarter of a load's CPU in the Python
-/// binding, perf). Each element must be exactly one value, as `serde_json::from_str` of it
-/// would require: the value read for it ends in it, followed by whitespace at most.
+/// Decodes stored message elements (as [`Message`]s, or [`ContentOnly`]) with one
+/// deserializer over one JSON array of them, so the buffer it unescapes strings into grows
+/// once per load, not once per element (that regrowth was a quarter of a load's CPU in the
+/// Python binding, perf). Each element must be exactly one value, as `serde_json::from_str`
+/// of it would require; when the array is not one value per element, the first element that
+/// does not decode on its own is named (elements that each do always make such an array).
 fn decode_elements<T: serde::de::DeserializeOwned>(elements: &[String]) -> Result<Vec<T>> {
-    let joined = elements.join("\n");
-    let mut stream = serde_json::Deserializer::from_str(&joined).into_iter::<T>();
-    let mut end = 0;
-    elements
-        .iter()
-        .map(|e| {
-            end += e.len();
-            let value = stream.next().transpose()?;
-            let rest = joined.get(stream.byte_offset()..end);
-            match value {
-                Some(v) if rest.is_some_and(|r| r.trim_start_matches(JSON_SPACE).is_empty()) => {
-                    end += 1;
-                    Ok(v)
-                }
-                _ => Err(Error::MalformedJson {
-                    what: "stored message",
-                    detail: format!("not one JSON object: {e:?}"),
-                }),
-            }
-        })
-        .collect()
+    let mut array = String::with_capacity(elements.iter().map(|e| e.len() + 1).sum::<usize>() + 2);
+    array.push('[');
+    for (i, e) in elements.iter().enumerate() {
+        if i > 0 {
+            array.push(',');
+        }
+        array.push_str(e);
+    }
+    array.push(']');
+    match serde_json::from_str::<Vec<T>>(&array) {
+        Ok(values) if values.len() == elements.len() => Ok(values),
+        _ => Err(Error::MalformedJson {
+            what: "stored message",
+            detail: elements
+                .iter()
+                .find_map(|e| {
+                    let err = serde_json::from_str::<T>(e).err()?;
+                    Some(format!("{err}: {e:?}"))
+                })
+                .unwrap_or_else(|| "the elements do not read as one value each".to_string()),
+        }),
+    }
 }
 
 /// A stored message element read for its content alone: serde skips the other fields
