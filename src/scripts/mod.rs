@@ -1,8 +1,9 @@
 //! The Lua scripts and their calls: every file in `lua/` embedded once (prefixed with what
-//! it uses of the shared `_prelude.lua`), hashed once, and one typed function per script that builds its
-//! KEYS and ARGV as the script's header documents them, in a file per capability named as
-//! the library's modules are (`sessions`, `messages`, `working`, `checkpoints`, `rounds`,
-//! `decisions`, `users`, `graphs`) plus the daemon's (`daemon`, `restore`). The library, the
+//! it uses of the shared `_prelude.lua`), hashed once, and one typed function per script
+//! that builds its KEYS and ARGV as the script's header documents them, in a file per
+//! capability named as the library's modules are (`sessions`, `messages`, `working`,
+//! `checkpoints`, `rounds`, `decisions`, `users`, `graphs`) plus the daemon's (`daemon`,
+//! `restore`). The library, the
 //! spill daemon and the benchmark all call these functions, so a script's arguments are
 //! built in one place. [`ScriptCall`] and [`BatchItem`] can only be built here: their
 //! constructors and the registered scripts are private to this module and its files.
@@ -320,8 +321,8 @@ impl BatchItem {
 
     /// The lone call (one EVALSHA of the item's own script).
     pub fn call(&self) -> ScriptCall {
-        let mut keys: Vec<&str> = self.session.as_array().to_vec();
-        keys.extend(self.extra_keys.iter().map(String::as_str));
+        let mut keys: Vec<&str> = Vec::with_capacity(9 + self.extra_keys.len());
+        self.push_lone_keys(&mut keys);
         let bytes = self.args.iter().map(String::len).sum();
         let mut call = ScriptCall::with_room(self.script, &keys, self.args.len(), bytes)
             .idempotent(self.idempotent);
@@ -349,9 +350,14 @@ impl BatchItem {
         if self.op == "append" {
             keys.extend([s.meta.as_str(), &s.msgs, &s.idem, &s.wal]);
         } else {
-            keys.extend(s.as_array());
-            keys.extend(self.extra_keys.iter().map(String::as_str));
+            self.push_lone_keys(keys);
         }
+    }
+
+    /// Adds to `keys` the KEYS of its lone call: the session's nine, then its extra keys.
+    fn push_lone_keys<'a>(&'a self, keys: &mut Vec<&'a str>) {
+        keys.extend(self.session.as_array());
+        keys.extend(self.extra_keys.iter().map(String::as_str));
     }
 
     /// How many values its own script's reply has in its line of `session_batch.lua`'s
