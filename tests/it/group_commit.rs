@@ -505,8 +505,8 @@ async fn a_batch_writes_one_wal_entry_per_partition() {
         t.create_sessions(ids).await;
     }
     // join_all polls in order: the fillers (partition pc) take every round trip a lane may
-    // have in flight (at most four), the calls of pa and pb queue and board one batch when
-    // the first returns.
+    // have in flight (MAX_IN_FLIGHT, three; the fourth filler queues), the calls of pa and
+    // pb queue behind them and board one batch when the first round trip returns.
     let order: Vec<&String> = fillers
         .iter()
         .chain([&a[0], &b[0], &a[1], &b[1], &a[2], &b[2]])

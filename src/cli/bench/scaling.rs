@@ -86,9 +86,9 @@ async fn baseline(
     Ok((rate, used * 1e6 / requests as f64))
 }
 
-/// W1 at each of `counts` (the report's are [`WORKER_COUNTS`]): `appends` appends over max(`sizes.sessions`, workers)
-/// fresh sessions, then the SET and `raw_append` (the single-append script's redis-benchmark
-/// command) baselines with as many clients.
+/// W1 at each of `counts` (the report's are [`WORKER_COUNTS`]): `appends` appends over
+/// max(`sizes.sessions`, workers) fresh sessions, then the SET and `raw_append` (the
+/// single-append script's redis-benchmark command) baselines with as many clients.
 pub async fn w1_scaling(
     store: &Store,
     sizes: Sizes,
