@@ -585,3 +585,37 @@ impl Store {
         Ok(usage)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{decode_elements, ContentOnly};
+
+    fn contents(elements: &[&str]) -> crate::Result<Vec<Option<String>>> {
+        let elements: Vec<String> = elements.iter().map(|e| e.to_string()).collect();
+        Ok(decode_elements::<ContentOnly>(&elements)?
+            .into_iter()
+            .map(|m| m.content)
+            .collect())
+    }
+
+    /// One value per element, whitespace around it allowed; an element holding two values
+    /// (even comma-separated, which the joined array would read), none, or a wrong shape fails
+    /// the load and is named, instead of shifting the values after it.
+    #[test]
+    fn each_element_is_exactly_one_value() {
+        let (a, b) = (r#"{"content":"a"}"#, r#"{"content":"b"}"#);
+        assert_eq!(
+            contents(&[a, &format!(" {b} \n")]).unwrap(),
+            [Some("a".to_string()), Some("b".to_string())]
+        );
+        let two = format!("{a},{b}");
+        for bad in [two.as_str(), "", " ", r#"{"content":1}"#] {
+            let err = contents(&[a, bad]).unwrap_err().to_string();
+            assert!(err.contains("stored message"), "{bad:?}: {err}");
+            assert!(
+                err.contains(&format!("{bad:?}")),
+                "{bad:?} not named: {err}"
+            );
+        }
+    }
+}
