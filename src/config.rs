@@ -45,6 +45,8 @@ pub mod env {
     pub const DB: &str = "AGENTSTATE_DB";
     /// The namespace's key prefix (`--prefix`, `prefix=`).
     pub const PREFIX: &str = "AGENTSTATE_PREFIX";
+    /// Worker threads of the process' async runtime (`--threads`; the Python package's).
+    pub const THREADS: &str = "AGENTSTATE_THREADS";
 
     /// The variable's value; an empty variable counts as unset.
     pub fn var(name: &str) -> Option<String> {

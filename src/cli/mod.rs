@@ -23,6 +23,7 @@ mod user;
 mod work;
 
 use std::io::IsTerminal;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -79,6 +80,10 @@ pub(crate) struct Global {
     /// Print one JSON document (or JSON lines, for lists) instead of plain values or tables.
     #[arg(long, global = true, help_heading = GLOBAL)]
     json: bool,
+    /// Worker threads of the command's async runtime [env: AGENTSTATE_THREADS] [default: one
+    /// per core; for `bench`: 1, as redis-benchmark's client is one thread].
+    #[arg(long, global = true, value_name = "N", help_heading = GLOBAL)]
+    threads: Option<NonZeroUsize>,
     /// True when `redis` came from `AGENTSTATE_REDIS_URL` (for the wording of errors).
     #[arg(skip)]
     redis_from_env: bool,
@@ -101,6 +106,26 @@ impl Global {
             self.db = env::var(env::DB).map(PathBuf::from);
         }
         self.prefix = env::resolve(self.prefix_arg.take(), env::PREFIX, DEFAULT_PREFIX);
+    }
+
+    /// The runtime's worker threads: `--threads`, else `AGENTSTATE_THREADS`, else one for
+    /// `bench` (its W1 rows stand beside redis-benchmark's one client thread; on a machine
+    /// Redis shares, a second one competes with Redis for a core: BENCHMARKS.md, "one
+    /// runtime thread") and None (one per core) for every other command.
+    fn threads(&self, command: &TopCommand) -> std::result::Result<Option<NonZeroUsize>, String> {
+        use crate::config::env;
+        if self.threads.is_some() {
+            return Ok(self.threads);
+        }
+        if let Some(v) = env::var(env::THREADS) {
+            return v.parse().map(Some).map_err(|_| {
+                format!(
+                    "{} must be a whole number of threads, at least 1 (got {v:?})",
+                    env::THREADS
+                )
+            });
+        }
+        Ok(matches!(command, TopCommand::Bench(_)).then_some(NonZeroUsize::MIN))
     }
 
     /// The durable tier: `--db` (a path or a PostgreSQL URL), or `./agentstate.db`.
@@ -303,7 +328,18 @@ where
         // A second run in one process (the Python wheel's) keeps the first one's subscriber.
         .try_init()
         .ok();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let threads = match cli.global.threads(&cli.command) {
+        Ok(threads) => threads,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        runtime.worker_threads(n.get());
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

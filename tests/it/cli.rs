@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use crate::support::{env, json_lines};
+use crate::support::{cli_command_at, env, json_lines};
 
 #[tokio::test]
 async fn commands_print_values_and_absent_ones_as_null() {
@@ -283,6 +283,7 @@ async fn bad_usage_exits_2_without_touching_redis() {
         &["session", "create", "--lifecycle", "forever"],
         &["msg", "list", "s", "--after", "minus-one"],
         &["compact", "s", "--from", "1", "--note", "n"],
+        &["--threads", "0", "session", "list"],
         &[],
     ] {
         let out = t.cli(args);
@@ -290,6 +291,17 @@ async fn bad_usage_exits_2_without_touching_redis() {
         assert_eq!(out.stdout, "", "{args:?}");
         assert!(!out.stderr.is_empty(), "{args:?}");
     }
+    // A runtime size from the environment is checked as `--threads` is.
+    let out = cli_command_at(&t.server.url(), t.server.dir())
+        .env("AGENTSTATE_THREADS", "many")
+        .args(["session", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: AGENTSTATE_THREADS must be a whole number of threads, at least 1 (got \"many\")\n"
+    );
     assert_eq!(t.snapshot(), before);
 }
 
@@ -352,6 +364,8 @@ async fn bench_quick_prints_one_json_document_with_every_workload() {
     let t = env().await;
     let out = t.cli_ok(&[
         "--json",
+        "--threads",
+        "2",
         "bench",
         "--quick",
         "--workers",
@@ -380,6 +394,9 @@ async fn bench_quick_prints_one_json_document_with_every_workload() {
     assert_eq!(report["workers"], 4);
     assert_eq!(report["rows"][0]["ops"], 8 * 100);
     scaling_points_are_whole(report["w1_scaling"].as_array().unwrap(), &[1, 8, 64]);
+    for p in report["w1_scaling"].as_array().unwrap() {
+        assert_eq!(p["client_threads"], 2, "{p}");
+    }
 }
 
 /// W1 scaling points at exactly `workers`, in order, each with `--quick`'s appends and every
@@ -414,4 +431,8 @@ async fn bench_with_several_worker_counts_prints_the_w1_scaling_alone() {
     let out = t.cli_ok(&["--json", "bench", "--quick", "--workers", "1,4,4"]);
     let points: Value = serde_json::from_str(&out).unwrap();
     scaling_points_are_whole(points.as_array().unwrap(), &[1, 4]);
+    // bench's client is one runtime thread unless told otherwise, as redis-benchmark's is
+    for p in points.as_array().unwrap() {
+        assert_eq!(p["client_threads"], 1, "{p}");
+    }
 }

@@ -131,6 +131,7 @@ pub fn cli_command_at(url: &str, dir: &std::path::Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentstate"));
     cmd.env_remove("AGENTSTATE_REDIS_URL")
         .env_remove("AGENTSTATE_LOG")
+        .env_remove("AGENTSTATE_THREADS")
         .env("AGENTSTATE_DB", dir.join("agentstate.db"))
         .current_dir(dir)
         .args(["--redis", url]);

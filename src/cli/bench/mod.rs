@@ -240,7 +240,8 @@ fn print_table(rows: &[Row], workers: usize) {
 
 fn print_scaling(points: &[scaling::ScalingPoint]) {
     println!(
-        "W1 scaling (redis-benchmark -P 1 at the same -c; cpu = Redis used_cpu_user+sys per call, client = this process' CPU per append):"
+        "W1 scaling (redis-benchmark -P 1 at the same -c; cpu = Redis used_cpu_user+sys per call, client = this process' CPU per append, on {} runtime thread(s): --threads):",
+        points.first().map_or(0, |p| p.client_threads)
     );
     println!(
         "{:>7} {:>8} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>8} {:>9} {:>7} {:>8} {:>11} {:>7} {:>8}",

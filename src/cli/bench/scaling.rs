@@ -46,6 +46,9 @@ pub struct ScalingPoint {
     pub script_per_sec: f64,
     /// Redis CPU per `append_message` call, microseconds.
     pub script_cpu_us: f64,
+    /// Worker threads of this process' async runtime (`--threads`; redis-benchmark's client
+    /// is one thread).
+    pub client_threads: usize,
 }
 
 impl ScalingPoint {
@@ -137,6 +140,7 @@ pub async fn w1_scaling(
             set_cpu_us,
             script_per_sec,
             script_cpu_us,
+            client_threads: tokio::runtime::Handle::current().metrics().num_workers(),
         });
     }
     let mut conn = store.conn().await?;
