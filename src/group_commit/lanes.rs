@@ -15,6 +15,17 @@ use std::sync::Arc;
 /// Most round trips of one lane in flight at once.
 pub const MAX_IN_FLIGHT: usize = 3;
 
+/// Round trips of one lane that may be in flight whatever they carry; one more (up to
+/// [`MAX_IN_FLIGHT`]) takes off only while those carry at most [`FEW_CALLS`] calls. The
+/// third keeps Redis busy while small batches gather (8 workers); when the two in flight
+/// carry many, the calls that wait make one larger next batch instead, and every round trip
+/// costs Redis and this process alike (64 workers: W1 +10 %, Redis CPU per append −7 %,
+/// client CPU −20 %; BENCHMARKS.md, "the third round trip").
+pub const ALWAYS_IN_FLIGHT: usize = 2;
+
+/// See [`ALWAYS_IN_FLIGHT`].
+pub const FEW_CALLS: usize = 8;
+
 /// Most calls one batch carries; what queued beyond it goes with the next round trip. It
 /// bounds how long one script holds Redis (about 10 µs of Redis time per item).
 pub const MAX_BATCH: usize = 128;
@@ -62,6 +73,19 @@ impl Lane {
             .any(|(_, sessions)| sessions.contains(&session))
     }
 
+    /// Whether another round trip may take off now: fewer than [`ALWAYS_IN_FLIGHT`] are in
+    /// flight, or fewer than [`MAX_IN_FLIGHT`] carrying at most [`FEW_CALLS`] calls in all.
+    pub(super) fn may_take_off(&self) -> bool {
+        let n = self.flights.len();
+        let carried = || {
+            self.flights
+                .iter()
+                .map(|(_, sessions)| sessions.len())
+                .sum::<usize>()
+        };
+        n < ALWAYS_IN_FLIGHT || (n < MAX_IN_FLIGHT && carried() <= FEW_CALLS)
+    }
+
     /// Records a round trip of `sessions` in flight; returns its number.
     pub(super) fn take_off(&mut self, sessions: Vec<u32>) -> u64 {
         let flight = self.next_flight;
@@ -74,7 +98,7 @@ impl Lane {
     /// every slot is taken, and none of a session a round trip in flight carries (those
     /// stay queued, in order, with every later call of their session).
     pub(super) fn boarding(&mut self) -> Vec<Waiting> {
-        if self.flights.len() >= MAX_IN_FLIGHT || self.queue.is_empty() {
+        if !self.may_take_off() || self.queue.is_empty() {
             return Vec::new();
         }
         let flights = &self.flights;
@@ -104,4 +128,29 @@ pub(super) struct Waiting {
 /// each other (the order check is conservative), never reorder.
 pub(super) fn session_tag(item: &BatchItem) -> u32 {
     fnv1a_32(item.session_key().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lane whose round trips in flight carry these many calls each.
+    fn carrying(calls: &[usize]) -> Lane {
+        let mut lane = Lane::default();
+        for &n in calls {
+            lane.take_off((0..n as u32).collect());
+        }
+        lane
+    }
+
+    #[test]
+    fn a_third_round_trip_takes_off_only_beside_few_calls() {
+        assert!(carrying(&[]).may_take_off());
+        assert!(carrying(&[40]).may_take_off());
+        assert!(carrying(&[1, 1]).may_take_off());
+        assert!(carrying(&[4, 4]).may_take_off());
+        assert!(!carrying(&[4, 5]).may_take_off());
+        assert!(!carrying(&[30, 1]).may_take_off());
+        assert!(!carrying(&[1, 1, 1]).may_take_off());
+    }
 }
