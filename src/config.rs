@@ -45,7 +45,8 @@ pub mod env {
     pub const DB: &str = "AGENTSTATE_DB";
     /// The namespace's key prefix (`--prefix`, `prefix=`).
     pub const PREFIX: &str = "AGENTSTATE_PREFIX";
-    /// Worker threads of the process' async runtime (`--threads`; the Python package's).
+    /// Worker threads of the CLI's async runtime (`--threads`; the Python package does not
+    /// read it: its runtime keeps one thread per core).
     pub const THREADS: &str = "AGENTSTATE_THREADS";
 
     /// The variable's value; an empty variable counts as unset.
