@@ -187,6 +187,8 @@ pub fn line(err: &Error, at: &Situation) -> String {
         Error::InvalidInput(_) if !at.verb.is_empty() => {
             format!("{err} — see `agentstate {} --help`", at.verb)
         }
+        // A binding refusal names its own next step.
+        Error::NamespaceMismatch(message) if message.contains(" — ") => err.to_string(),
         Error::NamespaceMismatch(_) => format!(
             "{err} — a namespace's partition count is fixed: pass its {}, or use another {}",
             at.setting("partitions"),

@@ -120,6 +120,10 @@ pub enum Error {
     /// The namespace recorded in Redis or SQLite differs from the configured one.
     #[error("namespace mismatch: {0}")]
     NamespaceMismatch(String),
+    /// `spill --once` could not commit every partition's entries that existed when it
+    /// started: another daemon holds their leases and did not commit them in time.
+    #[error("{0}")]
+    NotDrained(String),
     /// A durable write was not committed to the durable tier within the bounded wait.
     #[error("durable write not confirmed within {0:?}: is `agentstate spill` running, and reaching its durable tier?")]
     DurabilityTimeout(Duration),

@@ -242,7 +242,7 @@ pub(crate) struct Ctx {
     /// Global options.
     pub global: Global,
     /// The private redis-server of the embedded default, kept alive for the command.
-    _private_redis: Option<RedisServer>,
+    private_redis: Option<RedisServer>,
 }
 
 impl Ctx {
@@ -258,6 +258,14 @@ impl Ctx {
     /// True when `--json` was given.
     pub fn json(&self) -> bool {
         self.global.json
+    }
+
+    /// The durable tier of a private Redis (the embedded default): a file beside it, gone
+    /// with it, so a command on a Redis of its own works without leaving a tier behind.
+    pub fn private_db(&self) -> Option<PathBuf> {
+        self.private_redis
+            .as_ref()
+            .map(|server| server.path("agentstate.db"))
     }
 
     /// Prints the command's value: `plain` as text, or `json` as one JSON document with
@@ -309,6 +317,8 @@ where
     // when it starts and stops, and one line per event.
     let default_level = match cli.command {
         TopCommand::Demo(_) => "off",
+        // A drain prints its report, or its one `error:` line.
+        TopCommand::Store(Command::Spill(ref args)) if args.once() => "warn,deadpool=error",
         TopCommand::Store(Command::Spill(_) | Command::Ui(_)) | TopCommand::Server(_) => {
             // The pool's own warnings repeat what the daemon's one line per outage says.
             "warn,agentstate::spill=info,agentstate::cli=info,deadpool=error"
@@ -436,7 +446,7 @@ async fn connect(global: Global, at: &mut Situation) -> Result<Ctx> {
     Ok(Ctx {
         store,
         global,
-        _private_redis: private,
+        private_redis: private,
     })
 }
 

@@ -14,7 +14,10 @@ use super::{print_json, render, Ctx};
 /// Arguments of `agentstate spill`.
 #[derive(Debug, clap::Args)]
 pub struct SpillArgs {
-    /// Drain every stream into SQLite (and serve pending restores) once, then exit.
+    /// Drain every partition's streams into the durable tier (and serve pending restores),
+    /// then exit: 0 once every entry that existed at the start is committed, 1 naming the
+    /// partitions a live daemon holds without committing (leases of dead daemons are waited
+    /// for).
     #[arg(long)]
     once: bool,
     /// Pause between passes when idle, milliseconds.
@@ -33,6 +36,13 @@ pub struct SpillArgs {
     /// (e.g. 127.0.0.1:9464, or 0.0.0.0:9464 in a container). Not with --once.
     #[arg(long, env = "AGENTSTATE_METRICS", value_name = "ADDR")]
     metrics: Option<String>,
+}
+
+impl SpillArgs {
+    /// True for `--once`: drain and exit.
+    pub fn once(&self) -> bool {
+        self.once
+    }
 }
 
 /// Runs the spill daemon until SIGINT/SIGTERM (drains the batch in flight, commits, exits
@@ -126,8 +136,12 @@ pub struct RestoreArgs {
 /// takes only partitions no daemon owns (leases), so a partition's owner serves its
 /// requests and nothing races it.
 pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
-    let mut standby =
-        SpillDaemon::open(ctx.store.clone(), SpillConfig::new(ctx.global.db())).await?;
+    let config = SpillConfig::new(ctx.global.db());
+    let Some(mut standby) = SpillDaemon::open_existing(ctx.store.clone(), config, true).await?
+    else {
+        // No durable tier here (an agent's directory): the namespace's daemon restores.
+        return restore_through_daemon(ctx, args).await;
+    };
     // Its first pass takes the partitions nobody owns and, after a loss, re-seeds their
     // index before `--all` lists it.
     standby.pass().await?;
@@ -141,10 +155,13 @@ pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
     result
 }
 
-/// Checks this Redis against SQLite before a command that reads or writes sessions, when no
-/// daemon has yet (some partition lacks `<prefix>:{p}:committed` and no daemon holds its
-/// lease): one daemon pass of this process takes those partitions, re-seeds what Redis lost
-/// and publishes the marker. With a daemon running this is one round trip.
+/// Checks this Redis against the durable tier before a command that reads or writes
+/// sessions, when no daemon has yet (some partition lacks `<prefix>:{p}:committed` and no
+/// daemon holds its lease) and this process holds the tier the namespace is bound to: one
+/// daemon pass of this process takes those partitions, re-seeds what Redis lost and
+/// publishes the marker. Any other process is an agent: it creates no tier and marks
+/// nothing, and its calls wait for the namespace's daemon. On a private Redis (gone with the
+/// command) the pass uses a tier beside it. With a daemon running this is one round trip.
 pub async fn check_against_sqlite(ctx: &Ctx) -> Result<()> {
     let keys = ctx.store.keys();
     let cmds = (0..keys.partitions())
@@ -157,11 +174,18 @@ pub async fn check_against_sqlite(ctx: &Ctx) -> Result<()> {
         .collect();
     let found: Vec<bool> = ctx.store.fan_out(cmds).await?;
     let undecided = found.chunks(2).any(|pair| !pair[0] && !pair[1]);
-    if undecided {
-        SpillDaemon::open(ctx.store.clone(), SpillConfig::new(ctx.global.db()))
-            .await?
-            .run_once()
-            .await?;
+    if !undecided {
+        return Ok(());
+    }
+    let daemon = match ctx.private_db() {
+        Some(db) => Some(SpillDaemon::open(ctx.store.clone(), SpillConfig::new(db)).await?),
+        None => {
+            let config = SpillConfig::new(ctx.global.db());
+            SpillDaemon::open_existing(ctx.store.clone(), config, false).await?
+        }
+    };
+    if let Some(daemon) = daemon {
+        daemon.run_until_idle().await?;
     }
     Ok(())
 }

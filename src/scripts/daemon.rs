@@ -1,6 +1,16 @@
-//! The spill daemon's bookkeeping scripts: leases, committed ids, stream trims.
+//! The spill daemon's bookkeeping scripts: the namespace's binding, leases, committed ids,
+//! stream trims.
 
 use super::*;
+
+/// `bind_namespace.lua`: binds the namespace to the durable tier `identity` (at `location`)
+/// unless it is bound already; returns the identity and location it is bound to.
+pub fn bind_namespace(ns: &Keys, identity: &str, location: &str) -> ScriptCall {
+    ScriptCall::new(&BIND_NAMESPACE, &[&ns.config()])
+        .arg(identity)
+        .arg(location)
+        .idempotent(true)
+}
 
 /// `claim_lease.lua`: acquires or renews (`ttl_ms` > 0) or releases (0) partition `p`'s lease.
 pub fn claim_lease(ns: &Keys, p: u32, owner: &str, ttl_ms: u64, floor: i64) -> ScriptCall {

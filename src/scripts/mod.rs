@@ -175,6 +175,7 @@ lua_scripts! {
     CLAIM_LEASE => "claim_lease" #!"allow-oom",
     PUBLISH_COMMITTED => "publish_committed" #!"allow-oom",
     DAEMON_HEARTBEAT => "daemon_heartbeat" #!"allow-oom",
+    BIND_NAMESPACE => "bind_namespace" #!"allow-oom",
     TRIM_STREAM => "trim_stream",
     RESTORE_SESSION => "restore_session",
     RESTORE_ROUNDS => "restore_rounds",

@@ -70,6 +70,16 @@ pub async fn sqlite_to_postgres(
     let ns = namespace_of(&conn, source)?;
     // Migrates the target, and refuses one that records another namespace.
     let pg = Pg::open(url, &ns, true).await?;
+    // The namespace moves with its identity: Redis binds it to this tier, now in PostgreSQL.
+    if let Some(identity) = schema::recorded_identity(source)? {
+        pg.client()
+            .await?
+            .execute(
+                "UPDATE namespace SET identity = $1 WHERE id = 1",
+                &[&identity],
+            )
+            .await?;
+    }
     let mut columns = Vec::new();
     for table in TABLES {
         columns.push(target_columns(&pg, table).await?);
@@ -319,7 +329,8 @@ mod tests {
             .collect::<rusqlite::Result<_>>()
             .unwrap();
         let mut copied: Vec<&str> = TABLES.to_vec();
-        copied.push("namespace"); // claimed by the target's open, checked against the file's
+        copied.push("namespace"); // claimed by the target's open, checked against the file's;
+                                  // its identity copied
         copied.sort_unstable();
         assert_eq!(tables, copied);
     }

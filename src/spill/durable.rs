@@ -106,6 +106,17 @@ impl Durable {
         }
     }
 
+    /// The namespace's identity, which an open writer always has.
+    pub(crate) async fn identity(&self) -> Result<String> {
+        let rows = self
+            .text_rows("SELECT identity FROM namespace WHERE id = 1", "")
+            .await?;
+        rows.into_iter()
+            .next()
+            .and_then(|mut row| row.swap_remove(0))
+            .ok_or_else(|| Error::sqlite("the namespace record has no identity".to_string()))
+    }
+
     /// The cursors and fencing token recorded for `p` (defaults when none).
     pub(crate) async fn cursors(&self, p: u32) -> Result<(String, String, i64)> {
         match self {
@@ -194,6 +205,27 @@ impl Durable {
         match self {
             Durable::Sqlite(db) => with_db(db, move |c| snapshot::open_decisions(c, p)).await,
             Durable::Postgres(pg) => pg.open_decisions(p).await,
+        }
+    }
+}
+
+/// A new namespace identity: 128 random bits in hex, recorded once per durable tier.
+pub(crate) fn new_identity() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// The identity the durable tier at `db` records for its namespace, read without creating
+/// or changing anything (a missing SQLite file stays missing): `None` when it has none yet.
+pub(crate) async fn recorded_identity(db: &Path) -> Result<Option<String>> {
+    match Location::of(db) {
+        Location::Postgres(url) => Pg::recorded_identity(url).await,
+        Location::Sqlite(path) => {
+            let path = path.to_path_buf();
+            tokio::task::spawn_blocking(move || {
+                schema::recorded_identity(&path).map_err(|e| database::classify(e, &path))
+            })
+            .await
+            .map_err(|e| Error::sqlite(e.to_string()))?
         }
     }
 }

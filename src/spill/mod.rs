@@ -6,10 +6,12 @@
 //!
 //! # Layout
 //! - this module: the daemon loop (passes over the partitions, run / run_once, figures).
+//! - `binding`: the namespace bound to one durable tier (its identity in both tiers).
 //! - `lease`: the partition lease with its fencing token (claim, release, its value).
 //! - `ownership`: taking a partition, noticing and recovering from a Redis loss.
 //! - `flusher`: one batch read from Redis → one SQLite transaction, cursors included
 //!   (exactly once); `flusher::sqlite` is the SQLite half.
+//! - `drain`: `spill --once`, which drains every partition or names those it could not.
 //! - `database`: the daemon's SQLite connection, run on the blocking pool (`with_db`).
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
 //! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
@@ -17,8 +19,10 @@
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
 //! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
 
+mod binding;
 pub mod copy;
 pub(crate) mod database;
+mod drain;
 pub mod durable;
 mod events;
 mod flusher;
@@ -172,6 +176,8 @@ pub struct SpillDaemon {
     owner: String,
     /// The durable tier: SQLite's one writing connection, or a PostgreSQL pool.
     db: Durable,
+    /// The tier's identity and location, bound again after Redis lost the binding.
+    binding: binding::Binding,
     /// Per-partition state, indexed by partition.
     parts: Vec<Partition>,
     /// Stops the batch loops between transactions.
@@ -182,6 +188,8 @@ pub struct SpillDaemon {
     heartbeat: Option<Instant>,
     /// How many partitions this daemon owns at most: partitions / live daemons, rounded up.
     share: u32,
+    /// `spill --once`: claims every free partition, whatever its share (`drain`).
+    draining: bool,
 }
 
 impl std::fmt::Debug for SpillDaemon {
@@ -195,9 +203,24 @@ impl std::fmt::Debug for SpillDaemon {
 
 impl SpillDaemon {
     /// Opens (creating or migrating) the durable tier (a SQLite file or a PostgreSQL
-    /// database) and checks its namespace.
+    /// database), checks its namespace and binds the namespace in Redis to it (`binding`).
+    /// A namespace bound to another tier is [`Error::NamespaceMismatch`], before anything is
+    /// created or written.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
+        if let Some(bound) = binding::recorded(&store).await? {
+            let ours = durable::recorded_identity(&config.db_path).await?;
+            if ours.as_deref() != Some(bound.identity.as_str()) {
+                return Err(binding::refusal(
+                    &store,
+                    &bound,
+                    &config.db_path,
+                    ours.as_deref(),
+                ));
+            }
+        }
         let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
+        let binding = binding::Binding::of(&config.db_path, db.identity().await?);
+        binding::bind(&store, &binding, &config.db_path).await?;
         store.preload_scripts().await?;
         let upgraded = store.upgrade_session_indexes().await?;
         if upgraded > 0 {
@@ -214,12 +237,44 @@ impl SpillDaemon {
             store,
             config,
             db,
+            binding,
             parts,
             cancel: CancellationToken::new(),
             events: PassEvents::default(),
             heartbeat: None,
             share: 0,
+            draining: false,
         })
+    }
+
+    /// A daemon on `config`'s durable tier for a command that is not the daemon itself, or
+    /// `None` when this process does not hold the namespace's tier: the tier does not exist
+    /// or has no identity (nothing is created), or Redis binds the namespace to another
+    /// tier. `may_bind`: an unbound namespace is bound to this tier (an explicit `restore`);
+    /// otherwise only a namespace already bound to it is taken (a command's implicit check,
+    /// which must not bind a namespace whose Redis lost its data to a stale file).
+    pub(crate) async fn open_existing(
+        store: Store,
+        config: SpillConfig,
+        may_bind: bool,
+    ) -> Result<Option<SpillDaemon>> {
+        let ours = match durable::recorded_identity(&config.db_path).await {
+            Ok(Some(ours)) => ours,
+            Ok(None) => return Ok(None),
+            Err(err) if may_bind => return Err(err),
+            Err(err) => {
+                tracing::debug!(error = %err, "the durable tier cannot be read: acting as an agent");
+                return Ok(None);
+            }
+        };
+        let holds = match binding::recorded(&store).await? {
+            Some(bound) => bound.identity == ours,
+            None => may_bind,
+        };
+        if !holds {
+            return Ok(None);
+        }
+        SpillDaemon::open(store, config).await.map(Some)
     }
 
     /// This instance's owner id (as written into the leases).
@@ -287,6 +342,13 @@ impl SpillDaemon {
                     } else {
                         Duration::ZERO
                     }
+                }
+                Err(err @ Error::NamespaceMismatch(_)) => {
+                    // Redis lost its data and another tier's daemon bound the namespace
+                    // first: flushing on would split the namespace between two tiers.
+                    tracing::error!(error = %err, "spill daemon stopped");
+                    self.release_all().await;
+                    return Err(err);
                 }
                 Err(err) if err.is_database_unusable() => {
                     // Committing on would write where nobody reads (or into a damaged
@@ -386,9 +448,10 @@ impl SpillDaemon {
         }
     }
 
-    /// Drains: passes until nothing is left to flush or restore in the partitions it can
-    /// own, then releases its leases.
-    pub async fn run_once(mut self) -> Result<PassReport> {
+    /// Passes until nothing is left to flush or restore in the partitions it can own within
+    /// its share, then releases its leases: a command's check of this Redis, which leaves
+    /// partitions other daemons hold to them.
+    pub(crate) async fn run_until_idle(mut self) -> Result<PassReport> {
         let mut total = PassReport::default();
         let result = loop {
             match self.pass().await {
@@ -419,8 +482,11 @@ impl SpillDaemon {
             }
             match self.pass_partition(p, &mut report).await {
                 Ok(()) => worked = true,
-                // Nor is a SQLite file that cannot be used (removed, replaced, corrupt).
-                Err(err) if err.is_database_unusable() => {
+                // Nor is a SQLite file that cannot be used (removed, replaced, corrupt), nor
+                // a namespace bound to another tier.
+                Err(err)
+                    if err.is_database_unusable() || matches!(err, Error::NamespaceMismatch(_)) =>
+                {
                     self.events.emit(false);
                     return Err(err);
                 }
@@ -457,7 +523,7 @@ impl SpillDaemon {
     async fn pass_partition(&mut self, p: u32, report: &mut PassReport) -> Result<()> {
         // Above its share (`membership`), a daemon leaves the partitions it does not hold
         // to the others.
-        if self.parts[p as usize].token == 0 && !self.below_share() {
+        if self.parts[p as usize].token == 0 && !self.below_share() && !self.draining {
             return Ok(());
         }
         if !self.hold_lease(p).await? {

@@ -118,6 +118,9 @@ const MIGRATIONS: &[&str] = &[
          value TEXT NOT NULL,
          PRIMARY KEY (session_id, field)
      ) WITHOUT ROWID;",
+    // 4: the namespace's identity: the first daemon gives its durable tier one and records it
+    // in Redis too (`<prefix>:config`), which binds the namespace to this tier.
+    "ALTER TABLE namespace ADD COLUMN identity TEXT;",
 ];
 
 /// The schema version this build writes (the number of migrations).
@@ -192,7 +195,8 @@ fn ensure_incremental_vacuum(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// Records the namespace on first use; a different prefix or partition count is
+/// Records the namespace on first use, with a new identity (a writer; an existing record
+/// without one gets one); a different prefix or partition count is
 /// [`Error::NamespaceMismatch`].
 fn check_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
     let recorded: Option<(String, u32)> = conn
@@ -209,16 +213,46 @@ fn check_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
                 ns.prefix, ns.partitions
             )))
         }
-        Some(_) => Ok(()),
-        None if conn.is_readonly(rusqlite::MAIN_DB)? => Ok(()),
-        None => {
+        _ if conn.is_readonly(rusqlite::MAIN_DB)? => Ok(()),
+        recorded => {
+            if recorded.is_none() {
+                conn.execute(
+                    "INSERT INTO namespace (id, prefix, partitions) VALUES (1, ?1, ?2)",
+                    params![ns.prefix, ns.partitions],
+                )?;
+            }
             conn.execute(
-                "INSERT INTO namespace (id, prefix, partitions) VALUES (1, ?1, ?2)",
-                params![ns.prefix, ns.partitions],
+                "UPDATE namespace SET identity = ?1 WHERE id = 1 AND identity IS NULL",
+                params![crate::spill::durable::new_identity()],
             )?;
             Ok(())
         }
     }
+}
+
+/// The identity the file at `path` records for its namespace, read without creating or
+/// changing anything: `None` when the file does not exist, has no namespace record yet or
+/// was written by a build before identities.
+pub(crate) fn recorded_identity(path: &Path) -> Result<Option<String>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| Error::sqlite(format!("{}: {e}", path.display())))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version < 4 {
+        return Ok(None);
+    }
+    Ok(conn
+        .query_row("SELECT identity FROM namespace WHERE id = 1", [], |r| {
+            r.get::<_, Option<String>>(0)
+        })
+        .optional()?
+        .flatten())
 }
 
 #[cfg(test)]

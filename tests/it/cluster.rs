@@ -247,6 +247,8 @@ async fn the_cli_works_on_a_cluster() {
         assert_eq!(out.code, 0, "{args:?}: {out:?}");
         out.stdout
     };
+    // The namespace's daemon first: it creates the durable tier and binds the namespace.
+    cli(&["spill", "--once"]);
     assert_eq!(cli(&["session", "create", "--id", "c1"]).trim(), "c1");
     for i in 0..3 {
         cli(&[

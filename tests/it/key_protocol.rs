@@ -487,16 +487,15 @@ async fn a_custom_namespace_uses_its_prefix_and_partition_count() {
     let ns = ["--prefix", "zz", "--partitions", "4"];
     let keys = t.cli_ok(&[&ns[..], &["keys", "eps"]].concat());
     assert_eq!(keys.trim(), meta);
-    t.cli_ok(&[
-        "--prefix",
-        "yy",
-        "--partitions",
-        "2",
-        "session",
-        "create",
-        "--id",
-        "eps",
-    ]);
+    let yy = ["--prefix", "yy", "--partitions", "2"];
+    t.cli_ok(&[&yy[..], &["--db", "yy.db", "spill", "--once"]].concat());
+    t.cli_ok(
+        &[
+            &yy[..],
+            &["--db", "yy.db", "session", "create", "--id", "eps"],
+        ]
+        .concat(),
+    );
     assert_eq!(
         t.cmd::<String>(&["TYPE", &key("yy", 2, "eps", "s:eps")]),
         "hash"

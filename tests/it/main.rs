@@ -28,5 +28,6 @@ mod sessions;
 mod smoke;
 mod spill;
 mod tls;
+mod traffic;
 mod users;
 mod working;

@@ -8,14 +8,16 @@ use crate::support::{env, json_lines, TestEnv};
 
 /// `agentstate --json <args>` must succeed and print one JSON document.
 fn doc(t: &TestEnv, args: &[&str]) -> Value {
-    let out = t.cli_ok(&[&["--json"], args].concat());
+    let db = t.db();
+    let out = t.cli_ok(&[&["--json", "--db", db.to_str().unwrap()], args].concat());
     assert_eq!(out.lines().count(), 1, "{args:?}: {out}");
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
 }
 
 /// `agentstate --json <args>` must succeed and print JSON lines.
 fn lines(t: &TestEnv, args: &[&str]) -> Vec<Value> {
-    json_lines(&t.cli_ok(&[&["--json"], args].concat()))
+    let db = t.db();
+    json_lines(&t.cli_ok(&[&["--json", "--db", db.to_str().unwrap()], args].concat()))
 }
 
 #[tokio::test]

@@ -66,6 +66,8 @@ fn the_server_keeps_sessions_across_commands_and_its_own_restarts() {
     let data = dir.path().join("data");
     let (server, url) = serve(dir.path(), &data);
     assert!(url.starts_with("redis://127.0.0.1:"), "{url}");
+    // The namespace's daemon binds it to its durable tier first, as README's tour does.
+    assert_eq!(cli_at(&url, dir.path(), &["spill", "--once"]).code, 0);
     assert_eq!(
         cli_at(&url, dir.path(), &["session", "create", "--id", "kept"]).stdout,
         "kept\n"
@@ -148,6 +150,7 @@ fn a_detached_server_runs_on_until_stopped_and_says_when_it_cannot() {
             &serde_json::json!(true)
         )
     );
+    assert_eq!(cli_at(&url, dir.path(), &["spill", "--once"]).code, 0);
     assert_eq!(
         cli_at(&url, dir.path(), &["session", "create", "--id", "d"]).stdout,
         "d\n"

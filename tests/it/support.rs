@@ -538,6 +538,18 @@ impl TestEnv {
         }
     }
 
+    /// Unbinds the namespace from its durable tier, as an operator does to move it to
+    /// another one (`redis-cli HDEL as:config durable durable_at`): the next daemon binds it
+    /// to its own.
+    pub fn unbind(&self) {
+        let _: () = redis::cmd("HDEL")
+            .arg(self.store.keys().config())
+            .arg("durable")
+            .arg("durable_at")
+            .query(&mut self.redis())
+            .unwrap();
+    }
+
     /// Kills Redis and starts an empty one on the same port; reconnects the store.
     pub async fn lose_redis(&mut self) {
         self.server.restart_empty().unwrap();

@@ -166,17 +166,26 @@ fn ssl_cert_file_makes_a_private_ca_trusted() {
     let [ca, cert, key] = private_ca(dir.path());
     let (_server, tls_port) = tls_listener(&cert, &key);
     let url = format!("rediss://localhost:{tls_port}");
-    let cli = |ca: Option<&std::path::Path>| {
+    let cli_with = |ca: Option<&std::path::Path>, args: &[&str]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentstate"));
         cmd.env_remove("AGENTSTATE_LOG")
+            .env_remove("AGENTSTATE_DB")
             .env_remove("SSL_CERT_DIR")
             .current_dir(dir.path())
-            .args(["--redis", &url, "session", "create", "--id", "ca"]);
+            .args(["--redis", &url])
+            .args(args);
         match ca {
             Some(ca) => cmd.env("SSL_CERT_FILE", ca),
             None => cmd.env_remove("SSL_CERT_FILE"),
         };
         crate::support::cli_output(cmd.output().unwrap())
+    };
+    let cli = |ca: Option<&std::path::Path>| {
+        // The namespace's daemon first (it binds the namespace), then an agent's create.
+        if ca.is_some() {
+            assert_eq!(cli_with(ca, &["spill", "--once"]).code, 0);
+        }
+        cli_with(ca, &["session", "create", "--id", "ca"])
     };
     assert_eq!(
         cli(None).runtime_error(),

@@ -122,6 +122,8 @@ const MIGRATIONS: &[&str] = &[
          value TEXT COLLATE \"C\" NOT NULL,
          PRIMARY KEY (session_id, field)
      );",
+    // 4: the namespace's identity (see SQLite's step 4).
+    "ALTER TABLE namespace ADD COLUMN identity TEXT COLLATE \"C\";",
 ];
 
 /// (Text columns use the "C" collation: rows sort byte-wise, as in SQLite, so both backends
@@ -155,6 +157,17 @@ impl Pg {
     /// Connects (one connection up front, so a wrong address, password or database fails
     /// here, in one line), then migrates when `migrate` and checks the namespace.
     pub(crate) async fn open(url: &str, ns: &Namespace, migrate: bool) -> Result<Pg> {
+        let pg = Pg::connect(url)?;
+        let mut client = pg.client().await?;
+        if migrate {
+            migrate_schema(&mut client).await?;
+        }
+        check_namespace(&mut client, ns, migrate).await?;
+        Ok(pg)
+    }
+
+    /// The pool, built without connecting.
+    fn connect(url: &str) -> Result<Pg> {
         let redacted = crate::address::redacted_db(url);
         let (config, connector) = client_config(url, &redacted)?;
         let manager = Manager::from_config(
@@ -168,13 +181,28 @@ impl Pg {
             .max_size(4)
             .build()
             .map_err(|e| Error::postgres(format!("{redacted}: {e}")))?;
-        let pg = Pg { pool, redacted };
-        let mut client = pg.client().await?;
-        if migrate {
-            migrate_schema(&mut client).await?;
+        Ok(Pg { pool, redacted })
+    }
+
+    /// The identity the database at `url` records for its namespace, read without creating
+    /// or changing anything: `None` when it has no agentstate schema, no namespace record or
+    /// a schema from before identities.
+    pub(crate) async fn recorded_identity(url: &str) -> Result<Option<String>> {
+        let pg = Pg::connect(url)?;
+        let client = pg.client().await?;
+        let row = client
+            .query_opt("SELECT identity FROM namespace WHERE id = 1", &[])
+            .await;
+        match row {
+            Ok(row) => Ok(row.and_then(|r| r.get::<_, Option<String>>(0))),
+            Err(e)
+                if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+                    || e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_COLUMN) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
         }
-        check_namespace(&mut client, ns, migrate).await?;
-        Ok(pg)
     }
 
     /// A pooled connection; a failure to connect names the server and what it said.
@@ -399,7 +427,7 @@ fn ignore_concurrent_create(err: tokio_postgres::Error) -> Result<()> {
 }
 
 /// Records the namespace on first use when `claim` (a writer; the first wins, concurrent or
-/// not); a different prefix or partition count is [`Error::NamespaceMismatch`]. A database
+/// not), with a new identity (an existing record without one gets one); a different prefix or partition count is [`Error::NamespaceMismatch`]. A database
 /// without the schema was never written by a daemon. A reader only reads the record (no
 /// write, no commit to wait for).
 async fn check_namespace(
@@ -420,6 +448,17 @@ async fn check_namespace(
                 &[&ns.prefix, &i64::from(ns.partitions)],
             )
             .await;
+        let claimed = match claimed {
+            Ok(_) => {
+                client
+                    .execute(
+                        "UPDATE namespace SET identity = $1 WHERE id = 1 AND identity IS NULL",
+                        &[&crate::spill::durable::new_identity()],
+                    )
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         match claimed {
             Ok(_) => {}
             Err(e) if no_schema(&e) => return Err(Error::postgres(NO_SCHEMA)),

@@ -329,6 +329,7 @@ pub(super) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
         scripts::delete_user_value(ns, "u", "k"),
         scripts::forget_user(ns, "u", 60),
         scripts::reseed_user_values(ns, "u", "0-0", &lease, &[("k".into(), "1".into())]),
+        scripts::bind_namespace(ns, "0123abcdef", "/srv/agentstate.db"),
         scripts::claim_lease(ns, p, "owner-x", 3000, 0),
         scripts::publish_committed(ns, p, &lease, &[("wal", "0-1")]),
         scripts::trim_stream(ns, up, &ns.wal(up), &lease, "0-1"),
@@ -405,7 +406,7 @@ fn every_lua_script_that_rejects_its_arguments_writes_nothing() {
         .block_on(t.store.record_decision("s", &NewDecision::new("d", "r")))
         .unwrap();
     let calls = base_calls(&t, &decision);
-    assert_eq!(calls.len(), 34, "one base call per script in lua/");
+    assert_eq!(calls.len(), 35, "one base call per script in lua/");
     let conn = std::cell::RefCell::new(t.redis());
     // Mostly value edits; one case in four also drops trailing arguments.
     let strategy = (

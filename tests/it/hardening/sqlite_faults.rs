@@ -97,14 +97,17 @@ fn read_only_view(source: &Path) -> Option<Mount> {
     mount(&["-o", "remount,bind,ro", src], &m.point).then_some(m)
 }
 
-/// `agentstate spill` on the test's Redis and the SQLite file `db`, stderr into `log`.
+/// `agentstate spill` on the test's Redis and the SQLite file `db`, stderr into `log`. The
+/// namespace moves to `db` (these faults are of one file; the binding has its own tests).
 fn daemon(t: &TestEnv, db: &Path, log: &Path) -> Daemon {
+    t.unbind();
     let log = std::fs::File::create(log).unwrap();
     super::spill_daemon(t, db, &[], false, Stdio::from(log))
 }
 
-/// `agentstate spill --once` on `db`: exit code and stderr.
+/// `agentstate spill --once` on `db`: exit code and stderr (the namespace moved to `db`).
 fn spill_once(t: &TestEnv, db: &Path) -> crate::support::CliOutput {
+    t.unbind();
     let out = Command::new(env!("CARGO_BIN_EXE_agentstate"))
         .env_remove("AGENTSTATE_LOG")
         .arg("--redis")

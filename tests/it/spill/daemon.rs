@@ -430,3 +430,51 @@ async fn a_stopped_owner_resumed_after_its_lease_lapsed_writes_nothing(t: TestEn
     new.wait().unwrap();
     assert_exactly_once(&t, &sids, per_session as i64).await;
 }
+
+/// A namespace is bound to the durable tier of its first daemon: a daemon on a missing file,
+/// or on a tier of another namespace, refuses to start with one line naming both tiers and
+/// creates nothing; after a Redis loss the first daemon back binds it again, and the other
+/// tier's daemon is refused from then on.
+#[tokio::test]
+async fn a_daemon_on_another_durable_tier_refuses_to_start_and_creates_nothing() {
+    let t = env().await;
+    let ours = std::fs::canonicalize(t.db()).unwrap();
+    let missing = t.server.path("elsewhere/agentstate.db");
+    std::fs::create_dir_all(missing.parent().unwrap()).unwrap();
+    let out = t.cli(&["--db", missing.to_str().unwrap(), "spill", "--once"]);
+    let line = out.runtime_error();
+    assert!(
+        line.contains(&format!("bound to the durable tier {}", ours.display()))
+            && line.contains("does not exist")
+            && line.contains("HDEL as:config durable durable_at"),
+        "{line}"
+    );
+    assert!(!missing.exists(), "a refused daemon created its file");
+
+    // A tier of its own (bound by its first daemon to another Redis) is refused likewise.
+    let other_redis = agentstate::internals::redis_server::RedisServer::start().unwrap();
+    let other = t.server.path("other.db");
+    let made = crate::support::cli_at(
+        &other_redis.url(),
+        t.server.dir(),
+        &["--db", other.to_str().unwrap(), "spill", "--once"],
+    );
+    assert_eq!(made.code, 0, "{made:?}");
+    let out = t.cli(&["--db", other.to_str().unwrap(), "spill", "--once"]);
+    assert!(out.runtime_error().contains("has identity"), "{out:?}");
+
+    // Redis loses its data: the first daemon back binds the namespace; here the other tier's,
+    // so the right one is refused (the operator sees both named) until it is unbound.
+    let _: () = redis::cmd("FLUSHALL").query(&mut t.redis()).unwrap();
+    let out = t.cli(&["--db", other.to_str().unwrap(), "spill", "--once"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let out = t.cli(&["--db", ours.to_str().unwrap(), "spill", "--once"]);
+    assert!(
+        out.runtime_error()
+            .contains(&format!("bound to the durable tier {}", other.display())),
+        "{out:?}"
+    );
+    let _: () = redis::cmd("FLUSHALL").query(&mut t.redis()).unwrap();
+    let out = t.cli(&["--db", ours.to_str().unwrap(), "spill", "--once"]);
+    assert_eq!(out.code, 0, "{out:?}");
+}
