@@ -134,7 +134,7 @@ pub fn line(err: &Error, at: &Situation) -> String {
             text
         }
         Error::NotLive { sid, waited } => format!(
-            "session {sid} is not live in Redis at {} and no spill daemon answered for it within {waited:?} (SQLite may hold its history, so it is neither restored nor created anew) — {}, then retry (the call is safe to repeat); or restore it without a daemon: `{}`",
+            "session {sid} is not live in Redis at {} and no spill daemon answered for it within {waited:?} (the namespace's durable tier may hold its history, so it is neither restored nor created anew) — {} on the namespace's durable tier, then retry (the call is safe to repeat); or, where that tier is, restore it without a daemon: `{}`",
             at.addr(),
             at.start_daemon(),
             at.command(&format!("restore {sid}"))

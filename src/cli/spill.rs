@@ -137,7 +137,8 @@ pub struct RestoreArgs {
 /// requests and nothing races it.
 pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
     let config = SpillConfig::new(ctx.global.db());
-    let Some(mut standby) = SpillDaemon::open_existing(ctx.store.clone(), config, true).await?
+    let Some(mut standby) =
+        SpillDaemon::open_if_holding_tier(ctx.store.clone(), config, true).await?
     else {
         // No durable tier here (an agent's directory): the namespace's daemon restores.
         return restore_through_daemon(ctx, args).await;
@@ -181,7 +182,7 @@ pub async fn check_against_sqlite(ctx: &Ctx) -> Result<()> {
         Some(db) => Some(SpillDaemon::open(ctx.store.clone(), SpillConfig::new(db)).await?),
         None => {
             let config = SpillConfig::new(ctx.global.db());
-            SpillDaemon::open_existing(ctx.store.clone(), config, false).await?
+            SpillDaemon::open_if_holding_tier(ctx.store.clone(), config, false).await?
         }
     };
     if let Some(daemon) = daemon {

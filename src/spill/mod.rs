@@ -253,7 +253,7 @@ impl SpillDaemon {
     /// tier. `may_bind`: an unbound namespace is bound to this tier (an explicit `restore`);
     /// otherwise only a namespace already bound to it is taken (a command's implicit check,
     /// which must not bind a namespace whose Redis lost its data to a stale file).
-    pub(crate) async fn open_existing(
+    pub(crate) async fn open_if_holding_tier(
         store: Store,
         config: SpillConfig,
         may_bind: bool,
