@@ -197,7 +197,8 @@ impl SpillDaemon {
     /// Opens (creating or migrating) the durable tier (a SQLite file or a PostgreSQL
     /// database) and checks its namespace.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
-        let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
+        let ns = &store.config().namespace;
+        let db = Durable::open_writer(&config.db_path, ns, config.lease_ttl).await?;
         store.preload_scripts().await?;
         let upgraded = store.upgrade_session_indexes().await?;
         if upgraded > 0 {
