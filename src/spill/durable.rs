@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::database::{self, with_db, Database, Db};
 use super::flusher::sqlite::{self, Applied, Batch};
@@ -62,10 +63,14 @@ pub(crate) enum Durable {
 }
 
 impl Durable {
-    /// Opens for writing (creating or migrating the schema) and checks the namespace.
-    pub(crate) async fn open_writer(db: &Path, ns: &Namespace) -> Result<Durable> {
+    /// Opens for writing (creating or migrating the schema) and checks the namespace, for
+    /// a daemon whose lease time is `lease` (a PostgreSQL session of its that pauses inside
+    /// a transaction is ended after it: `postgres::Limits::flusher`).
+    pub(crate) async fn open_writer(db: &Path, ns: &Namespace, lease: Duration) -> Result<Durable> {
         match Location::of(db) {
-            Location::Postgres(url) => Ok(Durable::Postgres(Pg::open(url, ns, true).await?)),
+            Location::Postgres(url) => {
+                Ok(Durable::Postgres(Pg::open_flusher(url, ns, lease).await?))
+            }
             Location::Sqlite(path) => {
                 let (path, ns) = (path.to_path_buf(), ns.clone());
                 let db = tokio::task::spawn_blocking(move || {

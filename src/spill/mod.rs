@@ -218,7 +218,8 @@ impl SpillDaemon {
                 ));
             }
         }
-        let db = Durable::open_writer(&config.db_path, &store.config().namespace).await?;
+        let ns = &store.config().namespace;
+        let db = Durable::open_writer(&config.db_path, ns, config.lease_ttl).await?;
         let binding = binding::Binding::of(&config.db_path, db.identity().await?);
         binding::bind(&store, &binding, &config.db_path).await?;
         store.preload_scripts().await?;

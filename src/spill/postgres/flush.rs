@@ -18,14 +18,48 @@ use crate::spill::flusher::sqlite::{Applied, Batch};
 /// One message row of a run of `msg` records: (session, seq, element, idempotency key).
 type MsgRow<'a> = (&'a str, i64, &'a str, Option<&'a str>);
 
+/// One step of a batch, in wal order: a run of `msg` records as one statement's arrays, or
+/// any other record.
+enum Step<'a> {
+    Messages(MessageRows<'a>),
+    Record(WalRecord<'a>),
+}
+
 impl Pg {
     /// Applies `batch` in one transaction. Returns `None`, writing nothing, when PostgreSQL
     /// shows another daemon owns the partition now (a higher fencing token or moved cursors).
     pub(crate) async fn apply(&self, batch: &Batch) -> Result<Option<Applied>> {
+        // Parsed before the transaction opens: inside it the statements follow one another,
+        // so the session is never idle in it for long (a flusher's session is ended after a
+        // lease time idle in a transaction: `Limits::flusher`) and the cursor row is locked
+        // for the writes only.
+        let mut touched: HashMap<String, i64> = HashMap::new();
+        let mut steps: Vec<Step<'_>> = Vec::new();
+        let mut run: Vec<MsgRow<'_>> = Vec::new();
+        for entry in &batch.wal {
+            let in_entry = |e: Error| Error::postgres(format!("wal entry {}: {e}", entry.0));
+            for record in WalRecord::parse_entry(entry).map_err(in_entry)? {
+                if record.op == Some(WalOp::Msg) {
+                    let m: Stamped =
+                        serde_json::from_str(record.d).map_err(|e| in_entry(e.into()))?;
+                    run.push((record.subject, m.seq, record.d, record.idem_key));
+                    touch(&mut touched, record.subject, m.created_at);
+                    continue;
+                }
+                if !run.is_empty() {
+                    steps.push(Step::Messages(message_rows(std::mem::take(&mut run))));
+                }
+                steps.push(Step::Record(record));
+            }
+        }
+        if !run.is_empty() {
+            steps.push(Step::Messages(message_rows(run)));
+        }
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        // A paused old owner may hold the cursor row locked: the connection's lock_timeout
-        // (`client_config`) bounds the wait, then this partition's pass fails and is retried.
+        // A paused old owner may hold the cursor row locked: the session's lock_timeout
+        // (`Limits::flusher`) bounds the wait, then this partition's pass fails and is retried;
+        // the server ends the old owner's session within a lease time of its pause.
         let p = batch.partition as i64;
         tx.execute(
             "INSERT INTO cursors (partition) VALUES ($1) ON CONFLICT (partition) DO NOTHING",
@@ -43,26 +77,19 @@ impl Pg {
         if token > batch.token || wal_at != batch.wal_from || decisions_at != batch.decisions_from {
             return Ok(None);
         }
-        let mut touched: HashMap<String, i64> = HashMap::new();
         let mut erased = false;
-        let mut run: Vec<MsgRow<'_>> = Vec::new();
-        for entry in &batch.wal {
-            let in_entry = |e: Error| Error::postgres(format!("wal entry {}: {e}", entry.0));
-            for record in WalRecord::parse_entry(entry).map_err(in_entry)? {
-                if record.op == Some(WalOp::Msg) {
-                    let m: Stamped =
-                        serde_json::from_str(record.d).map_err(|e| in_entry(e.into()))?;
-                    run.push((record.subject, m.seq, record.d, record.idem_key));
-                    touch(&mut touched, record.subject, m.created_at);
-                    continue;
+        for step in &steps {
+            match step {
+                Step::Messages(rows) => insert_messages(&tx, rows).await?,
+                Step::Record(record) => {
+                    erased |= apply_wal(&tx, record, batch, &mut touched)
+                        .await
+                        .map_err(|e| {
+                            Error::postgres(format!("wal entry {}: {e}", record.entry_id))
+                        })?;
                 }
-                insert_messages(&tx, std::mem::take(&mut run)).await?;
-                erased |= apply_wal(&tx, &record, batch, &mut touched)
-                    .await
-                    .map_err(in_entry)?;
             }
         }
-        insert_messages(&tx, run).await?;
         for (id, fields) in &batch.decisions {
             let d = DecisionEntry::parse(id, fields)
                 .map_err(|e| Error::postgres(format!("decisions entry {id}: {e}")))?;
@@ -105,26 +132,37 @@ fn touch(touched: &mut HashMap<String, i64>, sid: &str, at: i64) {
     *e = (*e).max(at);
 }
 
-/// Writes a run of `msg` records with one statement. Redis is the live truth: a seq it hands
-/// out again (it came back behind the durable tier) replaces the stored message; within the
-/// run the last record of a (session, seq) wins, as applying them one by one would.
-async fn insert_messages(tx: &Transaction<'_>, run: Vec<MsgRow<'_>>) -> Result<()> {
-    if run.is_empty() {
-        return Ok(());
-    }
+/// A run of `msg` records as the columns of one multi-row statement.
+#[derive(Default)]
+struct MessageRows<'a> {
+    sids: Vec<&'a str>,
+    seqs: Vec<i64>,
+    elements: Vec<&'a str>,
+    idem: Vec<Option<&'a str>>,
+}
+
+/// The rows a run of `msg` records writes. Redis is the live truth: a seq it hands out again
+/// (it came back behind the durable tier) replaces the stored message; within the run the
+/// last record of a (session, seq) wins, as applying them one by one would.
+fn message_rows(run: Vec<MsgRow<'_>>) -> MessageRows<'_> {
     let mut last: HashMap<(&str, i64), usize> = HashMap::new();
     for (i, (sid, seq, _, _)) in run.iter().enumerate() {
         last.insert((sid, *seq), i);
     }
-    let (mut sids, mut seqs, mut elements, mut idem) = (vec![], vec![], vec![], vec![]);
+    let mut rows = MessageRows::default();
     for (i, (sid, seq, element, key)) in run.iter().enumerate() {
         if last[&(*sid, *seq)] == i {
-            sids.push(*sid);
-            seqs.push(*seq);
-            elements.push(*element);
-            idem.push(*key);
+            rows.sids.push(sid);
+            rows.seqs.push(*seq);
+            rows.elements.push(element);
+            rows.idem.push(*key);
         }
     }
+    rows
+}
+
+/// Writes a run of `msg` records ([`message_rows`]) with one statement.
+async fn insert_messages(tx: &Transaction<'_>, rows: &MessageRows<'_>) -> Result<()> {
     let stmt = tx
         .prepare_cached(
             "INSERT INTO messages (session_id, seq, element, idem_key)
@@ -133,7 +171,8 @@ async fn insert_messages(tx: &Transaction<'_>, run: Vec<MsgRow<'_>>) -> Result<(
              SET element = excluded.element, idem_key = excluded.idem_key",
         )
         .await?;
-    tx.execute(&stmt, &[&sids, &seqs, &elements, &idem]).await?;
+    tx.execute(&stmt, &[&rows.sids, &rows.seqs, &rows.elements, &rows.idem])
+        .await?;
     Ok(())
 }
 
@@ -583,5 +622,51 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("55P03"), "{err}");
         drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_flusher_paused_inside_its_transaction_is_ended_after_its_lease_time() {
+        let db = database().await;
+        let lease = std::time::Duration::from_millis(300);
+        let pg = Pg::open_flusher(db.url(), &Namespace::default(), lease)
+            .await
+            .unwrap();
+        assert!(pg
+            .apply(&batch(1, "0-0", vec![msg("1-0", "s", 1)]))
+            .await
+            .unwrap()
+            .is_some());
+        // The old owner, paused between two statements with the cursor row locked.
+        let mut paused = pg.client().await.unwrap();
+        let held = paused.transaction().await.unwrap();
+        held.execute("SELECT 1 FROM cursors WHERE partition = 0 FOR UPDATE", &[])
+            .await
+            .unwrap();
+        // Its successor's passes fail on the lock until the server ends the paused session.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match pg.apply(&batch(2, "1-0", vec![msg("2-0", "s", 2)])).await {
+                Ok(applied) => {
+                    assert!(applied.is_some());
+                    break;
+                }
+                Err(err) => assert!(err.to_string().contains("55P03"), "{err}"),
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the row stayed locked"
+            );
+        }
+        // The woken old owner's transaction is gone: it commits nothing.
+        assert!(held.execute("SELECT 1", &[]).await.is_err());
+        let client = pg.client().await.unwrap();
+        let row = client
+            .query_one("SELECT wal, token FROM cursors WHERE partition = 0", &[])
+            .await
+            .unwrap();
+        assert_eq!(
+            (row.get::<_, String>(0), row.get::<_, i64>(1)),
+            ("2-0".into(), 2)
+        );
     }
 }

@@ -8,6 +8,8 @@ pub(crate) mod retention;
 pub(crate) mod snapshot;
 mod tls;
 
+use std::time::Duration;
+
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::config::Namespace;
@@ -140,6 +142,9 @@ pub(crate) struct Pg {
     pub(crate) pool: Pool,
     /// The URL with its password replaced by `***`, for messages and logs.
     pub(crate) redacted: String,
+    /// How long connecting may take (TCP, TLS and authentication; unbounded when the URL
+    /// says `connect_timeout=0`), to say so when it did not finish.
+    startup: Option<Duration>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -155,9 +160,20 @@ pub fn is_url(db: &str) -> bool {
 
 impl Pg {
     /// Connects (one connection up front, so a wrong address, password or database fails
-    /// here, in one line), then migrates when `migrate` and checks the namespace.
+    /// here, in one line), then migrates when `migrate` and checks the namespace. Its
+    /// sessions keep [`Limits::COMMAND`].
     pub(crate) async fn open(url: &str, ns: &Namespace, migrate: bool) -> Result<Pg> {
-        let pg = Pg::connect(url)?;
+        Pg::open_with(url, ns, migrate, Limits::COMMAND).await
+    }
+
+    /// [`Pg::open`] for a daemon's flusher, whose sessions keep [`Limits::flusher`] of its
+    /// lease time `lease`; it migrates.
+    pub(crate) async fn open_flusher(url: &str, ns: &Namespace, lease: Duration) -> Result<Pg> {
+        Pg::open_with(url, ns, true, Limits::flusher(lease)).await
+    }
+
+    async fn open_with(url: &str, ns: &Namespace, migrate: bool, limits: Limits) -> Result<Pg> {
+        let pg = Pg::connect(url, limits)?;
         let mut client = pg.client().await?;
         if migrate {
             migrate_schema(&mut client).await?;
@@ -166,10 +182,11 @@ impl Pg {
         Ok(pg)
     }
 
-    /// The pool, built without connecting.
-    fn connect(url: &str) -> Result<Pg> {
+    /// The pool, built without connecting; its sessions keep `limits`.
+    fn connect(url: &str, limits: Limits) -> Result<Pg> {
         let redacted = crate::address::redacted_db(url);
-        let (config, connector) = client_config(url, &redacted)?;
+        let (config, connector) = client_config(url, &redacted, limits)?;
+        let startup = startup_timeout(&config);
         let manager = Manager::from_config(
             config,
             connector,
@@ -179,16 +196,23 @@ impl Pg {
         );
         let pool = Pool::builder(manager)
             .max_size(4)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .create_timeout(startup)
+            .wait_timeout(Some(POOL_WAIT))
             .build()
             .map_err(|e| Error::postgres(format!("{redacted}: {e}")))?;
-        Ok(Pg { pool, redacted })
+        Ok(Pg {
+            pool,
+            redacted,
+            startup,
+        })
     }
 
     /// The identity the database at `url` records for its namespace, read without creating
     /// or changing anything: `None` when it has no agentstate schema, no namespace record or
     /// a schema from before identities.
     pub(crate) async fn recorded_identity(url: &str) -> Result<Option<String>> {
-        let pg = Pg::connect(url)?;
+        let pg = Pg::connect(url, Limits::COMMAND)?;
         let client = pg.client().await?;
         let row = client
             .query_opt("SELECT identity FROM namespace WHERE id = 1", &[])
@@ -205,14 +229,24 @@ impl Pg {
         }
     }
 
-    /// A pooled connection; a failure to connect names the server and what it said.
+    /// A pooled connection; a failure to connect names the server and what it said, or how
+    /// long it stayed silent.
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client> {
         self.pool.get().await.map_err(|e| {
             let detail = match &e {
+                deadpool_postgres::PoolError::Backend(pg) if timed_out(pg) => silent(self.startup),
                 deadpool_postgres::PoolError::Backend(pg) => match pg.as_db_error() {
                     Some(db) => db.message().to_string(),
                     None => crate::error::postgres_detail(pg),
                 },
+                deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
+                    format!(
+                        "all {} connections of this process stayed busy for {} s",
+                        self.pool.status().max_size,
+                        POOL_WAIT.as_secs()
+                    )
+                }
+                deadpool_postgres::PoolError::Timeout(_) => silent(self.startup),
                 other => other.to_string(),
             };
             Error::Postgres {
@@ -270,10 +304,80 @@ pub(crate) async fn read_snapshot(
         .await?)
 }
 
-/// The client configuration of `url` and the TLS connector its `sslmode` asks for.
+/// What a process's PostgreSQL sessions may wait for and hold: set per connection (startup
+/// options), so no statement pays for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// `lock_timeout`: the longest wait for a row lock before the statement fails. A daemon
+    /// waiting on a partition held by a paused old owner fails that partition's pass and
+    /// retries it next pass instead of holding up its other partitions.
+    pub(crate) lock_wait: Duration,
+    /// `idle_in_transaction_session_timeout`: how long the server lets a session sit idle
+    /// inside a transaction before it ends the session, rolling the transaction back and
+    /// releasing its locks. What bounds a paused (SIGSTOP, frozen VM) or cut-off process.
+    pub(crate) idle_in_transaction: Duration,
+}
+
+impl Limits {
+    /// A command's (`export`, `restore`, `copy`, `gc`, the console): nothing of theirs
+    /// fences a partition, so a paused one is ended after a minute.
+    pub(crate) const COMMAND: Limits = Limits {
+        lock_wait: Duration::from_secs(1),
+        idle_in_transaction: Duration::from_secs(60),
+    };
+
+    /// A flusher's with lease time `lease`. A flush transaction holds its partition's cursor
+    /// row locked, so a flusher paused inside one is ended after one lease time idle: with
+    /// its lease lapsing within a lease time of the pause too, its successor flushes the
+    /// partition within about two lease times of the pause. (The server ends the session by
+    /// itself, with no successor, no privilege to end other sessions, and when the paused
+    /// process cannot be reached.) A live flusher is never idle that long inside a
+    /// transaction: its statements follow one another, and it renews its lease between
+    /// batches. It waits a third of a lease at most for a lock, so its own leases, renewed
+    /// every third, do not lapse while it waits.
+    pub(crate) fn flusher(lease: Duration) -> Limits {
+        let ms = Duration::from_millis(1);
+        Limits {
+            lock_wait: (lease / 3).clamp(ms, Duration::from_secs(1)),
+            idle_in_transaction: lease.max(ms),
+        }
+    }
+
+    /// The startup options that set them (`-c name=value`, milliseconds).
+    fn options(self) -> String {
+        format!(
+            "-c lock_timeout={} -c idle_in_transaction_session_timeout={}",
+            self.lock_wait.as_millis(),
+            self.idle_in_transaction.as_millis()
+        )
+    }
+}
+
+/// How long connecting (TCP connect, TLS, authentication) may take when the URL does not say
+/// (`connect_timeout=SECONDS`, as libpq reads it; `0` waits indefinitely): a server that
+/// never answers fails a command in seconds.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a sent packet may go unacknowledged before the connection is given up
+/// (`tcp_user_timeout=MILLISECONDS`, as libpq reads it, when the URL does not say; `0` the
+/// system's default): a cut network fails the statement in flight instead of hanging it.
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TCP keepalives on an idle connection (`keepalives_idle`, `keepalives_interval` in
+/// seconds, `keepalives_retries`, each when the URL does not say): a pooled connection to a
+/// server that became unreachable is noticed in seconds, not the system's two hours.
+const KEEPALIVES: (Duration, Duration, u32) = (Duration::from_secs(5), Duration::from_secs(2), 3);
+
+/// How long a caller waits for one of the pool's connections while all are busy.
+const POOL_WAIT: Duration = Duration::from_secs(30);
+
+/// The client configuration of `url` with its session `limits`, and the TLS connector its
+/// `sslmode` asks for. Timeouts and keepalives the URL does not set get this module's
+/// defaults; the ones it sets are kept.
 fn client_config(
     url: &str,
     redacted: &str,
+    limits: Limits,
 ) -> Result<(
     tokio_postgres::Config,
     tokio_postgres_rustls::MakeRustlsConnect,
@@ -283,18 +387,87 @@ fn client_config(
         .parse()
         .map_err(|e| Error::postgres(format!("{redacted}: not a PostgreSQL URL ({e})")))?;
     config.ssl_mode(ssl.wire());
-    // A daemon paused inside a transaction (SIGSTOP, a frozen VM) holds its partition's
-    // cursor row: its successor waits a second at most for a lock (then that partition's
-    // pass fails and is retried; migrations lift this for their advisory lock), and the
-    // server ends the paused session after a minute. Set per connection, so no statement
-    // of the flush pays for it; the URL's own options come first.
-    const SESSION: &str = "-c lock_timeout=1000 -c idle_in_transaction_session_timeout=60000";
+    // The URL's own options come first, so these win.
     let options = match config.get_options() {
-        Some(own) => format!("{own} {SESSION}"),
-        None => SESSION.to_string(),
+        Some(own) => format!("{own} {}", limits.options()),
+        None => limits.options(),
     };
     config.options(&options);
+    if config.get_application_name().is_none() {
+        // pg_stat_activity then says which process holds a session (and its locks).
+        config.application_name(format!("agentstate (pid {})", std::process::id()));
+    }
+    // tokio-postgres reads libpq's parameters but these two differently: `connect_timeout=0`
+    // (libpq: wait indefinitely) as unset, `tcp_user_timeout` as seconds (libpq:
+    // milliseconds).
+    if url_param(&url, "connect_timeout").is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    match url_param(&url, "tcp_user_timeout").map(str::parse::<u64>) {
+        None => {
+            config.tcp_user_timeout(TCP_USER_TIMEOUT);
+        }
+        Some(Ok(ms)) if ms > 0 => {
+            config.tcp_user_timeout(Duration::from_millis(ms));
+        }
+        Some(_) => {}
+    }
+    let (idle, interval, retries) = KEEPALIVES;
+    if url_param(&url, "keepalives_idle").is_none() {
+        config.keepalives_idle(idle);
+    }
+    if url_param(&url, "keepalives_interval").is_none() {
+        config.keepalives_interval(interval);
+    }
+    if url_param(&url, "keepalives_retries").is_none() {
+        config.keepalives_retries(retries);
+    }
     Ok((config, tls::connector(ssl, root.as_ref())?))
+}
+
+/// The value the URL's query string gives `key`, if it does.
+fn url_param<'a>(url: &'a str, key: &str) -> Option<&'a str> {
+    let (_, query) = url.split_once('?')?;
+    query
+        .split('&')
+        .find_map(|pair| match pair.split_once('=') {
+            Some((k, value)) if k == key => Some(value),
+            _ => None,
+        })
+}
+
+/// How long the whole of connecting may take (none when the URL says `connect_timeout=0`):
+/// the connect timeout, which tokio-postgres applies to each host of the URL in turn (libpq
+/// bounds the TLS and authentication exchanges by it too).
+fn startup_timeout(config: &tokio_postgres::Config) -> Option<Duration> {
+    let hosts = config.get_hosts().len().max(1) as u32;
+    config.get_connect_timeout().map(|t| *t * hosts)
+}
+
+/// Whether a client error is a connection attempt that timed out.
+fn timed_out(err: &tokio_postgres::Error) -> bool {
+    let mut cause = std::error::Error::source(err);
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// What a server that did not answer within `startup` is told: the limit and how to change it.
+fn silent(startup: Option<Duration>) -> String {
+    const CHECK: &str = "is the server up and reachable from here?";
+    match startup {
+        Some(limit) => format!(
+            "no answer within {:.0} s ({CHECK} `connect_timeout=SECONDS` in the URL sets this limit)",
+            limit.as_secs_f64()
+        ),
+        None => format!("the connection attempt timed out ({CHECK})"),
+    }
 }
 
 /// A database created for one run (the benchmark's tiers, a unit test) on the server of an
@@ -355,17 +528,32 @@ impl Drop for ScratchDatabase {
 /// Runs `sql` on a connection of its own to `url`.
 async fn execute(url: &str, sql: &str) -> Result<()> {
     let redacted = crate::address::redacted_db(url);
-    let (config, connector) = client_config(url, &redacted)?;
-    let (client, connection) = config
-        .connect(connector)
-        .await
-        .map_err(|e| Error::Postgres {
-            message: format!(
+    let (config, connector) = client_config(url, &redacted, Limits::COMMAND)?;
+    let startup = startup_timeout(&config);
+    let connecting = config.connect(connector);
+    let connected = match startup {
+        Some(limit) => tokio::time::timeout(limit, connecting).await,
+        None => Ok(connecting.await),
+    };
+    let (client, connection) = match connected {
+        Ok(Ok(connected)) => connected,
+        Ok(Err(e)) => {
+            let detail = match timed_out(&e) {
+                true => silent(startup),
+                false => crate::error::postgres_detail(&e),
+            };
+            return Err(Error::Postgres {
+                message: format!("cannot connect to {redacted}: {detail}"),
+                source: Some(Box::new(e)),
+            });
+        }
+        Err(_) => {
+            return Err(Error::postgres(format!(
                 "cannot connect to {redacted}: {}",
-                crate::error::postgres_detail(&e)
-            ),
-            source: Some(Box::new(e)),
-        })?;
+                silent(startup)
+            )))
+        }
+    };
     let connection = tokio::spawn(connection);
     client.batch_execute(sql).await?;
     drop(client);
@@ -488,5 +676,61 @@ async fn check_namespace(
             )))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The session limits and connection defaults a URL gets (no server needed).
+    use super::*;
+
+    fn config(url: &str) -> tokio_postgres::Config {
+        client_config(url, "x", Limits::COMMAND).unwrap().0
+    }
+
+    #[test]
+    fn a_flushers_stale_transaction_lives_a_lease_time_and_it_waits_a_third_of_one() {
+        let limits = Limits::flusher(Duration::from_millis(900));
+        assert_eq!(limits.idle_in_transaction, Duration::from_millis(900));
+        assert_eq!(limits.lock_wait, Duration::from_millis(300));
+        let long = Limits::flusher(Duration::from_secs(30));
+        assert_eq!(long.lock_wait, Duration::from_secs(1));
+        assert_eq!(
+            long.options(),
+            "-c lock_timeout=1000 -c idle_in_transaction_session_timeout=30000"
+        );
+    }
+
+    #[test]
+    fn connecting_is_bounded_unless_the_url_sets_its_own_timeouts() {
+        let plain = config("postgres://u@h/db");
+        assert_eq!(plain.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        assert_eq!(plain.get_tcp_user_timeout(), Some(&TCP_USER_TIMEOUT));
+        assert_eq!(plain.get_keepalives_idle(), KEEPALIVES.0);
+        assert_eq!(plain.get_keepalives_retries(), Some(KEEPALIVES.2));
+        assert_eq!(startup_timeout(&plain), Some(CONNECT_TIMEOUT));
+        let own = config(
+            "postgres://u@h/db?connect_timeout=20&tcp_user_timeout=7000&keepalives_idle=60&application_name=me",
+        );
+        assert_eq!(own.get_connect_timeout(), Some(&Duration::from_secs(20)));
+        assert_eq!(own.get_tcp_user_timeout(), Some(&Duration::from_secs(7)));
+        assert_eq!(own.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(own.get_application_name(), Some("me"));
+        // Two hosts tried in turn: each gets the connect timeout.
+        let two = config("postgres://u@h1,h2/db?connect_timeout=3");
+        assert_eq!(startup_timeout(&two), Some(Duration::from_secs(6)));
+        // As libpq: 0 waits indefinitely, tcp_user_timeout=0 is the system's default.
+        let unbounded = config("postgres://u@h/db?connect_timeout=0&tcp_user_timeout=0");
+        assert_eq!(startup_timeout(&unbounded), None);
+        assert_eq!(unbounded.get_tcp_user_timeout(), None);
+    }
+
+    #[test]
+    fn the_urls_own_session_options_come_first_so_the_limits_win() {
+        let own = config("postgres://u@h/db?options=-c%20lock_timeout%3D5");
+        assert_eq!(
+            own.get_options(),
+            Some("-c lock_timeout=5 -c lock_timeout=1000 -c idle_in_transaction_session_timeout=60000")
+        );
     }
 }

@@ -10,6 +10,7 @@ mod erasure;
 mod flush;
 mod metrics;
 mod postgres_faults;
+mod postgres_fencing;
 mod postgres_tls;
 mod reseed;
 mod restore;

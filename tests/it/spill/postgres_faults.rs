@@ -196,3 +196,98 @@ async fn a_connection_string_that_cannot_work_says_why_in_one_line() {
         );
     }
 }
+
+/// A loopback "server" that accepts connections and never says a word: the startup (TLS
+/// request, authentication) waits for an answer that never comes.
+async fn never_speaks() -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let serving = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    (port, serving)
+}
+
+/// A loopback port whose connection attempts are never answered, as a host that drops
+/// packets: a listener that never accepts, its queue filled, so the kernel drops the next
+/// SYNs. Returns the port and what must stay alive.
+async fn drops_packets() -> (u16, tokio::net::TcpListener, Vec<tokio::net::TcpStream>) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut queued = Vec::new();
+    loop {
+        let attempt = tokio::net::TcpStream::connect(addr);
+        match tokio::time::timeout(Duration::from_millis(300), attempt).await {
+            Ok(Ok(stream)) => queued.push(stream),
+            Ok(Err(e)) => panic!("filling the accept queue: {e}"),
+            Err(_) => return (addr.port(), listener, queued),
+        }
+        assert!(queued.len() < 64, "the accept queue never filled");
+    }
+}
+
+/// Runs `agentstate <args>` and fails the test when it is still running after a minute.
+fn run_bounded(t: &TestEnv, args: &[&str]) -> crate::support::CliOutput {
+    let mut child = crate::support::cli_command_at(&t.server.url(), t.server.dir())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("agentstate {args:?} still waits for the server after a minute");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    crate::support::CliOutput {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_the_command_in_seconds_naming_it() {
+    let t = crate::support::env_without_daemon().await;
+    let (silent, _serving) = never_speaks().await;
+    let (dropping, _listener, _queued) = drops_packets().await;
+    let cases = [
+        // The default limit, on the command a fault trial saw hang.
+        (
+            format!("postgres://agent:secret@127.0.0.1:{silent}/db"),
+            &["export", "x"][..],
+            "no answer within 5 s",
+        ),
+        // The URL's own limit (libpq's parameter), on the daemon's drain.
+        (
+            format!("postgres://agent:secret@127.0.0.1:{dropping}/db?connect_timeout=1"),
+            &["spill", "--once"][..],
+            "no answer within 1 s",
+        ),
+    ];
+    for (url, command, says) in cases {
+        let args: Vec<&str> = ["--db", url.as_str()]
+            .into_iter()
+            .chain(command.iter().copied())
+            .collect();
+        let out = run_bounded(&t, &args);
+        let err = out.runtime_error();
+        let redacted = url.replace(":secret@", ":***@");
+        assert!(
+            err.contains(&format!("cannot connect to {redacted}: {says}")),
+            "{err}"
+        );
+        assert!(err.contains("connect_timeout=SECONDS"), "{err}");
+        assert!(!err.contains("secret"), "password shown: {err}");
+    }
+}
