@@ -464,6 +464,7 @@ impl SpillDaemon {
                 Err(err)
             }
             _ => {
+                self.explain_lost().await;
                 self.events.emit(true);
                 metrics::owned(self.parts.iter().filter(|p| p.token > 0).count());
                 Ok(report)
