@@ -191,12 +191,19 @@ fn build_pool(config: &Config, url: &str) -> Result<Pool> {
     // group commit a call can follow one that timed out on a paused Redis, and must not
     // wait 3 s for a new connection where the call itself would fail after the response
     // timeout.
+    let connect = CONNECT_TIMEOUT.min(config.response_timeout);
     let conn_config = AsyncConnectionConfig::new()
         .set_response_timeout(Some(config.response_timeout))
-        .set_connection_timeout(Some(CONNECT_TIMEOUT.min(config.response_timeout)));
+        .set_connection_timeout(Some(connect));
     let manager = Manager::new(url, conn_config).map_err(Error::from_redis)?;
+    // deadpool waits without end by default: for a free connection when every one is out
+    // (on calls that hang on a cut network), and for a connect or a recycling PING. Each
+    // wait is bounded as the call it stands for is, so a checkout fails as a call would.
     Pool::builder(manager)
         .max_size(config.pool_size)
+        .wait_timeout(Some(config.response_timeout))
+        .create_timeout(Some(connect))
+        .recycle_timeout(Some(config.response_timeout))
         .runtime(deadpool_redis::Runtime::Tokio1)
         .build()
         .map_err(|e| Error::unavailable(e.to_string()))

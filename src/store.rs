@@ -130,6 +130,30 @@ impl Store {
         }
     }
 
+    /// A store on the same namespace with its own connections, whose commands time out
+    /// after `timeout` (the spill daemon's: a call that outlasts its lease is moot, and an
+    /// outage must show within seconds). The namespace was checked by this store already.
+    #[cfg(feature = "spill")]
+    pub(crate) async fn with_response_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<Store> {
+        let mut config = self.inner.config.clone();
+        config.response_timeout = timeout;
+        let backend = Backend::connect(&config).await?;
+        let lanes = Lanes::new(config.namespace.partitions, backend.is_cluster());
+        Ok(Store {
+            inner: Arc::new(Inner {
+                backend,
+                keys: self.inner.keys.clone(),
+                lanes,
+                session_keys: SessionKeysCache::default(),
+                config,
+            }),
+            durability: self.durability,
+        })
+    }
+
     /// The configuration this store was opened with.
     pub fn config(&self) -> &Config {
         &self.inner.config

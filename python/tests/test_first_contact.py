@@ -113,9 +113,10 @@ def test_the_package_installs_the_agentstate_command():
     for cmd in ([agentstate_command()], [sys.executable, "-m", "agentstate"]):
         done = subprocess.run([*cmd, "--version"], capture_output=True, text=True)
         assert (done.returncode, done.stdout) == (0, f"agentstate {agentstate.__version__}\n")
-        # Bad usage exits 2 with clap's message, as the binary does.
+        # Bad usage exits 2 with clap's message on one `error:` line, as the binary does.
         done = subprocess.run([*cmd, "no-such-verb"], capture_output=True, text=True)
         assert done.returncode == 2 and "unrecognized subcommand 'no-such-verb'" in done.stderr
+        assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
 
 
 def test_a_runtime_error_is_one_line_and_exit_1(own_redis):

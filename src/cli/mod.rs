@@ -292,18 +292,26 @@ fn verb_of(matches: &ArgMatches) -> String {
 }
 
 /// Runs the command line `args` (the program name first, as `std::env::args_os` gives it)
-/// and returns the exit code: 0 on success, 1 on a runtime error (its one `error:` line
-/// printed on stderr), 2 on bad usage. `--help`, `--version` and usage errors end the
-/// process through clap, as for any command-line tool.
+/// and returns the exit code: 0 on success, 1 on a runtime error, 2 on bad usage (each
+/// error one `error:` line on stderr). `--help` and `--version` (and a verb given without
+/// its subcommand, which shows that verb's help) end the process through clap, as for any
+/// command-line tool.
 pub fn run_from<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let matches = Cli::command().get_matches_from(args);
-    let mut cli = match Cli::from_arg_matches(&matches) {
-        Ok(cli) => cli,
-        Err(e) => e.exit(),
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let parsed = Cli::command()
+        .try_get_matches_from(&args)
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
+    let (mut cli, matches) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) if shows_help(&e) => e.exit(),
+        Err(e) => {
+            eprintln!("{}", usage_error(&e, &verb_in(&args)));
+            return 2;
+        }
     };
     cli.global.read_env();
     let mut at = Situation {
@@ -363,6 +371,91 @@ where
             1
         }
     }
+}
+
+/// Whether clap's "error" is the help or the version to print (not a usage error).
+fn shows_help(e: &clap::Error) -> bool {
+    use clap::error::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    )
+}
+
+/// The verb a command line names (`agentstate msg append`), as far as its words are verbs:
+/// for the `--help` a usage error points to.
+fn verb_in(args: &[std::ffi::OsString]) -> String {
+    let mut command = Cli::command();
+    command.build();
+    let mut at = &command;
+    let mut words = vec![at.get_name().to_string()];
+    let mut rest = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(word) = rest.next() {
+        if word == "--" {
+            break;
+        }
+        let flag = match (word.strip_prefix("--"), word.strip_prefix('-')) {
+            (Some(long), _) if !long.contains('=') => {
+                at.get_arguments().find(|a| a.get_long() == Some(long))
+            }
+            (None, Some(short)) if short.chars().count() == 1 => at
+                .get_arguments()
+                .find(|a| a.get_short().map(String::from).as_deref() == Some(short)),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            if flag.get_action().takes_values() {
+                rest.next();
+            }
+        } else if !word.starts_with('-') {
+            if let Some(sub) = at.find_subcommand(word.as_ref()) {
+                words.push(sub.get_name().to_string());
+                at = sub;
+            }
+        }
+    }
+    words.join(" ")
+}
+
+/// clap's usage error as the one line the output contract promises: its message (with its
+/// tip, if any), the usage when clap gives one, and where to read more (`verb`'s help):
+/// `error: unexpected argument '--rol' found (tip: a similar argument exists: '--role') —
+/// usage: agentstate msg append [OPTIONS] <SID>; see `agentstate msg append --help``.
+fn usage_error(e: &clap::Error, verb: &str) -> String {
+    // clap's rendering, plain: paragraphs separated by blank lines — the message (with
+    // indented details such as the missing arguments), tips, `Usage: ...`, and a pointer to
+    // `--help`.
+    let text = e.to_string();
+    let mut line = String::from("error:");
+    let mut tips = Vec::new();
+    let mut usage = None;
+    for (i, paragraph) in text.split("\n\n").enumerate() {
+        let joined = paragraph
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(u) = joined.strip_prefix("Usage: ") {
+            usage = Some(u.to_string());
+        } else if let Some(tip) = joined.strip_prefix("tip: ") {
+            tips.push(tip.to_string());
+        } else if i == 0 {
+            line.push(' ');
+            line.push_str(joined.trim_start_matches("error: "));
+        }
+    }
+    for tip in tips {
+        line.push_str(&format!(" (tip: {tip})"));
+    }
+    line.push_str(" — ");
+    if let Some(usage) = &usage {
+        line.push_str(&format!("usage: {usage}; "));
+    }
+    line.push_str(&format!("see `{verb} --help`"));
+    line
 }
 
 async fn run(cli: Cli, at: &mut Situation) -> Result<()> {

@@ -1,8 +1,27 @@
 //! What happened to partitions during one pass, logged as one line per kind when the pass
 //! ends: a Redis loss touches every partition, and an operator wants one line saying
 //! "partitions 0-15", not sixteen. A failure that repeats pass after pass is logged once.
+//! Giving partitions up to a daemon that joined is routine (info); losing a lease is a
+//! warning that says why when Redis can tell (`SpillDaemon::explain_lost`).
 
+use std::collections::BTreeSet;
+
+use super::SpillDaemon;
 use crate::error::Error;
+
+/// Why this daemon lost the leases of some partitions, as Redis shows it after the pass.
+#[derive(Debug, Default)]
+struct LostBy {
+    /// The lease key and `<prefix>:{p}:committed` are both gone: Redis lost its state.
+    redis_loss: Vec<u32>,
+    /// Another daemon holds the lease now, and who.
+    other_owner: (Vec<u32>, BTreeSet<String>),
+    /// Nobody holds the lease and the committed ids are there: it lapsed (this daemon was
+    /// paused or cut off from Redis longer than the lease time).
+    lapsed: Vec<u32>,
+    /// Anything else (this daemon's own name on the lease, with a newer token elsewhere).
+    unclear: Vec<u32>,
+}
 
 /// The partitions each kind of event touched in the current pass, with their counts.
 #[derive(Debug, Default)]
@@ -11,6 +30,10 @@ pub(crate) struct PassEvents {
     took: Vec<u32>,
     /// Partitions whose lease this daemon lost (another owner, or Redis lost its state).
     lost: Vec<u32>,
+    /// Why, when the pass could ask Redis (else the warning names both causes).
+    lost_by: Option<LostBy>,
+    /// Partitions this daemon released to rebalance, and how many daemons share them now.
+    released: (Vec<u32>, u32),
     /// Partitions whose streams were lost with Redis (read again from the start).
     rebased: Vec<u32>,
     /// Partitions whose session indexes and open decisions were re-seeded, with the counts.
@@ -35,6 +58,10 @@ impl PassEvents {
     }
     pub(crate) fn lost(&mut self, p: u32) {
         self.lost.push(p);
+    }
+    pub(crate) fn released(&mut self, p: u32, members: u32) {
+        self.released.0.push(p);
+        self.released.1 = members;
     }
     pub(crate) fn rebased(&mut self, p: u32) {
         self.rebased.push(p);
@@ -62,10 +89,47 @@ impl PassEvents {
         let taken = std::mem::take(self);
         self.last_failure = taken.last_failure.clone();
         self.quiet_takes = taken.quiet_takes;
-        if !taken.lost.is_empty() {
-            tracing::warn!(
+        match &taken.lost_by {
+            _ if taken.lost.is_empty() => {}
+            None => tracing::warn!(
                 partitions = %ranges(&taken.lost),
                 "lost the partition leases (another owner, or Redis lost its state)"
+            ),
+            Some(by) => {
+                if !by.unclear.is_empty() {
+                    tracing::warn!(
+                        partitions = %ranges(&by.unclear),
+                        "lost the partition leases (another owner, or Redis lost its state)"
+                    );
+                }
+                if !by.redis_loss.is_empty() {
+                    tracing::warn!(
+                        partitions = %ranges(&by.redis_loss),
+                        "lost the partition leases: Redis lost its state (the leases and committed ids are gone)"
+                    );
+                }
+                let (ps, owners) = &by.other_owner;
+                if !ps.is_empty() {
+                    tracing::warn!(
+                        partitions = %ranges(ps),
+                        owners = %owners.iter().cloned().collect::<Vec<_>>().join(","),
+                        "lost the partition leases to another daemon"
+                    );
+                }
+                if !by.lapsed.is_empty() {
+                    tracing::warn!(
+                        partitions = %ranges(&by.lapsed),
+                        "lost the partition leases: they lapsed (this daemon was paused or cut off from Redis longer than the lease time)"
+                    );
+                }
+            }
+        }
+        let (ps, members) = &taken.released;
+        if !ps.is_empty() {
+            tracing::info!(
+                partitions = %ranges(ps),
+                daemons = members,
+                "released the partition leases to rebalance: another daemon shares them now"
             );
         }
         if !taken.rebased.is_empty() {
@@ -119,6 +183,66 @@ impl PassEvents {
             );
             self.last_failure = Some(line);
         }
+    }
+}
+
+impl SpillDaemon {
+    /// Gives partition `p` up to rebalance among `members` daemons (its lease was released).
+    /// A lease not renewed within the lease time had lapsed before (this daemon was paused
+    /// or cut off): that is a loss, whoever holds the partition now.
+    pub(super) fn released_lease(&mut self, p: u32, members: u32) {
+        let part = &self.parts[p as usize];
+        if part.token > 0 {
+            if part
+                .renewed
+                .is_some_and(|t| t.elapsed() < self.config.lease_ttl)
+            {
+                self.events.released(p, members);
+                super::metrics::lease_changed(super::metrics::LeaseChange::Released);
+                self.parts[p as usize].token = 0;
+            } else {
+                self.lost_lease(p);
+            }
+        }
+    }
+
+    /// Asks Redis why this pass' lost leases were lost, for the warning: the lease held by
+    /// another daemon, or gone with the committed ids (Redis lost its state), or gone alone
+    /// (it lapsed). A failed read leaves the warning naming both causes.
+    pub(super) async fn explain_lost(&mut self) {
+        let lost = self.events.lost.clone();
+        if lost.is_empty() {
+            return;
+        }
+        let keys = self.store.keys();
+        let gets = lost
+            .iter()
+            .map(|&p| redis::cmd("GET").arg(keys.lease(p)).clone())
+            .collect();
+        let lens = lost
+            .iter()
+            .map(|&p| redis::cmd("HLEN").arg(keys.committed(p)).clone())
+            .collect();
+        let (Ok(holders), Ok(committed)) = (
+            self.store.fan_out::<Option<String>>(gets).await,
+            self.store.fan_out::<u64>(lens).await,
+        ) else {
+            return;
+        };
+        let mut by = LostBy::default();
+        for ((p, holder), committed) in lost.into_iter().zip(holders).zip(committed) {
+            // The lease's value is `<owner> <token>` (`lease::value`).
+            match holder.as_deref().and_then(|h| h.split(' ').next()) {
+                Some(owner) if owner != self.owner => {
+                    by.other_owner.0.push(p);
+                    by.other_owner.1.insert(owner.to_string());
+                }
+                Some(_) => by.unclear.push(p),
+                None if committed == 0 => by.redis_loss.push(p),
+                None => by.lapsed.push(p),
+            }
+        }
+        self.events.lost_by = Some(by);
     }
 }
 

@@ -38,7 +38,7 @@ impl SpillDaemon {
         let excess = owned.len().saturating_sub(self.share as usize);
         for &p in owned.iter().rev().take(excess) {
             super::lease::release(&self.store, p, &self.owner).await?;
-            self.lost_lease(p);
+            self.released_lease(p, members);
         }
         if excess > 0 {
             tracing::debug!(members, share = self.share, released = excess, "rebalanced");

@@ -49,6 +49,10 @@ use durable::Durable;
 use events::PassEvents;
 pub use retention::Retention;
 
+/// The shortest response timeout the daemon's calls get, however short the lease: a loaded
+/// machine must not read as an outage.
+const MIN_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How the daemon runs.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -207,6 +211,13 @@ impl SpillDaemon {
     /// A namespace bound to another tier is [`Error::NamespaceMismatch`], before anything is
     /// created or written.
     pub async fn open(store: Store, config: SpillConfig) -> Result<SpillDaemon> {
+        // Calls bounded by the lease time (a call that outlasts it is moot: the partition
+        // may have moved), so a cut network shows as an outage within seconds.
+        let timeout = config
+            .lease_ttl
+            .max(MIN_RESPONSE_TIMEOUT)
+            .min(store.config().response_timeout);
+        let store = store.with_response_timeout(timeout).await?;
         if let Some(bound) = binding::recorded(&store).await? {
             let ours = durable::recorded_identity(&config.db_path).await?;
             if ours.as_deref() != Some(bound.identity.as_str()) {
@@ -494,7 +505,14 @@ impl SpillDaemon {
                 // Redis or PostgreSQL out of reach is not about one partition: the pass
                 // fails as a whole (one log line per outage, and backoff).
                 Err(err) if err.is_unavailable() || err.is_durable_unreachable() => {
+                    // One Redis out of reach fails every partition, each after its
+                    // timeout: stop at the first. (On a cluster, one node out of reach
+                    // leaves the others' partitions to work on.)
+                    let stop = err.is_unavailable() && !self.store.is_cluster();
                     unreachable.get_or_insert(err);
+                    if stop {
+                        break;
+                    }
                 }
                 Err(err) => {
                     self.events.failed(p, &err);
@@ -513,6 +531,7 @@ impl SpillDaemon {
                 Err(err)
             }
             _ => {
+                self.explain_lost().await;
                 self.events.emit(true);
                 metrics::owned(self.parts.iter().filter(|p| p.token > 0).count());
                 Ok(report)

@@ -275,21 +275,81 @@ async fn runtime_errors_exit_1_with_one_error_line_and_write_nothing() {
 async fn bad_usage_exits_2_without_touching_redis() {
     let t = env().await;
     let before = t.snapshot();
-    for args in [
-        &["msg", "append", "s"][..],
+    // Each usage error is one `error:` line on stderr (README's output contract), naming
+    // what is wrong and the verb's `--help`.
+    for (args, verb) in [
+        (&["msg", "append", "s"][..], "agentstate msg append"),
         // A message needs content (or tool calls).
-        &["msg", "append", "s", "--role", "user"],
-        &["frobnicate"],
-        &["session", "create", "--lifecycle", "forever"],
-        &["msg", "list", "s", "--after", "minus-one"],
-        &["compact", "s", "--from", "1", "--note", "n"],
-        &["--threads", "0", "session", "list"],
-        &[],
+        (
+            &["msg", "append", "s", "--role", "user"],
+            "agentstate msg append",
+        ),
+        (&["frobnicate"], "agentstate"),
+        (&[], "agentstate"),
+        (
+            &["session", "create", "--lifecycle", "forever"],
+            "agentstate session create",
+        ),
+        (
+            &["msg", "list", "s", "--after", "minus-one"],
+            "agentstate msg list",
+        ),
+        (
+            &["compact", "s", "--from", "1", "--note", "n"],
+            "agentstate compact",
+        ),
+        (
+            &["--threads", "0", "session", "list"],
+            "agentstate session list",
+        ),
+        // An unknown flag, a flag without its value, a number that is not one.
+        (&["msg", "list", "s", "--frobnicate"], "agentstate msg list"),
+        (&["session", "create", "--id"], "agentstate session create"),
+        (
+            &["--partitions", "many", "session", "list"],
+            "agentstate session list",
+        ),
+        (
+            &["--redis", "redis://x", "work", "get", "s", "k", "extra"],
+            "agentstate work get",
+        ),
     ] {
         let out = t.cli(args);
         assert_eq!(out.code, 2, "{args:?}: {out:?}");
         assert_eq!(out.stdout, "", "{args:?}");
-        assert!(!out.stderr.is_empty(), "{args:?}");
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {}", out.stderr);
+        assert!(lines[0].starts_with("error: "), "{args:?}: {}", lines[0]);
+        assert!(
+            lines[0].contains(" — ") && lines[0].ends_with(&format!("see `{verb} --help`")),
+            "{args:?}: {}",
+            lines[0]
+        );
+    }
+    // What clap adds to its message stays in the line: a tip, the usage.
+    let line = t.cli(&["msg", "append", "s", "--rol", "user"]).stderr;
+    assert!(
+        line.contains(
+            "unexpected argument '--rol' found (tip: a similar argument exists: '--role')"
+        ),
+        "{line}"
+    );
+    // A verb without its subcommand shows that verb's help (on stderr, exit 2).
+    let out = t.cli(&["msg"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("Usage: agentstate msg"), "{out:?}");
+    // Help and version are no errors: stdout, exit 0.
+    for args in [
+        &["--help"][..],
+        &["msg", "append", "--help"],
+        &["--version"],
+    ] {
+        let out = t.cli(args);
+        assert_eq!(out.code, 0, "{args:?}: {out:?}");
+        assert!(
+            !out.stdout.is_empty() && out.stderr.is_empty(),
+            "{args:?}: {out:?}"
+        );
     }
     // A runtime size from the environment is checked as `--threads` is.
     let out = cli_command_at(&t.server.url(), t.server.dir())

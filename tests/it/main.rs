@@ -21,6 +21,7 @@ mod history;
 mod key_protocol;
 mod loss;
 mod messages;
+mod network_cut;
 mod operator;
 mod rounds;
 mod server;

@@ -488,7 +488,7 @@ async fn help_lists_global_options_apart_and_ends_with_examples_of_the_verb() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr.contains("Usage: agentstate msg append --role <ROLE> --content <TEXT> <SID>\n"),
+        stderr.contains("usage: agentstate msg append --role <ROLE> --content <TEXT> <SID>;"),
         "{stderr}"
     );
     // `compact`'s two numbers are explained where a user looks.

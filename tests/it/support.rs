@@ -962,11 +962,17 @@ pub fn pg_rows(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
 /// `GET path` from a local HTTP server (the daemon's metrics, the console): the status and
 /// the body, or `None` when nothing answers. `headers` are sent as they are.
 pub fn http_get(port: u16, path: &str, headers: &[&str]) -> Option<(u16, String)> {
+    http_get_as(port, "127.0.0.1", path, headers)
+}
+
+/// [`http_get`] with `host` as the `Host` header (what a browser sends for the name it
+/// resolved to 127.0.0.1).
+pub fn http_get_as(port: u16, host: &str, path: &str, headers: &[&str]) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .ok()?;
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
     for h in headers {
         request.push_str(h);
         request.push_str("\r\n");

@@ -334,12 +334,14 @@ impl Limits {
     /// process cannot be reached.) A live flusher is never idle that long inside a
     /// transaction: its statements follow one another, and it renews its lease between
     /// batches. It waits a third of a lease at most for a lock, so its own leases, renewed
-    /// every third, do not lapse while it waits.
+    /// every third, do not lapse while it waits. Floors (1 s idle, 100 ms for a lock) keep a
+    /// flusher with a very short lease on a loaded machine from losing its own transactions
+    /// to a scheduling pause.
     pub(crate) fn flusher(lease: Duration) -> Limits {
-        let ms = Duration::from_millis(1);
+        let second = Duration::from_secs(1);
         Limits {
-            lock_wait: (lease / 3).clamp(ms, Duration::from_secs(1)),
-            idle_in_transaction: lease.max(ms),
+            lock_wait: (lease / 3).clamp(Duration::from_millis(100), second),
+            idle_in_transaction: lease.max(second),
         }
     }
 
@@ -690,9 +692,12 @@ mod tests {
 
     #[test]
     fn a_flushers_stale_transaction_lives_a_lease_time_and_it_waits_a_third_of_one() {
-        let limits = Limits::flusher(Duration::from_millis(900));
-        assert_eq!(limits.idle_in_transaction, Duration::from_millis(900));
-        assert_eq!(limits.lock_wait, Duration::from_millis(300));
+        let limits = Limits::flusher(Duration::from_millis(2400));
+        assert_eq!(limits.idle_in_transaction, Duration::from_millis(2400));
+        assert_eq!(limits.lock_wait, Duration::from_millis(800));
+        let short = Limits::flusher(Duration::from_millis(200));
+        assert_eq!(short.idle_in_transaction, Duration::from_secs(1));
+        assert_eq!(short.lock_wait, Duration::from_millis(100));
         let long = Limits::flusher(Duration::from_secs(30));
         assert_eq!(long.lock_wait, Duration::from_secs(1));
         assert_eq!(

@@ -9,7 +9,9 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
 
 use super::views::stream_events;
@@ -46,11 +48,23 @@ struct Cursor {
 }
 
 /// `GET /sessions/{sid}/events`: the session's news as server-sent events until the page
-/// closes or the console stops.
+/// closes or the console stops; 400 for an id that cannot be a session's.
 pub(crate) async fn events(
     State(console): State<Console>,
     Path(sid): Path<String>,
     Query(since): Query<Since>,
+) -> Response {
+    if let Err(err) = crate::keys::validate_id("session", &sid) {
+        return (StatusCode::BAD_REQUEST, format!("{err}\n")).into_response();
+    }
+    stream_news(console, sid, since).into_response()
+}
+
+/// The event stream of `sid` from `since` on.
+fn stream_news(
+    console: Console,
+    sid: String,
+    since: Since,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let cancel = console.cancel.clone();
     let cursor = Cursor {

@@ -2,9 +2,10 @@
 //! (`pages`, maud) over read-only views (`views`), live updates of a session's page through
 //! server-sent events (`live`), and one stylesheet and script embedded from `assets/`.
 //!
-//! Access: on a loopback address anyone on the machine may look; any other address needs
-//! `--token`, which every request must carry (`Authorization: Bearer <token>`, or the
-//! cookie the login form sets). Every response forbids inline scripts
+//! Access: on a loopback address anyone on the machine may look (requests whose `Host`
+//! names another server are refused: DNS rebinding); any other address needs `--token`,
+//! which every request must carry (`Authorization: Bearer <token>`, or the cookie the login
+//! form sets). Every response forbids inline scripts
 //! (Content-Security-Policy), on top of maud escaping everything agents wrote.
 
 mod live;
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Form, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -91,7 +93,13 @@ pub(crate) async fn serve(
         cancel: cancel.clone(),
     };
     let sampler = tokio::spawn(sample_spill(console.clone()));
-    let served = super::serve(listener, router(console), cancel.clone()).await;
+    // With a token every request carries its proof; without one, loopback is the only
+    // protection and `Host` must name this server (DNS rebinding).
+    let served = if console.token.is_some() {
+        super::serve_any_host(listener, router(console), cancel.clone()).await
+    } else {
+        super::serve(listener, router(console), cancel.clone()).await
+    };
     cancel.cancel();
     sampler.await.map_err(|e| Error::io(e.to_string()))?;
     served
@@ -232,7 +240,8 @@ impl Console {
         )
     }
 
-    /// `page` rendered with the chrome, or the failure page (503) when reading failed.
+    /// `page` rendered with the chrome, or the failure page when reading failed (its status
+    /// from [`status_of`]).
     fn render(&self, page: impl FnOnce(&pages::Chrome) -> Result<Markup>) -> Response {
         let (prefix, redis, durable) = self.chrome();
         let chrome = pages::Chrome {
@@ -242,19 +251,42 @@ impl Console {
         };
         match page(&chrome) {
             Ok(markup) => markup.into_response(),
-            Err(err) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                pages::failure(&chrome, &err.to_string()),
-            )
-                .into_response(),
+            Err(err) => {
+                let status = status_of(&err);
+                (status, pages::failure(&chrome, status, &err.to_string())).into_response()
+            }
         }
+    }
+}
+
+/// The status of a page whose read failed: 400 for what the request got wrong (an invalid
+/// id, a bad filter), 404 for a session nobody knows, 503 for a store that cannot answer
+/// now (Redis or the durable tier down: worth trying again).
+fn status_of(err: &Error) -> StatusCode {
+    match err {
+        Error::InvalidId { .. }
+        | Error::InvalidInput(_)
+        | Error::MalformedJson { .. }
+        | Error::BadRange { .. } => StatusCode::BAD_REQUEST,
+        Error::UnknownSession(_) => StatusCode::NOT_FOUND,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
 async fn sessions(
     State(console): State<Console>,
-    Query(filter): Query<views::ListFilter>,
+    filter: std::result::Result<Query<views::ListFilter>, QueryRejection>,
 ) -> Response {
+    let filter = match filter {
+        Ok(Query(filter)) => filter,
+        Err(rejected) => {
+            let why = Error::InvalidInput(format!(
+                "the session list's filter: {} (user, status, tier=live|durable, page=N)",
+                rejected.body_text()
+            ));
+            return console.render(|_| Err(why));
+        }
+    };
     let page = views::session_page(&console.store, &console.db, &filter).await;
     console.render(|chrome| Ok(pages::sessions(chrome, &filter, &page?)))
 }

@@ -2,6 +2,7 @@
 //! wrote (message content, names, decisions, working state) is always shown as text. The
 //! pages link one stylesheet and one script (`assets/`), and carry no inline script.
 
+use axum::http::StatusCode;
 use maud::{html, Markup, DOCTYPE};
 use serde_json::Value;
 
@@ -581,12 +582,18 @@ pub(crate) fn not_found(chrome: &Chrome, sid: &str) -> Markup {
     )
 }
 
-/// The page for a failed read (Redis down, ...).
-pub(crate) fn failure(chrome: &Chrome, what: &str) -> Markup {
+/// The page for a failed read answered with `status`: a request to correct (400), or a
+/// store that cannot answer now (Redis down, ...).
+pub(crate) fn failure(chrome: &Chrome, status: StatusCode, what: &str) -> Markup {
+    let heading = if status.is_client_error() {
+        "Bad request"
+    } else {
+        "Cannot read that now"
+    };
     frame(
         chrome,
         "Error",
         "",
-        html! { h1 { "Cannot read that now" } p.error { (what) } },
+        html! { h1 { (heading) } p.error { (what) } },
     )
 }

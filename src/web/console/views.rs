@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::checkpoints::Checkpoint;
 use crate::consumer::{parse_event, DeadLetter, DecisionEvent};
 use crate::decisions::Decision;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::messages::{CompactionRecord, Message, MessageQuery, Usage};
 use crate::spill::durable::{Durable, Location};
 use crate::spill::inspect;
@@ -134,6 +134,12 @@ pub(crate) async fn session_page(
     db: &Path,
     filter: &ListFilter,
 ) -> Result<SessionPage> {
+    if !matches!(filter.tier.as_str(), "" | "live" | "durable") {
+        return Err(Error::InvalidInput(format!(
+            "tier {:?}: expected live, durable, or none for both",
+            filter.tier
+        )));
+    }
     let user = Some(filter.user.trim()).filter(|u| !u.is_empty());
     let indexed = store.list_sessions(user).await?;
     let durable = match durable_reader(store, db).await? {

@@ -5,7 +5,7 @@ use agentstate::internals::redis_server::free_port;
 use agentstate::*;
 
 use super::spill_process;
-use crate::support::{env, http_get, metric, metric_values, wait_until, TestEnv};
+use crate::support::{env, http_get, http_get_as, metric, metric_values, wait_until, TestEnv};
 
 /// An `agentstate spill --metrics` process of `t` and the port it serves on; waits until
 /// `/readyz` says ready.
@@ -197,6 +197,9 @@ async fn readyz_says_503_with_the_reason_when_redis_stops_and_healthz_stays_up()
     let mut t = env().await;
     let (mut daemon, port) = daemon_with_metrics(&t).await;
     assert_eq!(http_get(port, "/healthz", &[]), Some((200, "ok\n".into())));
+    // On loopback the endpoints answer only to requests naming this server (DNS rebinding).
+    let (status, body) = http_get_as(port, "attacker.example", "/metrics", &[]).unwrap();
+    assert_eq!(status, 403, "{body}");
     t.server.kill();
     wait_until("readyz reports Redis", || {
         http_get(port, "/readyz", &[])

@@ -261,3 +261,97 @@ fn partitions_named(ranges: &str) -> Vec<u32> {
         })
         .collect()
 }
+
+/// An `agentstate spill` process of `t` whose stderr goes to the file `log`.
+fn daemon_logging_to(t: &TestEnv, log: &std::path::Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_agentstate"))
+        .env_remove("AGENTSTATE_LOG")
+        .arg("--redis")
+        .arg(t.server.url())
+        .arg("--db")
+        .arg(t.db())
+        .args(["spill", "--interval-ms", "5", "--lease-ms", "500"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// How many partitions each lease owner (its pid) holds.
+fn lease_owners(t: &TestEnv) -> std::collections::BTreeMap<String, usize> {
+    let mut owners = std::collections::BTreeMap::new();
+    for p in 0..16 {
+        if let Some(lease) = t.cmd::<Option<String>>(&["GET", &t.store.keys().lease(p)]) {
+            let pid = lease.split('-').next().unwrap().to_string();
+            *owners.entry(pid).or_default() += 1;
+        }
+    }
+    owners
+}
+
+#[tokio::test]
+async fn a_daemon_joining_is_a_routine_rebalance_and_a_lease_taken_over_says_by_whom() {
+    let t = env().await;
+    let (first_log, second_log) = (t.server.path("first.log"), t.server.path("second.log"));
+    let read = |log: &std::path::Path| std::fs::read_to_string(log).unwrap();
+    let mut first = daemon_logging_to(&t, &first_log);
+    wait_until("the first daemon owns every partition", || {
+        lease_owners(&t) == [(first.id().to_string(), 16)].into()
+    })
+    .await;
+    let mut second = daemon_logging_to(&t, &second_log);
+    let halves: std::collections::BTreeMap<String, usize> =
+        [(first.id().to_string(), 8), (second.id().to_string(), 8)].into();
+    wait_until("the two daemons own 8 partitions each", || {
+        lease_owners(&t) == halves
+    })
+    .await;
+    wait_until("the first daemon logs what it gave up", || {
+        read(&first_log).contains("the partition leases")
+    })
+    .await;
+    // A routine join is news, not trouble: one INFO line naming what was handed over.
+    let text = read(&first_log);
+    assert!(
+        !text.contains(" WARN ") && !text.contains(" ERROR "),
+        "{text}"
+    );
+    let released = text
+        .lines()
+        .find(|l| l.contains("released the partition leases"))
+        .unwrap();
+    assert!(released.contains(" INFO "), "{text}");
+    assert!(released.contains("partitions=8-15"), "{text}");
+
+    // The first daemon paused past its lease time: the second takes everything, and the
+    // first, resumed, warns that its leases went to another daemon, naming it.
+    // SAFETY: signals our own child, not reaped yet.
+    unsafe { libc::kill(first.id() as libc::pid_t, libc::SIGSTOP) };
+    wait_until("the second daemon owns every partition", || {
+        lease_owners(&t) == [(second.id().to_string(), 16)].into()
+    })
+    .await;
+    unsafe { libc::kill(first.id() as libc::pid_t, libc::SIGCONT) };
+    wait_until("the resumed daemon warns", || {
+        read(&first_log).contains("lost the partition leases")
+    })
+    .await;
+    let text = read(&first_log);
+    let lost: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("lost the partition leases"))
+        .collect();
+    // (A pass the pause cut in two may name its partitions on two lines.)
+    for line in lost {
+        assert!(line.contains(" WARN "), "{text}");
+        assert!(
+            line.contains("lost the partition leases to another daemon"),
+            "{text}"
+        );
+        assert!(line.contains(&format!("owners={}-", second.id())), "{text}");
+    }
+    for child in [&mut first, &mut second] {
+        interrupt(child);
+        assert!(child.wait().unwrap().success());
+    }
+}
