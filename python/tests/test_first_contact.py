@@ -119,9 +119,16 @@ def test_the_package_installs_the_agentstate_command():
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
 
 
-def test_a_runtime_error_is_one_line_and_exit_1(own_redis):
+def test_a_runtime_error_is_one_line_and_exit_1(own_redis, tmp_path):
+    # The namespace's daemon first (an id is called unknown only once a daemon has checked
+    # this Redis against its durable tier).
+    db = str(tmp_path / "agentstate.db")
+    subprocess.run(
+        [agentstate_command(), "--redis", own_redis, "--db", db, "spill", "--once"],
+        check=True, capture_output=True,
+    )
     done = subprocess.run(
-        [agentstate_command(), "--redis", own_redis, "msg", "list", "nobody"],
+        [agentstate_command(), "--redis", own_redis, "--db", db, "msg", "list", "nobody"],
         capture_output=True, text=True,
     )
     assert done.returncode == 1

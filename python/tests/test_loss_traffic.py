@@ -19,28 +19,31 @@ SESSIONS = 6
 WRITERS = 3
 
 
-def _writer(url: str, prefix: str, n: int, sids, stop, acked, errors) -> None:
+def _writer(url: str, prefix: str, n: int, sids, stop, out: str) -> None:
     """Appends ``w<n>-<i>`` durably to the sessions in turn, each with its idempotency key;
-    a failed append is retried with the same key until acknowledged."""
+    a failed append is retried with the same key until acknowledged. Writes one JSON line per
+    acknowledgement (``acked``) and per failure (``error``) to ``out``."""
     import agentstate
 
     store = agentstate.Store(url, prefix=prefix, durable=True)
     i = 0
-    while not stop.is_set():
-        sid = sids[(n + i) % len(sids)]
-        content = f"w{n}-{i}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                seq = store.append(sid, "user", content, idempotency_key=content)
-                acked.put((sid, seq, content))
-                break
-            except agentstate.AgentStateError as e:
-                errors.put(f"{sid} {content}: {type(e).__name__}: {e}")
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        i += 1
+    with open(out, "a") as log:
+        while not stop.is_set():
+            sid = sids[(n + i) % len(sids)]
+            content = f"w{n}-{i}"
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    seq = store.append(sid, "user", content, idempotency_key=content)
+                    log.write(json.dumps({"acked": [sid, seq, content]}) + "\n")
+                    break
+                except agentstate.AgentStateError as e:
+                    log.write(json.dumps({"error": f"{sid} {content}: {type(e).__name__}: {e}"}) + "\n")
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+            log.flush()
+            i += 1
 
 
 def _back(store, sids, errors) -> float:
@@ -80,7 +83,7 @@ def test_python_writers_lose_no_durable_append_through_redis_losses(tmp_path, mo
         cwd=durable, env=env, stdout=subprocess.DEVNULL, stderr=log,
     )
     ctx = multiprocessing.get_context("spawn")
-    stop, acked, errors = ctx.Event(), ctx.Queue(), ctx.Queue()
+    stop = ctx.Event()
     writers = []
     try:
         monkeypatch.chdir(agent)
@@ -90,7 +93,7 @@ def test_python_writers_lose_no_durable_append_through_redis_losses(tmp_path, mo
             store.create_session(id=sid)
             store.with_durability(True).append(sid, "system", "first")
         writers = [
-            ctx.Process(target=_writer, args=(server.url, prefix, n, sids, stop, acked, errors))
+            ctx.Process(target=_writer, args=(server.url, prefix, n, sids, stop, str(tmp_path / f"w{n}.jsonl")))
             for n in range(WRITERS)
         ]
         for w in writers:
@@ -117,10 +120,13 @@ def test_python_writers_lose_no_durable_append_through_redis_losses(tmp_path, mo
         server.close()
 
     got = []
-    while not acked.empty():
-        got.append(acked.get())
-    while not errors.empty():
-        seen_errors.append(errors.get())
+    for n in range(WRITERS):
+        for line in (tmp_path / f"w{n}.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if "acked" in record:
+                got.append(tuple(record["acked"]))
+            else:
+                seen_errors.append(record["error"])
     assert got, "no append was acknowledged"
     assert not any("UnknownSession" in e for e in seen_errors), seen_errors
     assert not (agent / "agentstate.db").exists(), "an agent created a durable tier"
