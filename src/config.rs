@@ -74,6 +74,14 @@ pub struct Namespace {
     pub partitions: u32,
 }
 
+impl Namespace {
+    /// A new identity for the durable tier a namespace is first bound to: 128 random bits in
+    /// hex, recorded once in the tier and in `<prefix>:config` (`crate::spill::binding`).
+    pub(crate) fn new_identity() -> String {
+        format!("{:032x}", rand::random::<u128>())
+    }
+}
+
 impl Default for Namespace {
     fn default() -> Self {
         Namespace {

@@ -21,9 +21,9 @@ struct Ends {
 impl SpillDaemon {
     /// Drains (see the module): passes until every partition's entries that existed at the
     /// start are committed, then releases its leases. [`Error::NotDrained`] when another
-    /// daemon still holds some of them uncommitted after the wait: the lease time of the
-    /// longest lease seen at the start (so a dead owner's lapses), plus one lease time for a
-    /// live owner to commit.
+    /// daemon still holds some of them uncommitted after the wait: the longer of its own
+    /// lease time and the longest lease left at the start (so a dead owner's lapses), plus
+    /// one lease time for a live owner to commit.
     pub async fn run_once(mut self) -> Result<PassReport> {
         self.draining = true;
         let result = self.drain().await;

@@ -214,11 +214,6 @@ impl Durable {
     }
 }
 
-/// A new namespace identity: 128 random bits in hex, recorded once per durable tier.
-pub(crate) fn new_identity() -> String {
-    format!("{:032x}", rand::random::<u128>())
-}
-
 /// The identity the durable tier at `db` records for its namespace, read without creating
 /// or changing anything (a missing SQLite file stays missing): `None` when it has none yet.
 pub(crate) async fn recorded_identity(db: &Path) -> Result<Option<String>> {

@@ -223,7 +223,7 @@ fn check_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
             }
             conn.execute(
                 "UPDATE namespace SET identity = ?1 WHERE id = 1 AND identity IS NULL",
-                params![crate::spill::durable::new_identity()],
+                params![Namespace::new_identity()],
             )?;
             Ok(())
         }

@@ -643,7 +643,7 @@ async fn check_namespace(
                 client
                     .execute(
                         "UPDATE namespace SET identity = $1 WHERE id = 1 AND identity IS NULL",
-                        &[&crate::spill::durable::new_identity()],
+                        &[&Namespace::new_identity()],
                     )
                     .await
             }
