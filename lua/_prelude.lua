@@ -34,7 +34,7 @@ local function fail(code, detail)
   return redis.error_reply(code .. ' ' .. (detail or ''))
 end
 
--- The sliding idle TTL with slack: the one TTL rule of every session script (issue 15).
+-- The sliding idle TTL with slack: the one TTL rule of every session script.
 -- A session's keys k[1..8] all expire at one moment. A write refreshes them (absent keys
 -- skipped) only once `ttl_at` (meta field, ms) has passed, and then sets
 -- ttl_at = now + slack, slack = a tenth of the TTL: a busy session pays the eight
@@ -104,7 +104,7 @@ end
 -- The error reply when ARGV does not hold `n` arguments (with `step`: `n` and then whole
 -- groups of `step`, e.g. 2 for pairs); nil when it does. Every script checks its count
 -- before its first write: a missing argument would otherwise fail only at the command that
--- reads it, after the writes before that command (issue 29).
+-- reads it, after the writes before that command.
 local function bad_argc(n, step)
   local extra = #ARGV - n
   if extra < 0 or (step == nil and extra ~= 0) or (step and extra % step ~= 0) then

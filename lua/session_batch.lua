@@ -39,8 +39,8 @@
   of one session keep their order), so a batch writes one entry per partition.
   Invariant: items of one session run in item order (gapless seqs, versions); one TIME
   for the whole batch.
-  Atomic: every item's arguments are checked before the first write of any item (issue 29:
-  a bad limit in item 2 used to fail after item 1 was written).
+  Atomic: every item's arguments are checked before the first write of any item, so
+  a bad limit in item 2 fails before item 1 is written.
 ]]
 -- KEYS and ARGV are globals (a hash lookup on every use): locals here, read ~15 times an item
 local KEYS, ARGV = KEYS, ARGV

@@ -10,7 +10,7 @@ finds nothing waits in Redis for its ``block`` time; meanwhile
 These are the figures test_store.py's GIL/loop test once asserted (``>= 0.4 s``, ``> 10,000``
 spins, ``>= 20`` beats): on a loaded machine they are noise, so the test now waits for
 conditions (the read returns a decision recorded by the other thread or coroutine once Redis
-shows the read blocked) and the numbers are reported here, never asserted (issue 29).
+shows the read blocked) and the numbers are reported here, never asserted.
 
     cd python && maturin develop --release
     python bench_blocking.py                 # a private redis-server on a free port

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Redis CPU (INFO cpu) and commands (INFO commandstats) per call of append_message.lua as it
-# was at BASE (default f75ce83, before issue 15: eight EXPIREs per append) and as it is in the
+# was at BASE (default f75ce83, before the sliding idle TTL: eight EXPIREs per append) and as it is in the
 # working tree, next to a plain SET of the same message, by redis-benchmark at -c 1, 8 and 64
 # (-P 1, N requests each) on a private redis-server. Figures only; nothing is asserted.
 # Usage: scripts/append-script-bench.sh   (PORT, N, BASE from the environment)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python package's tests (issues 12, 23), from a fresh clone, as a Python user gets it:
+# The Python package's tests, from a fresh clone, as a Python user gets it:
 #   0. builds the wheel once (`maturin build --release`: the binding, the `agentstate`
 #      command and the spill daemon in one extension), creates a fresh venv and installs the
 #      pinned tools and frameworks (python/tests/requirements.txt) and the wheel into it with

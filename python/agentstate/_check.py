@@ -1,4 +1,4 @@
-"""Argument checks the adapters run before their first read or write (issue 23).
+"""Argument checks the adapters run before their first read or write.
 
 A framework calls an adapter with whatever its caller handed it; a wrong type must not reach
 the core, where it could be iterated into something else (a dict's keys stored as items, a

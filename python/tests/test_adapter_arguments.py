@@ -1,6 +1,5 @@
 """Every public method of the three adapters refuses arguments of the wrong type (or a refused
-value) with ``TypeError``/``ValueError`` naming the argument, before anything is written
-(issue 23).
+value) with ``TypeError``/``ValueError`` naming the argument, before anything is written.
 
 Each case seeds a fresh namespace through the adapter, takes a snapshot of it (every key and
 its ``DUMP``), makes the call, and checks that it raised the named error and that

@@ -1,4 +1,4 @@
-"""A Python user's first contact (issue 23): the wheel carries the ``agentstate`` command and
+"""A Python user's first contact: the wheel carries the ``agentstate`` command and
 an in-process spill daemon, ``Store`` reads the same variables as the CLI and the adapters,
 errors say what failed, where, and what to do, ``session()`` restores like every other read,
 and a durable write lost with Redis says so."""

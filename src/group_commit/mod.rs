@@ -1,4 +1,4 @@
-//! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
+//! Group commit: concurrent appends, decisions and working-state writes of one
 //! process share round trips. A lane holds at most [`MAX_IN_FLIGHT`](lanes::MAX_IN_FLIGHT)
 //! such round trips in flight, the last only beside few calls (`Lane::may_take_off`). A
 //! caller that finds a free slot sends its call at once (its own script: no timer, no added
@@ -7,9 +7,9 @@
 //! most [`MAX_BATCH`](lanes::MAX_BATCH) items). Several in flight, not one, so that Redis
 //! runs one batch while this process gathers the next (with one, Redis and the client took
 //! turns idling: at 8 workers W1 fell to 0.7 of per-partition lanes); three rather than two
-//! since issue 27 made a batch cheaper for Redis (W1 at 8 workers +10 % on a quiet machine,
-//! the same at 64: BENCHMARKS.md), the third only while the two carry few calls (at 64
-//! workers W1 +5 %, Redis CPU per append −7 %). Each caller gets its own reply or typed error.
+//! since a batch got cheaper for Redis (one wal entry per partition, four keys per append:
+//! W1 at 8 workers +10 % on a quiet machine, the same at 64: BENCHMARKS.md), the third only
+//! while the two carry few calls (at 64 workers W1 +5 %, Redis CPU per append −7 %). Each caller gets its own reply or typed error.
 //!
 //! Lanes: on a Redis Cluster one per partition (a batch touches one hash slot); on a single
 //! node one for the whole store, so the writes of every partition share a batch (a single

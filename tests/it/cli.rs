@@ -208,7 +208,7 @@ async fn runtime_errors_exit_1_with_one_error_line_and_write_nothing() {
     t.cli_ok(&["session", "create", "--id", "e1"]);
     t.cli_ok(&["msg", "append", "e1", "--role", "user", "--content", "hi"]);
     t.cli_ok(&["work", "set", "e1", "k", "1"]);
-    // Each line names what failed and, after ` — `, the next step (issue 16).
+    // Each line names what failed and, after ` — `, the next step.
     let unknown = "error: unknown session nope — `agentstate session list` lists the sessions; \
                    `agentstate session create --id ...` makes one";
     let cases: [(&[&str], &str); 12] = [

@@ -1,4 +1,4 @@
-//! Group commit (issue 15): concurrent appends, decisions and working-state writes of one
+//! Group commit: concurrent appends, decisions and working-state writes of one
 //! `Store` share one EVALSHA of `session_batch.lua` (on a single node across partitions, on
 //! a cluster per partition); every caller still gets its own reply or its own typed error,
 //! per-session order holds, and the wal the daemon flushes is unchanged.

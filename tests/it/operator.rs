@@ -1,4 +1,4 @@
-//! The operator's and newcomer's path (issue 16), through the real binary: one JSON contract
+//! The operator's and newcomer's path, through the real binary: one JSON contract
 //! on every verb, payloads from stdin and files, help grouped with examples, URL errors
 //! that say what to do.
 

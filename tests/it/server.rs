@@ -1,4 +1,4 @@
-//! `agentstate server` (issue 16): a long-lived local Redis that keeps its data in a
+//! `agentstate server`: a long-lived local Redis that keeps its data in a
 //! directory, so sessions outlive each command and the server itself; and what a command
 //! on the embedded default says instead.
 

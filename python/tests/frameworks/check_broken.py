@@ -1,4 +1,4 @@
-"""Checks a run of a framework's suite against a deliberately broken stand-in (issue 29):
+"""Checks a run of a framework's suite against a deliberately broken stand-in:
 
     python check_broken.py LABEL RECORD_DIR EXIT_CODE MIN_USED MIN_FAILED LOG
 

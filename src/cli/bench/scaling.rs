@@ -1,4 +1,4 @@
-//! W1 scaling (issue 15): W1 at 1, 8 and 64 workers, each next to `redis-benchmark` running
+//! W1 scaling: W1 at 1, 8 and 64 workers, each next to `redis-benchmark` running
 //! a plain SET and the single-append script (`append_message.lua`) at the same `-c`, with
 //! the Redis CPU each append cost (`INFO cpu`), this process' CPU per append (getrusage) and
 //! the commands it ran (`INFO commandstats`). Group commit shows here: appends in flight

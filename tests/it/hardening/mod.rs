@@ -1,4 +1,4 @@
-//! Production hardening (issue 17): a full Redis, SQLite faults, retention and gc,
+//! Production hardening: a full Redis, SQLite faults, retention and gc,
 //! generated inputs, least privilege.
 
 mod acl;

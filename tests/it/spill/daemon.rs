@@ -34,7 +34,7 @@ fn committed_seq(t: &TestEnv, sid: &str) -> i64 {
 // SQLite only: on PostgreSQL this in-process variant (the owner's task aborted at any await,
 // its pool dropped with it) once left the standby without a commit for 30 s in a full,
 // parallel run, and passed alone every time; the process-level SIGKILL suite below runs on
-// both tiers. Open question in the closing note of issue 28.
+// both tiers. Why is still an open question.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_applied_twice() {
     let t = env().await;

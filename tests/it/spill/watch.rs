@@ -1,4 +1,4 @@
-//! A daemon you can watch (issue 16): `agentstate spill` says when it starts and stops, in
+//! A daemon you can watch: `agentstate spill` says when it starts and stops, in
 //! plain text when its log is a file, one line per event however many partitions it spans;
 //! `stats` lag is how long the oldest uncommitted entry has waited, and `--watch` repeats.
 
