@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh redis-server redis-cli openssl
 scripts/check-architecture.sh
-scripts/check-code-map.sh
+for doc in ARCHITECTURE.md docs/architecture-*.md; do scripts/check-code-map.sh "$doc"; done
 eval "$(scripts/test-postgres.sh)"
 cargo test --locked "$@"

@@ -1,7 +1,7 @@
 //! The only place Redis key names are formatted, and id validation.
 //!
 //! Every key of one partition carries the hash tag `{p}`, so each Lua script touches a
-//! single slot and runs unchanged on Redis Cluster. See ARCHITECTURE.md for the full table.
+//! single slot and runs unchanged on Redis Cluster. The full table is in docs/architecture-key-protocol.md.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

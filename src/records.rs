@@ -147,7 +147,7 @@ pub const BATCH_OP: &str = "batch";
 /// with an idempotency key, `k`. A batch entry (`op` = [`BATCH_OP`]) holds the `msg` records
 /// of one script, in order, after its `op` field: each record is one field, `msg <sid>
 /// <seq>` or `msg <sid> <seq> <idempotency key>`, whose value is the message element (`d`).
-/// See ARCHITECTURE.md, "wal records".
+/// See docs/architecture-key-protocol.md, "wal records".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalRecord<'a> {
     /// Stream entry id (shared by the records of one entry).

@@ -110,8 +110,8 @@ impl Global {
 
     /// The runtime's worker threads: `--threads`, else `AGENTSTATE_THREADS`, else one for
     /// `bench` (its W1 rows stand beside redis-benchmark's one client thread; on a machine
-    /// Redis shares, a second one competes with Redis for a core: BENCHMARKS.md, "one
-    /// runtime thread") and None (one per core) for every other command.
+    /// Redis shares, a second one competes with Redis for a core: docs/benchmarks-decisions.md,
+    /// "one runtime thread") and None (one per core) for every other command.
     fn threads(&self, command: &TopCommand) -> std::result::Result<Option<NonZeroUsize>, String> {
         use crate::config::env;
         if self.threads.is_some() {

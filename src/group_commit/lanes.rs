@@ -20,7 +20,7 @@ pub const MAX_IN_FLIGHT: usize = 3;
 /// third keeps Redis busy while small batches gather (8 workers); when the two in flight
 /// carry many, the calls that wait make one larger next batch instead, and every round trip
 /// costs Redis and this process alike (64 workers, medians of seven alternated rounds: W1
-/// +5 %, Redis CPU per append −7 %, client CPU −14 %; BENCHMARKS.md, "the third round trip").
+/// +5 %, Redis CPU per append −7 %, client CPU −14 %; docs/benchmarks-decisions.md).
 pub const ALWAYS_IN_FLIGHT: usize = 2;
 
 /// See [`ALWAYS_IN_FLIGHT`].

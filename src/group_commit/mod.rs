@@ -8,7 +8,7 @@
 //! runs one batch while this process gathers the next (with one, Redis and the client took
 //! turns idling: at 8 workers W1 fell to 0.7 of per-partition lanes); three rather than two
 //! since a batch got cheaper for Redis (one wal entry per partition, four keys per append:
-//! W1 at 8 workers +10 % on a quiet machine, the same at 64: BENCHMARKS.md), the third only
+//! W1 at 8 workers +10 % on a quiet machine, the same at 64: docs/benchmarks-decisions.md), the third only
 //! while the two carry few calls (at 64 workers W1 +5 %, Redis CPU per append −7 %). Each caller gets its own reply or typed error.
 //!
 //! Lanes: on a Redis Cluster one per partition (a batch touches one hash slot); on a single
