@@ -107,7 +107,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
 
     The namespace must have a spill daemon (``agentstate spill``) that has checked it against
-    SQLite before threads can be created (see the README): that is what lets a thread Redis
+    SQLite before threads can be created (see docs/python.md): that is what lets a thread Redis
     lost be restored instead of silently started anew.
     """
 

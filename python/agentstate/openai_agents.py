@@ -101,7 +101,7 @@ class AgentStateSession:
             applications (or test cases) can share one namespace without sharing sessions.
 
     The namespace must have a spill daemon (``agentstate spill``) that has checked it against
-    SQLite before sessions can be created (see the README): that is what lets a session Redis
+    SQLite before sessions can be created (see docs/python.md): that is what lets a session Redis
     lost be restored instead of silently started anew.
     """
 

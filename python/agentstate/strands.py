@@ -70,7 +70,7 @@ class AgentStateSessionRepository(SessionRepository):
             applications (or test cases) can share one namespace without sharing sessions.
 
     The namespace must have a spill daemon (``agentstate spill``) that has checked it against
-    SQLite before sessions can be created (see the README).
+    SQLite before sessions can be created (see docs/python.md).
     """
 
     def __init__(

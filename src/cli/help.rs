@@ -1,5 +1,5 @@
 //! The examples shown at the end of each command's `--help` (`after_help`): one or two
-//! command lines a person can run as printed, in the order of the README tour.
+//! command lines a person can run as printed, in the order of the CLI tour (docs/cli.md).
 
 pub const TOP: &str = "\
 Start here:

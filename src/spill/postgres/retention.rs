@@ -1,7 +1,7 @@
 //! Retention on PostgreSQL: the same plan as SQLite's (`spill::retention`, the same SQL and
 //! the same pure planner), read and applied in one transaction. PostgreSQL gives deleted
 //! rows' space back to itself (autovacuum makes it reusable), not to the filesystem; the
-//! database's size shrinks only with `VACUUM FULL` (README says when to run it).
+//! database's size shrinks only with `VACUUM FULL` (docs/operations.md says when to run it).
 
 use deadpool_postgres::Transaction;
 
