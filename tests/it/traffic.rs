@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use agentstate::internals::keys::Keys;
 use agentstate::internals::redis_server::RedisServer;
 
-use crate::support::{cli_output, sqlite_messages, CliOutput, HANG};
+use crate::support::{cli_command_at, cli_output, sqlite_messages, CliOutput, HANG};
 
 /// How big a run is.
 struct Scale {
@@ -38,13 +38,8 @@ struct Scale {
 /// The CLI as a process in `dir` against the Redis at `url`, with no durable tier named: its
 /// `--db` is `./agentstate.db` there.
 fn command_in(url: &str, dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentstate"));
-    cmd.env_remove("AGENTSTATE_REDIS_URL")
-        .env_remove("AGENTSTATE_DB")
-        .env_remove("AGENTSTATE_LOG")
-        .env_remove("AGENTSTATE_THREADS")
-        .current_dir(dir)
-        .args(["--redis", url]);
+    let mut cmd = cli_command_at(url, dir);
+    cmd.env_remove("AGENTSTATE_DB");
     cmd
 }
 
