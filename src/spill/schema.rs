@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::config::Namespace;
 use crate::error::{Error, Result};
@@ -144,7 +144,7 @@ pub fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
     conn.pragma_update(None, "foreign_keys", "OFF")?;
     migrate(&mut conn)?;
     ensure_incremental_vacuum(&conn)?;
-    check_namespace(&conn, ns)?;
+    check_namespace(&mut conn, ns)?;
     Ok(conn)
 }
 
@@ -156,27 +156,31 @@ pub fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
     )
     .map_err(|e| Error::sqlite(format!("{}: {e}", path.display())))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
-    check_namespace(&conn, ns)?;
+    check_recorded_namespace(&conn, ns)?;
     Ok(conn)
 }
 
-/// Applies every migration newer than `PRAGMA user_version`, each in its own transaction.
+/// Applies every migration newer than `PRAGMA user_version`, each in its own write
+/// transaction. The version is read inside that transaction: daemons starting together on a
+/// new file take turns, and each applies only what the one before it left.
 fn migrate(conn: &mut Connection) -> Result<()> {
-    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if current > schema_version() {
-        return Err(Error::sqlite(format!(
-            "database schema version {current} is newer than this build ({})",
-            schema_version()
-        )));
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.transaction()?;
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if current > schema_version() {
+            return Err(Error::sqlite(format!(
+                "database schema version {current} is newer than this build ({}) — run a newer agentstate on this file",
+                schema_version()
+            )));
+        }
+        let Some(sql) = MIGRATIONS.get(current as usize) else {
+            return Ok(());
+        };
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.pragma_update(None, "user_version", current + 1)?;
         tx.commit()?;
-        tracing::debug!(version = i + 1, "applied sqlite migration");
+        tracing::debug!(version = current + 1, "applied sqlite migration");
     }
-    Ok(())
 }
 
 /// Puts the file in incremental auto-vacuum mode, so a gc can give freed pages back to the
@@ -195,10 +199,27 @@ fn ensure_incremental_vacuum(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
-/// Records the namespace on first use, with a new identity (a writer; an existing record
-/// without one gets one); a different prefix or partition count is
-/// [`Error::NamespaceMismatch`].
-fn check_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
+/// Records the namespace on first use, with a new identity (an existing record without one
+/// gets one); a different prefix or partition count is [`Error::NamespaceMismatch`].
+fn check_namespace(conn: &mut Connection, ns: &Namespace) -> Result<()> {
+    // One write transaction: daemons starting together on a new file record one namespace
+    // and one identity.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    check_recorded_namespace(&tx, ns)?;
+    tx.execute(
+        "INSERT OR IGNORE INTO namespace (id, prefix, partitions) VALUES (1, ?1, ?2)",
+        params![ns.prefix, ns.partitions],
+    )?;
+    tx.execute(
+        "UPDATE namespace SET identity = ?1 WHERE id = 1 AND identity IS NULL",
+        params![Namespace::new_identity()],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// [`Error::NamespaceMismatch`] when the file records another prefix or partition count.
+fn check_recorded_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
     let recorded: Option<(String, u32)> = conn
         .query_row(
             "SELECT prefix, partitions FROM namespace WHERE id = 1",
@@ -213,20 +234,7 @@ fn check_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
                 ns.prefix, ns.partitions
             )))
         }
-        _ if conn.is_readonly(rusqlite::MAIN_DB)? => Ok(()),
-        recorded => {
-            if recorded.is_none() {
-                conn.execute(
-                    "INSERT INTO namespace (id, prefix, partitions) VALUES (1, ?1, ?2)",
-                    params![ns.prefix, ns.partitions],
-                )?;
-            }
-            conn.execute(
-                "UPDATE namespace SET identity = ?1 WHERE id = 1 AND identity IS NULL",
-                params![Namespace::new_identity()],
-            )?;
-            Ok(())
-        }
+        _ => Ok(()),
     }
 }
 
@@ -286,6 +294,33 @@ mod tests {
             open_writer(&path, &other),
             Err(Error::NamespaceMismatch(_))
         ));
+    }
+
+    /// Daemons started together on a new file each migrate and record the namespace without
+    /// tripping over one another, and the file ends with one identity.
+    #[test]
+    fn writers_opening_a_new_file_together_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..10 {
+            let path = dir.path().join(format!("{round}.db"));
+            let start = std::sync::Arc::new(std::sync::Barrier::new(6));
+            let writers: Vec<_> = (0..6)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        open_writer(&path, &Namespace::default()).map(drop)
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap().unwrap();
+            }
+            let identity = recorded_identity(&path).unwrap();
+            assert!(identity.is_some(), "round {round}: no identity recorded");
+            drop(open_writer(&path, &Namespace::default()).unwrap());
+            assert_eq!(recorded_identity(&path).unwrap(), identity);
+        }
     }
 
     /// A file made by the first schema (no auto-vacuum) is migrated and switched to
