@@ -1,7 +1,7 @@
 //! # agentstate
 //!
-//! A shared, live session store for AI-agent processes in Redis, with a durable spillover
-//! into SQLite. Agent processes need only Redis; every mutation is one Lua script that updates
+//! A shared, live session store for AI-agent processes in Redis, with a durable tier in
+//! SQLite (embedded, the default) or PostgreSQL. Agent processes need only Redis; every mutation is one Lua script that updates
 //! the live keys and appends a record to its partition's `wal` stream in the same atomic step.
 //!
 //! ```no_run

@@ -1,5 +1,5 @@
 """agentstate: a shared, live session store for AI-agent processes in Redis, with a durable
-spillover into SQLite — the Python package, a binding over the Rust core.
+tier in SQLite or PostgreSQL — the Python package, a binding over the Rust core.
 
 Every call is one Rust call on a shared tokio runtime: the sync methods (``store.append``)
 release the GIL around the Redis I/O; their async twins (``await store.aappend``) never block

@@ -1,6 +1,6 @@
-//! The spill daemon: the only SQLite writer. Per partition it holds a lease, flushes the
-//! `wal` and `decisions` streams into SQLite (`flusher`), serves restore requests from
-//! agent processes (`crate::restore::daemon`) and trims the streams below what SQLite committed
+//! The spill daemon: the only durable-tier writer. Per partition it holds a lease, flushes the
+//! `wal` and `decisions` streams into the durable tier (`flusher`), serves restore requests
+//! from agent processes (`crate::restore::daemon`) and trims the streams below what it committed
 //! (`trimmer`). Runs embedded ([`SpillDaemon::run`] with a `CancellationToken`) or as
 //! `agentstate spill`.
 //!
