@@ -2,8 +2,9 @@
 //! with forward-only migrations applied at startup, and the namespace record.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::config::Namespace;
 use crate::error::{Error, Result};
@@ -135,10 +136,10 @@ pub fn schema_version() -> i64 {
 /// read-only with [`open_read_only`].
 pub fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
     let mut conn = Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     // Takes effect when a new file gets its first table; an existing one is converted below.
     conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    enable_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "secure_delete", "ON")?;
     conn.pragma_update(None, "foreign_keys", "OFF")?;
@@ -148,6 +149,26 @@ pub fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
     Ok(conn)
 }
 
+/// How long a statement waits for another connection's lock before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Puts the file in WAL mode. SQLite answers a switch that meets another connection's (daemons
+/// starting together on a new file) with SQLITE_BUSY at once, without waiting in the busy
+/// handler, so it is retried for as long as any other statement would wait.
+fn enable_wal(conn: &Connection) -> Result<()> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == ErrorCode::DatabaseBusy && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            done => return Ok(done?),
+        }
+    }
+}
+
 /// Opens an existing database read-only (export, stats); checks the namespace.
 pub fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
     let conn = Connection::open_with_flags(
@@ -155,7 +176,7 @@ pub fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| Error::sqlite(format!("{}: {e}", path.display())))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     check_recorded_namespace(&conn, ns)?;
     Ok(conn)
 }
@@ -250,7 +271,7 @@ pub(crate) fn recorded_identity(path: &Path) -> Result<Option<String>> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| Error::sqlite(format!("{}: {e}", path.display())))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if version < 4 {
         return Ok(None);
