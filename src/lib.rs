@@ -67,6 +67,7 @@ mod durability;
 mod fork;
 mod graphs;
 mod messages;
+#[cfg(feature = "spill")]
 mod restore;
 mod rounds;
 mod sessions;
@@ -81,7 +82,6 @@ mod backoff;
 #[cfg(feature = "cli")]
 mod cli;
 mod connection;
-mod group_commit;
 mod keys;
 mod memory;
 mod pool;

@@ -590,7 +590,7 @@ impl Store {
 mod tests {
     use super::{decode_elements, ContentOnly};
 
-    fn contents(elements: &[&str]) -> crate::Result<Vec<Option<String>>> {
+    fn contents(elements: &[&str]) -> crate::error::Result<Vec<Option<String>>> {
         let elements: Vec<String> = elements.iter().map(|e| e.to_string()).collect();
         Ok(decode_elements::<ContentOnly>(&elements)?
             .into_iter()

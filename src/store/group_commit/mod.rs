@@ -31,7 +31,7 @@ pub(crate) mod lanes;
 
 use crate::error::{Error, Result};
 use crate::scripts::{self, BatchItem};
-use crate::store::Store;
+use super::Store;
 use lanes::{session_tag, Lane, Waiting};
 
 /// Round trip `flight` of lane `lane` is this holder's: dropping it (the round trip

@@ -10,9 +10,12 @@ use crate::backoff::Backoff;
 use crate::config::{Config, Durability};
 use crate::connection::{Backend, Connection};
 use crate::error::{Error, Result};
-use crate::group_commit::lanes::Lanes;
+use group_commit::lanes::Lanes;
 use crate::keys::{Keys, SessionKeysCache};
 use crate::scripts::ScriptCall;
+
+pub(crate) mod group_commit;
+mod restore;
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
 ///
