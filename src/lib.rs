@@ -50,14 +50,20 @@
 //! - `web` (feature `cli`): HTTP from the same binary: the daemon's Prometheus and health
 //!   endpoints (`agentstate spill --metrics`) and the read-only console (`agentstate ui`).
 //!
-//! What the tests, the benchmark, the binary and the Python binding reach beyond the API is
-//! re-exported under [`internals`] (hidden from the docs; it changes without notice).
+//! What the integration tests, the benchmark and the Python binding use beyond the API is
+//! in `test_support` (cargo feature `test-support`, off by default, outside semver).
+
+#![warn(missing_docs)]
 
 // The public API.
 pub mod config;
 pub mod error;
+pub mod keys;
+pub mod records;
 #[cfg(feature = "spill")]
 pub mod spill;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 
 // Capabilities: `impl Store` blocks; their types are re-exported below.
 mod checkpoints;
@@ -82,58 +88,18 @@ mod backoff;
 #[cfg(feature = "cli")]
 mod cli;
 mod connection;
-mod keys;
 mod memory;
 mod pool;
-mod records;
 mod redis_server;
 mod scripts;
 #[cfg(feature = "cli")]
 mod web;
 
-/// Not API: what the tests, the benchmark, the `agentstate` binary and the Python binding
-/// reach beyond the public API (key names, script calls, stream records, a private
-/// redis-server, error wording, the command line). It changes without notice.
-#[doc(hidden)]
-pub mod internals {
-    /// See `src/address.rs`.
-    pub mod address {
-        pub use crate::address::*;
-    }
-    /// See `src/advice.rs`.
-    pub mod advice {
-        pub use crate::advice::*;
-    }
-    /// See `src/cli/`.
-    #[cfg(feature = "cli")]
-    pub mod cli {
-        pub use crate::cli::*;
-    }
-    /// See `src/connection.rs`.
-    pub mod connection {
-        pub use crate::connection::*;
-    }
-    /// See `src/keys.rs`.
-    pub mod keys {
-        pub use crate::keys::*;
-    }
-    /// See `src/memory.rs`.
-    pub mod memory {
-        pub use crate::memory::*;
-    }
-    /// See `src/records.rs`.
-    pub mod records {
-        pub use crate::records::*;
-    }
-    /// See `src/redis_server.rs`.
-    pub mod redis_server {
-        pub use crate::redis_server::*;
-    }
-    /// See `src/scripts/`.
-    pub mod scripts {
-        pub use crate::scripts::*;
-    }
-}
+/// Runs the `agentstate` command line on `args` (the program name first, as
+/// [`std::env::args_os`] gives them) and returns the process exit code: the binary's whole
+/// `main`, and the Python wheel's `agentstate` command. Cargo feature `cli` (on by default).
+#[cfg(feature = "cli")]
+pub use cli::run_from as run_cli;
 
 pub use checkpoints::Checkpoint;
 pub use config::{Config, Durability, Limits, Namespace};
@@ -152,6 +118,6 @@ pub use rounds::MAX_ROUND_ID;
 pub use sessions::{Lifecycle, NewSession, Session, SessionListing, SessionPage, MAX_PAGE};
 #[cfg(feature = "spill")]
 pub use spill::{PassReport, SpillConfig, SpillDaemon};
-pub use store::Store;
+pub use store::{Admin, Store};
 pub use users::ForgetReceipt;
 pub use working::WorkingState;

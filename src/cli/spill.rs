@@ -211,7 +211,7 @@ async fn restore_through_daemon(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
     }
     for sid in &sids {
         bar.set_message(sid.clone());
-        let restored = ctx.store.restore_session(sid).await?;
+        let restored = ctx.store.admin().restore_session(sid).await?;
         let state = if restored { "restored" } else { "live" };
         if ctx.json() {
             bar.suspend(|| print_json(&json!({ "id": sid, "state": state })))?;

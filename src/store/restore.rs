@@ -7,10 +7,10 @@
 
 use redis::FromRedisValue;
 
+use super::{Admin, Store};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
-use super::Store;
 
 impl Store {
     /// Runs a session-scoped script; when it fails because the session is not live, asks the
@@ -39,24 +39,6 @@ impl Store {
             }
             other => other,
         }
-    }
-
-    /// Makes session `sid` live again from SQLite through the spill daemon. Returns `false`
-    /// when it was live already, `true` when a daemon restored it; [`Error::UnknownSession`]
-    /// when SQLite does not know it either; [`Error::NotLive`] when no daemon answered within
-    /// [`crate::Config::restore_wait`].
-    pub async fn restore_session(&self, sid: &str) -> Result<bool> {
-        let keys = self.session_keys(sid)?;
-        let mut conn = self.conn().await?;
-        let live: bool = redis::cmd("EXISTS")
-            .arg(&keys.meta)
-            .query_async(&mut conn)
-            .await?;
-        if live {
-            return Ok(false);
-        }
-        self.request_restore(sid).await?;
-        Ok(true)
     }
 
     /// Runs `read` (a plain command on one of `sid`'s keys) in one round trip with an EXISTS
@@ -155,7 +137,7 @@ impl Store {
         }
     }
 
-    /// Asks the daemon to restore `sid` and waits for it (see [`Store::restore_session`]).
+    /// Asks the daemon to restore `sid` and waits for it (see [`Admin::restore_session`](crate::store::Admin::restore_session)).
     pub(crate) async fn request_restore(&self, sid: &str) -> Result<()> {
         let keys = self.session_keys(sid)?;
         let mut conn = self.conn().await?;
@@ -203,5 +185,25 @@ impl Store {
                 });
             }
         }
+    }
+}
+
+impl Admin<'_> {
+    /// Makes session `sid` live again from SQLite through the spill daemon. Returns `false`
+    /// when it was live already, `true` when a daemon restored it; [`Error::UnknownSession`]
+    /// when SQLite does not know it either; [`Error::NotLive`] when no daemon answered within
+    /// [`crate::Config::restore_wait`].
+    pub async fn restore_session(&self, sid: &str) -> Result<bool> {
+        let keys = self.store.session_keys(sid)?;
+        let mut conn = self.store.conn().await?;
+        let live: bool = redis::cmd("EXISTS")
+            .arg(&keys.meta)
+            .query_async(&mut conn)
+            .await?;
+        if live {
+            return Ok(false);
+        }
+        self.store.request_restore(sid).await?;
+        Ok(true)
     }
 }

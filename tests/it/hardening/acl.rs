@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use agentstate::internals::redis_server::RedisServer;
+use agentstate::test_support::redis_server::RedisServer;
 use agentstate::*;
 use serde_json::json;
 
