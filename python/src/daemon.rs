@@ -112,7 +112,7 @@ impl PySpillDaemon {
         })?;
         let cancel = CancellationToken::new();
         let owner = daemon.owner().to_string();
-        let task = runtime().spawn(daemon.run(cancel.clone()));
+        let task = runtime().spawn(daemon.run(cancel.clone().cancelled_owned()));
         *this.state() = Some(Running {
             cancel,
             task,

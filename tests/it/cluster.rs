@@ -68,7 +68,7 @@ async fn resharding_a_busy_partition_loses_and_duplicates_nothing() {
         SpillDaemon::open(store.clone(), spill)
             .await
             .unwrap()
-            .run(cancel.clone()),
+            .run(cancel.clone().cancelled_owned()),
     );
     // Each writer appends the first half of its messages, then waits for the move to have
     // begun and sends the rest while the slot's keys are split between the two nodes; the
@@ -215,7 +215,7 @@ async fn a_master_restarted_empty_is_a_redis_loss_that_restore_covers() {
         SpillDaemon::open(store.clone(), spill)
             .await
             .unwrap()
-            .run(cancel.clone()),
+            .run(cancel.clone().cancelled_owned()),
     );
     for (sid, (live, rows)) in sids.iter().zip(&before) {
         assert_eq!(

@@ -81,7 +81,7 @@ impl Deployed {
             .await
             .unwrap();
         let cancel = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(daemon.run(cancel.clone()));
+        let task = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
         (cancel, task)
     }
 

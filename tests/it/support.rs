@@ -507,7 +507,7 @@ impl TestEnv {
             .await
             .unwrap();
         let cancel = tokio_util::sync::CancellationToken::new();
-        let handle = tokio::spawn(daemon.run(cancel.clone()));
+        let handle = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
         self.wait_for_daemon().await;
         (cancel, handle)
     }

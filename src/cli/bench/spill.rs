@@ -174,7 +174,7 @@ pub async fn w6_rehydrate(
     let daemon = tokio::spawn(
         SpillDaemon::open(store.clone(), config.clone())
             .await?
-            .run(cancel.clone()),
+            .run(cancel.clone().cancelled_owned()),
     );
     // The figure is the restore itself, not the daemon taking its leases.
     let owned = wait_owned(store, store.keys().partition(sid)).await;

@@ -112,7 +112,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         SpillConfig::new(&db).interval(Duration::from_millis(20)),
     )
     .await?;
-    let daemon_task = tokio::spawn(daemon.run(cancel.clone()));
+    let daemon_task = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
 
     let run_id = format!("{:06x}", rand::random::<u32>() >> 8);
     let sc = Scenario {

@@ -18,7 +18,7 @@ async fn spawn_daemon(t: &TestEnv) -> (String, tokio::task::JoinHandle<Result<()
         .await
         .unwrap();
     let owner = daemon.owner().to_string();
-    let handle = tokio::spawn(daemon.run(CancellationToken::new()));
+    let handle = tokio::spawn(daemon.run(std::future::pending()));
     (owner, handle)
 }
 
