@@ -77,6 +77,7 @@ pub struct Namespace {
 impl Namespace {
     /// A new identity for the durable tier a namespace is first bound to: 128 random bits in
     /// hex, recorded once in the tier and in `<prefix>:config` (`crate::spill::binding`).
+    #[cfg(feature = "spill")]
     pub(crate) fn new_identity() -> String {
         format!("{:032x}", rand::random::<u128>())
     }

@@ -221,11 +221,13 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    #[cfg(feature = "test-support")]
     /// The port the server listens on.
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    #[cfg(feature = "test-support")]
     /// The server's working directory (holds `redis.log`).
     pub fn dir(&self) -> &Path {
         self.dir.path()
@@ -260,6 +262,7 @@ impl RedisServer {
         self.spawn()
     }
 
+    #[cfg(feature = "test-support")]
     /// Kills the server (SIGKILL) and starts it again on the same port and directory: with
     /// persistence turned on (`--appendonly yes --appendfsync always` in the extra
     /// arguments) it comes back with every acknowledged write — "Redis restarted".
@@ -268,17 +271,20 @@ impl RedisServer {
         self.spawn()
     }
 
+    #[cfg(feature = "test-support")]
     /// Stops the server process (SIGSTOP): connections stay open but nothing is answered,
     /// as when Redis is cut off by a network partition. [`RedisServer::resume`] continues it.
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
     }
 
+    #[cfg(feature = "test-support")]
     /// Continues a paused server (SIGCONT); it then answers what was sent meanwhile.
     pub fn resume(&self) {
         self.signal(libc::SIGCONT);
     }
 
+    #[cfg(feature = "test-support")]
     fn signal(&self, signal: libc::c_int) {
         if let Some(child) = &self.child {
             // SAFETY: sends a signal to our own child process, which has not been reaped.
@@ -288,6 +294,7 @@ impl RedisServer {
         }
     }
 
+    #[cfg(feature = "test-support")]
     /// A synchronous connection, for tests that inspect keys with plain commands.
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())

@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::keys::{validate_id, SessionKeys};
 use crate::scripts;
@@ -502,6 +501,7 @@ impl Store {
         Ok(SessionPage { ids, next })
     }
 
+    #[cfg(feature = "spill")]
     /// Turns the session indexes a build before the paged listing wrote as plain sets into
     /// the sorted sets of score 0 they are now (the same members and TTL), so listings work
     /// on a Redis that build wrote; the spill daemon runs it when it opens. Scripts that write
@@ -667,18 +667,15 @@ impl Store {
         self.settle(keys.partition, &wal_id).await?;
         Ok(existed)
     }
-
-    /// This store with writes at `durability` (see [`Durability`]).
-    pub fn with_durability(&self, durability: Durability) -> Store {
-        self.clone_with(durability)
-    }
 }
 
+#[cfg(feature = "spill")]
 /// True for `<prefix>:{p}:sessions` and `<prefix>:{p}:by_user:<uid>`.
 fn is_session_index(key: &str) -> bool {
     key.ends_with("}:sessions") || key.contains("}:by_user:")
 }
 
+#[cfg(feature = "spill")]
 /// Converts the plain set `key` into a sorted set of score 0 with its members and TTL, in
 /// one transaction watched on the key (a script converting it meanwhile wins: false).
 async fn set_to_zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Result<bool> {

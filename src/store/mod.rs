@@ -67,6 +67,14 @@ fn install_tls_provider() {
 impl Store {
     /// Connects, checks Redis answers, and records or verifies the namespace in
     /// `<prefix>:config` (a different partition count is [`Error::NamespaceMismatch`]).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> agentstate::Result<()> {
+    /// use agentstate::{Config, Store};
+    /// let store = Store::connect(Config::new("redis://127.0.0.1:6379").prefix("myapp")).await?;
+    /// let worker = store.clone(); // cheap: one pool shared by every clone
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(config: Config) -> Result<Store> {
         if config.namespace.partitions == 0 {
             return Err(Error::InvalidInput("partitions must be at least 1".into()));
@@ -134,8 +142,8 @@ impl Store {
         self.durability
     }
 
-    /// A handle on the same pool whose writes use `durability`.
-    pub(crate) fn clone_with(&self, durability: Durability) -> Store {
+    /// A handle on the same pool whose writes use `durability` (see [`Durability`]).
+    pub fn with_durability(&self, durability: Durability) -> Store {
         Store {
             inner: self.inner.clone(),
             durability,
@@ -308,6 +316,7 @@ impl Store {
 
     /// Loads every script into Redis (SCRIPT LOAD), so pipelines of EVALSHA never meet
     /// NOSCRIPT.
+    #[cfg(feature = "spill")]
     pub(crate) async fn preload_scripts(&self) -> Result<()> {
         let mut conn = self.conn().await?;
         Ok(crate::scripts::preload(&mut conn).await?)
