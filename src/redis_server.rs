@@ -221,14 +221,14 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    #[cfg(feature = "test-support")]
     /// The port the server listens on.
+    #[cfg(feature = "test-support")]
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    #[cfg(feature = "test-support")]
     /// The server's working directory (holds `redis.log`).
+    #[cfg(feature = "test-support")]
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -262,24 +262,24 @@ impl RedisServer {
         self.spawn()
     }
 
-    #[cfg(feature = "test-support")]
     /// Kills the server (SIGKILL) and starts it again on the same port and directory: with
     /// persistence turned on (`--appendonly yes --appendfsync always` in the extra
     /// arguments) it comes back with every acknowledged write — "Redis restarted".
+    #[cfg(feature = "test-support")]
     pub fn restart(&mut self) -> Result<()> {
         self.kill();
         self.spawn()
     }
 
-    #[cfg(feature = "test-support")]
     /// Stops the server process (SIGSTOP): connections stay open but nothing is answered,
     /// as when Redis is cut off by a network partition. [`RedisServer::resume`] continues it.
+    #[cfg(feature = "test-support")]
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
     }
 
-    #[cfg(feature = "test-support")]
     /// Continues a paused server (SIGCONT); it then answers what was sent meanwhile.
+    #[cfg(feature = "test-support")]
     pub fn resume(&self) {
         self.signal(libc::SIGCONT);
     }
@@ -294,8 +294,8 @@ impl RedisServer {
         }
     }
 
-    #[cfg(feature = "test-support")]
     /// A synchronous connection, for tests that inspect keys with plain commands.
+    #[cfg(feature = "test-support")]
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .and_then(|c| c.get_connection())

@@ -501,13 +501,13 @@ impl Store {
         Ok(SessionPage { ids, next })
     }
 
-    #[cfg(feature = "spill")]
     /// Turns the session indexes a build before the paged listing wrote as plain sets into
     /// the sorted sets of score 0 they are now (the same members and TTL), so listings work
     /// on a Redis that build wrote; the spill daemon runs it when it opens. Scripts that write
     /// an index convert it themselves (`index_as_zset` in `lua/_prelude.lua`). One SCAN of
     /// the namespace's sets per master, then WATCH / MULTI / EXEC per index found. Returns
     /// how many it converted.
+    #[cfg(feature = "spill")]
     pub(crate) async fn upgrade_session_indexes(&self) -> Result<usize> {
         let pattern = self.keys().namespace_pattern();
         let mut converted = 0;
@@ -669,15 +669,15 @@ impl Store {
     }
 }
 
-#[cfg(feature = "spill")]
 /// True for `<prefix>:{p}:sessions` and `<prefix>:{p}:by_user:<uid>`.
+#[cfg(feature = "spill")]
 fn is_session_index(key: &str) -> bool {
     key.ends_with("}:sessions") || key.contains("}:by_user:")
 }
 
-#[cfg(feature = "spill")]
 /// Converts the plain set `key` into a sorted set of score 0 with its members and TTL, in
 /// one transaction watched on the key (a script converting it meanwhile wins: false).
+#[cfg(feature = "spill")]
 async fn set_to_zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Result<bool> {
     let _: () = redis::cmd("WATCH").arg(key).query_async(conn).await?;
     let (kind, members, ttl): (String, Vec<String>, i64) = redis::pipe()
