@@ -1,6 +1,9 @@
 //! [`Store`]: the handle agent processes share — the way to Redis ([`crate::connection`]: a
-//! pool for one node, or a cluster connection), the namespace and the limits. Capability methods live in their concept modules (`sessions`, `messages`, ...)
-//! as further `impl Store` blocks.
+//! pool for one node, or a cluster connection), the namespace and the limits. Capability
+//! methods live in their concept modules (`sessions`, `messages`, ...) as further
+//! `impl Store` blocks, and call down into this floor: `group_commit` (concurrent writes share
+//! round trips), `restore` (a call that finds its session gone asks the daemon for it) and
+//! `admin` (the operators' handle, [`Admin`]).
 
 use std::sync::Arc;
 
@@ -22,7 +25,10 @@ pub use admin::Admin;
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
 ///
-/// All clones share one connection pool; hand clones to as many tasks as you like.
+/// All clones share one connection pool; hand clones to as many tasks as you like. Every
+/// capability an agent uses is a method (sessions, messages, working state, checkpoints,
+/// rounds, decisions, user data, graph logs, forks, consumers); what operators and tools call
+/// is on [`Store::admin`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
