@@ -27,7 +27,7 @@ fi
 
 # The web console and the metrics endpoint only read: no Store write, script or restore
 # request under src/web/.
-hits=$(grep -rnE '\.(append|append_with|append_many|pop_message|replace_message|create_session|close_session|archive|touch|set_pending|set_round_index|set_working|set_working_if_version|delete_working|clear_working|compact|record_usage|checkpoint|put_checkpoint|record_decision|record_outcome|set_user_value|delete_user_value|forget_user|save_state|request_restore|restore_session|invoke|invoke_session|graph_put|fork)\(' src/web || true)
+hits=$(grep -rnE '\.(append|append_with|append_many|pop_message|replace_message|create_session|close_session|archive|touch|set_pending|set_round_index|set_working|set_working_if_version|delete_working|clear_working|compact|record_usage|checkpoint|put_checkpoint|record_decision|record_outcome|set_user_value|delete_user_value|forget_user|save_state|request_restore|restore_session|wipe_namespace|invoke|invoke_session|graph_put|fork)\(' src/web || true)
 [ -z "$hits" ] || fail "src/web/ may only read" "$hits"
 
 # An agent-only build (no spill feature) links no SQLite.

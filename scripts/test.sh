@@ -9,5 +9,8 @@ cd "$(dirname "$0")/.."
 scripts/ensure-tools.sh redis-server redis-cli openssl
 scripts/check-architecture.sh
 for doc in ARCHITECTURE.md docs/architecture-*.md; do scripts/check-code-map.sh "$doc"; done
+# The API's docs build without a warning (missing docs, broken links); `cargo test` below
+# runs their examples.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
 eval "$(scripts/test-postgres.sh)"
 cargo test --locked "$@"

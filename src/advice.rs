@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::address::{address, redacted};
 use crate::config::{DEFAULT_DB, DEFAULT_PREFIX};
-use crate::Error;
+use crate::error::Error;
 
 /// Which front end made the call: decides how a next step names a setting.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -82,7 +82,7 @@ impl Store {
     pub async fn append_checkpointed(
         &self,
         sid: &str,
-        message: &crate::NewMessage,
+        message: &crate::messages::NewMessage,
         expect_seq: Option<u64>,
         label: &str,
         payload: &Value,

@@ -7,11 +7,11 @@ use std::time::Duration;
 pub const MAX_TTL_SECS: u64 = 10 * 365 * 24 * 3600;
 
 /// Checks an idle TTL in seconds is within 1..=[`MAX_TTL_SECS`].
-pub fn check_ttl(secs: u64) -> crate::Result<()> {
+pub fn check_ttl(secs: u64) -> crate::error::Result<()> {
     if (1..=MAX_TTL_SECS).contains(&secs) {
         Ok(())
     } else {
-        Err(crate::Error::InvalidInput(format!(
+        Err(crate::error::Error::InvalidInput(format!(
             "session ttl {secs} s: expected 1 to {MAX_TTL_SECS} s"
         )))
     }
@@ -77,6 +77,7 @@ pub struct Namespace {
 impl Namespace {
     /// A new identity for the durable tier a namespace is first bound to: 128 random bits in
     /// hex, recorded once in the tier and in `<prefix>:config` (`crate::spill::binding`).
+    #[cfg(feature = "spill")]
     pub(crate) fn new_identity() -> String {
         format!("{:032x}", rand::random::<u128>())
     }

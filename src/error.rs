@@ -5,7 +5,7 @@ use std::time::Duration;
 /// Everything an agentstate call can fail with.
 ///
 /// Lua scripts report failures as error replies whose first word is a stable code
-/// (`NO_SESSION`, `CONFLICT`, ...); [`Error::from_redis`] is the one place that maps
+/// (`NO_SESSION`, `CONFLICT`, ...); `Error::from_redis` is the one place that maps
 /// those codes to variants, so business code never matches on strings.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -292,7 +292,7 @@ impl Error {
 
     /// Maps a redis-rs error to a typed error, decoding the stable codes our Lua scripts raise
     /// (`CODE detail...`).
-    pub fn from_redis(err: redis::RedisError) -> Self {
+    pub(crate) fn from_redis(err: redis::RedisError) -> Self {
         if let Some(code) = err.code() {
             if let Some(typed) = lua_code(code, err.detail().unwrap_or("")) {
                 return typed;

@@ -1,7 +1,18 @@
-//! The only place Redis key names are formatted, and id validation.
+//! The key protocol: every Redis key agentstate writes, named in one place, the partition
+//! function and id validation. Public because operators rely on it with `redis-cli` (which
+//! keys a session holds, where its `wal` stream is) and services read the streams by name.
 //!
 //! Every key of one partition carries the hash tag `{p}`, so each Lua script touches a
-//! single slot and runs unchanged on Redis Cluster. The full table is in docs/architecture-key-protocol.md.
+//! single slot and runs unchanged on Redis Cluster. The full table is in
+//! docs/architecture-key-protocol.md.
+//!
+//! ```
+//! use agentstate::keys::Keys;
+//! let keys = Keys::new("as", 16);
+//! let p = keys.partition("s1");
+//! assert_eq!(keys.session("s1").meta, format!("as:{{{p}}}:s:s1"));
+//! assert_eq!(keys.wal(p), format!("as:{{{p}}}:wal"));
+//! ```
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

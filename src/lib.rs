@@ -15,26 +15,35 @@
 //! ```
 //!
 //! # The public API
-//! What users call: [`Store`] (the handle; every capability is a method on it), [`Config`]
-//! and [`config`] (namespace, TTLs, payload limits, waits, durability; the environment
-//! variables every front end reads), [`Error`] and [`error`], the capability types
-//! re-exported here ([`NewSession`], [`NewMessage`], [`Message`], [`WorkingState`],
-//! [`Checkpoint`], [`NewDecision`], [`GraphPut`], ...), the decision [`Consumer`], and behind
-//! the cargo feature `spill` (on by default) the spill daemon: [`SpillDaemon`] and [`spill`].
+//! What users call: [`Store`] (the handle; every capability agents use is a method on it),
+//! [`Admin`] (from [`Store::admin`]: what operators and tools call — restore on request, a
+//! session's keys, scanning and wiping the namespace), [`Config`] and [`config`] (namespace,
+//! TTLs, payload limits, waits, durability; the environment variables every front end
+//! reads), [`Error`] and [`error`], the capability types re-exported here ([`NewSession`],
+//! [`NewMessage`], [`Message`], [`WorkingState`], [`Checkpoint`], [`NewDecision`],
+//! [`GraphPut`], ...), the decision [`Consumer`], the key protocol [`keys`] and the stream
+//! records [`records`].
 //!
-//! # Layout (private modules)
-//! - `store`: the shared handle (connection, namespace check, fan-out over partitions).
+//! Cargo features: `spill` (on by default) the spill daemon, [`SpillDaemon`] and `spill`;
+//! `cli` (on by default) the `agentstate` command line, `run_cli`; `tls` (on by default)
+//! `rediss://` URLs; `test-support` (off) `test_support`, what the integration tests, the
+//! benchmark and the Python binding use beyond the API (outside semver).
+//!
+//! # Layout (private modules unless marked)
+//! - `store`: the shared handle (connection, namespace check, fan-out over partitions), on
+//!   one floor with `store::group_commit` (concurrent writes share one EVALSHA: lanes) and
+//!   `store::restore` (restore after Redis lost a session, the agent side), and the
+//!   operators' `store::admin`.
 //! - `sessions`, `working`, `messages`, `checkpoints`, `rounds`, `decisions`, `users`,
 //!   `graphs` (graph checkpoint logs), `fork`: one capability each, as `impl Store` blocks.
 //! - `consumer`: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - `durability`: `Durable` writes wait for SQLite's commit (and see a lost write).
-//! - `restore`: restore after Redis lost a session, agent side and (feature `spill`) daemon
-//!   side, in one folder.
-//! - `group_commit`: concurrent writes share one EVALSHA (lanes).
-//! - `keys`: the only place key names are formatted; id validation; partition function.
+//! - `restore` (feature `spill`): restore after Redis lost a session, the daemon side.
+//! - `keys` (public): the only place key names are formatted; id validation; partition
+//!   function.
 //! - `scripts`: the `lua/` registry and one typed argument builder per script, a file per
 //!   capability; the only place a script call can be built.
-//! - `records`: what the streams carry, typed (wal records, decision entries, the
+//! - `records` (public): what the streams carry, typed (wal records, decision entries, the
 //!   `committed` fields, stream ids).
 //! - `connection`, `pool`: one node (a pool of multiplexed connections, no PING per
 //!   checkout) or a Redis Cluster, chosen by the URL.
@@ -45,19 +54,22 @@
 //! - `address`: how a Redis URL is shown to people (its address; never a password).
 //! - `advice`: an error worded for the person who hit it: what failed, the address, the
 //!   next step in the words of their front end (the CLI's flags, Python's arguments).
-//! - `cli` (cargo feature `cli`, on by default): the `agentstate` command line, entered by
-//!   the binary and by the Python wheel's `agentstate` command.
+//! - `cli` (cargo feature `cli`, on by default): the `agentstate` command line, entered
+//!   through `run_cli` by the binary and by the Python wheel's `agentstate` command.
 //! - `web` (feature `cli`): HTTP from the same binary: the daemon's Prometheus and health
 //!   endpoints (`agentstate spill --metrics`) and the read-only console (`agentstate ui`).
-//!
-//! What the tests, the benchmark, the binary and the Python binding reach beyond the API is
-//! re-exported under [`internals`] (hidden from the docs; it changes without notice).
+
+#![warn(missing_docs)]
 
 // The public API.
 pub mod config;
 pub mod error;
+pub mod keys;
+pub mod records;
 #[cfg(feature = "spill")]
 pub mod spill;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 
 // Capabilities: `impl Store` blocks; their types are re-exported below.
 mod checkpoints;
@@ -67,6 +79,7 @@ mod durability;
 mod fork;
 mod graphs;
 mod messages;
+#[cfg(feature = "spill")]
 mod restore;
 mod rounds;
 mod sessions;
@@ -74,66 +87,32 @@ mod store;
 mod users;
 mod working;
 
-// Machinery.
+// Machinery. The front ends' wording and the private redis-server serve the daemon, the CLI
+// and `test_support`: an agent-only build (no `spill`) leaves them out.
+#[cfg(any(feature = "spill", feature = "test-support"))]
 mod address;
+#[cfg(any(feature = "spill", feature = "test-support"))]
 mod advice;
 mod backoff;
 #[cfg(feature = "cli")]
 mod cli;
 mod connection;
-mod group_commit;
-mod keys;
+#[cfg(feature = "spill")]
 mod memory;
 mod pool;
-mod records;
+#[cfg(any(feature = "spill", feature = "test-support"))]
 mod redis_server;
+// Holds the daemon's scripts too, which an agent-only build compiles and never calls.
+#[cfg_attr(not(feature = "spill"), allow(dead_code, unused_imports))]
 mod scripts;
 #[cfg(feature = "cli")]
 mod web;
 
-/// Not API: what the tests, the benchmark, the `agentstate` binary and the Python binding
-/// reach beyond the public API (key names, script calls, stream records, a private
-/// redis-server, error wording, the command line). It changes without notice.
-#[doc(hidden)]
-pub mod internals {
-    /// See `src/address.rs`.
-    pub mod address {
-        pub use crate::address::*;
-    }
-    /// See `src/advice.rs`.
-    pub mod advice {
-        pub use crate::advice::*;
-    }
-    /// See `src/cli/`.
-    #[cfg(feature = "cli")]
-    pub mod cli {
-        pub use crate::cli::*;
-    }
-    /// See `src/connection.rs`.
-    pub mod connection {
-        pub use crate::connection::*;
-    }
-    /// See `src/keys.rs`.
-    pub mod keys {
-        pub use crate::keys::*;
-    }
-    /// See `src/memory.rs`.
-    pub mod memory {
-        pub use crate::memory::*;
-    }
-    /// See `src/records.rs`.
-    pub mod records {
-        pub use crate::records::*;
-    }
-    /// See `src/redis_server.rs`.
-    pub mod redis_server {
-        pub use crate::redis_server::*;
-    }
-    /// See `src/scripts/`.
-    pub mod scripts {
-        pub use crate::scripts::*;
-    }
-}
+/// Runs the `agentstate` command line on `args` (the program name first, as
+/// [`std::env::args_os`] gives them) and returns the process exit code: the binary's whole
+/// `main`, and the Python wheel's `agentstate` command. Cargo feature `cli` (on by default).
+#[cfg(feature = "cli")]
+pub use cli::run_from as run_cli;
 
 pub use checkpoints::Checkpoint;
 pub use config::{Config, Durability, Limits, Namespace};
@@ -152,6 +131,6 @@ pub use rounds::MAX_ROUND_ID;
 pub use sessions::{Lifecycle, NewSession, Session, SessionListing, SessionPage, MAX_PAGE};
 #[cfg(feature = "spill")]
 pub use spill::{PassReport, SpillConfig, SpillDaemon};
-pub use store::Store;
+pub use store::{Admin, Store};
 pub use users::ForgetReceipt;
 pub use working::WorkingState;

@@ -1,5 +1,5 @@
-//! The `agentstate` command-line tool: the library's `cli` module, entered with this
-//! process' arguments (the Python wheel's `agentstate` command enters the same module).
+//! The `agentstate` command-line tool: the library's [`agentstate::run_cli`], entered with this
+//! process' arguments (the Python wheel's `agentstate` command enters it too).
 
 fn main() -> std::process::ExitCode {
     // Like other Unix tools, end quietly when the reader of stdout goes away
@@ -8,5 +8,5 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    std::process::ExitCode::from(agentstate::internals::cli::run_from(std::env::args_os()))
+    std::process::ExitCode::from(agentstate::run_cli(std::env::args_os()))
 }

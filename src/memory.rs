@@ -60,7 +60,7 @@ impl EvictionRisk {
 impl Store {
     /// The `maxmemory_policy` of every master (from `INFO memory`, which an ACL user with
     /// only our commands may run), and the risk of the first that can evict our keys.
-    pub async fn eviction_risk(&self) -> Result<Option<EvictionRisk>> {
+    pub(crate) async fn eviction_risk(&self) -> Result<Option<EvictionRisk>> {
         for mut conn in self.masters().await? {
             let info: String = redis::cmd("INFO")
                 .arg("memory")

@@ -346,6 +346,18 @@ struct ContentOnly {
 impl Store {
     /// Appends a message and returns its seq (one EVALSHA; concurrent writes of this
     /// process to sessions of one partition share one: group commit).
+    ///
+    /// ```no_run
+    /// # async fn demo(store: agentstate::Store) -> agentstate::Result<()> {
+    /// use agentstate::{MessageQuery, NewMessage, NewSession};
+    /// let sid = store.create_session(&NewSession::new().user("alice")).await?;
+    /// store.append(&sid, &NewMessage::new("user").content("hello")).await?;
+    /// store.append(&sid, &NewMessage::new("assistant").content("hi!")).await?;
+    /// for m in store.messages(&sid, MessageQuery::active().last(20)).await? {
+    ///     println!("{} {}: {}", m.seq, m.role, m.content.unwrap_or_default());
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn append(&self, sid: &str, message: &NewMessage) -> Result<u64> {
         self.append_with(sid, message, &AppendOptions::default())
             .await
@@ -590,7 +602,7 @@ impl Store {
 mod tests {
     use super::{decode_elements, ContentOnly};
 
-    fn contents(elements: &[&str]) -> crate::Result<Vec<Option<String>>> {
+    fn contents(elements: &[&str]) -> crate::error::Result<Vec<Option<String>>> {
         let elements: Vec<String> = elements.iter().map(|e| e.to_string()).collect();
         Ok(decode_elements::<ContentOnly>(&elements)?
             .into_iter()

@@ -3,6 +3,8 @@
 //! of `<prefix>:{p}:committed` ([`committed`]) and stream-id helpers. The flusher, the
 //! consumer, `stats` and durable waits all parse through here, so a record's shape has one
 //! home on the Rust side (its writers are the scripts in `lua/`, see their headers).
+//! Public because services that read the streams themselves (an `XREAD` of a `wal` or
+//! `decisions` stream, named by [`crate::keys`]) parse the same records.
 
 use std::collections::HashMap;
 

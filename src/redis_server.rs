@@ -222,11 +222,13 @@ impl RedisServer {
     }
 
     /// The port the server listens on.
+    #[cfg(feature = "test-support")]
     pub fn port(&self) -> u16 {
         self.port
     }
 
     /// The server's working directory (holds `redis.log`).
+    #[cfg(feature = "test-support")]
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -263,6 +265,7 @@ impl RedisServer {
     /// Kills the server (SIGKILL) and starts it again on the same port and directory: with
     /// persistence turned on (`--appendonly yes --appendfsync always` in the extra
     /// arguments) it comes back with every acknowledged write — "Redis restarted".
+    #[cfg(feature = "test-support")]
     pub fn restart(&mut self) -> Result<()> {
         self.kill();
         self.spawn()
@@ -270,15 +273,18 @@ impl RedisServer {
 
     /// Stops the server process (SIGSTOP): connections stay open but nothing is answered,
     /// as when Redis is cut off by a network partition. [`RedisServer::resume`] continues it.
+    #[cfg(feature = "test-support")]
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
     }
 
     /// Continues a paused server (SIGCONT); it then answers what was sent meanwhile.
+    #[cfg(feature = "test-support")]
     pub fn resume(&self) {
         self.signal(libc::SIGCONT);
     }
 
+    #[cfg(feature = "test-support")]
     fn signal(&self, signal: libc::c_int) {
         if let Some(child) = &self.child {
             // SAFETY: sends a signal to our own child process, which has not been reaped.
@@ -289,6 +295,7 @@ impl RedisServer {
     }
 
     /// A synchronous connection, for tests that inspect keys with plain commands.
+    #[cfg(feature = "test-support")]
     pub fn connection(&self) -> redis::Connection {
         redis::Client::open(self.url())
             .and_then(|c| c.get_connection())

@@ -8,11 +8,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::keys::{validate_id, SessionKeys};
 use crate::scripts;
-use crate::store::Store;
+use crate::store::{Admin, Store};
 
 /// How long a sub-agent's session lives relative to its parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -397,7 +396,7 @@ impl Store {
     }
 
     /// The session's meta, or [`Error::UnknownSession`]. A session that is not live is
-    /// restored from SQLite through the spill daemon first (see [`Store::restore_session`]).
+    /// restored from SQLite through the spill daemon first (see [`Admin::restore_session`](crate::store::Admin::restore_session)).
     pub async fn require_session(&self, sid: &str) -> Result<Session> {
         if let Some(session) = self.session(sid).await? {
             return Ok(session);
@@ -406,24 +405,6 @@ impl Store {
         self.session(sid)
             .await?
             .ok_or_else(|| Error::UnknownSession(sid.to_string()))
-    }
-
-    /// The session's own Redis keys that exist right now (for operators).
-    pub async fn session_key_names(&self, sid: &str) -> Result<Vec<String>> {
-        let keys = self.session_keys(sid)?;
-        let mut pipe = redis::pipe();
-        for k in keys.own() {
-            pipe.exists(k);
-        }
-        let mut conn = self.conn().await?;
-        let exists: Vec<bool> = pipe.query_async(&mut conn).await?;
-        Ok(keys
-            .own()
-            .iter()
-            .zip(exists)
-            .filter(|(_, e)| *e)
-            .map(|(k, _)| k.to_string())
-            .collect())
     }
 
     /// Ids of the sub-agent sessions of `sid`, sorted.
@@ -526,7 +507,8 @@ impl Store {
     /// an index convert it themselves (`index_as_zset` in `lua/_prelude.lua`). One SCAN of
     /// the namespace's sets per master, then WATCH / MULTI / EXEC per index found. Returns
     /// how many it converted.
-    pub async fn upgrade_session_indexes(&self) -> Result<usize> {
+    #[cfg(feature = "spill")]
+    pub(crate) async fn upgrade_session_indexes(&self) -> Result<usize> {
         let pattern = self.keys().namespace_pattern();
         let mut converted = 0;
         for mut conn in self.own_master_connections().await? {
@@ -685,20 +667,17 @@ impl Store {
         self.settle(keys.partition, &wal_id).await?;
         Ok(existed)
     }
-
-    /// This store with writes at `durability` (see [`Durability`]).
-    pub fn with_durability(&self, durability: Durability) -> Store {
-        self.clone_with(durability)
-    }
 }
 
 /// True for `<prefix>:{p}:sessions` and `<prefix>:{p}:by_user:<uid>`.
+#[cfg(feature = "spill")]
 fn is_session_index(key: &str) -> bool {
     key.ends_with("}:sessions") || key.contains("}:by_user:")
 }
 
 /// Converts the plain set `key` into a sorted set of score 0 with its members and TTL, in
 /// one transaction watched on the key (a script converting it meanwhile wins: false).
+#[cfg(feature = "spill")]
 async fn set_to_zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Result<bool> {
     let _: () = redis::cmd("WATCH").arg(key).query_async(conn).await?;
     let (kind, members, ttl): (String, Vec<String>, i64) = redis::pipe()
@@ -723,6 +702,26 @@ async fn set_to_zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) ->
     }
     let done: Option<()> = tx.query_async(conn).await?;
     Ok(done.is_some())
+}
+
+impl Admin<'_> {
+    /// The session's own Redis keys that exist right now (for operators).
+    pub async fn session_key_names(&self, sid: &str) -> Result<Vec<String>> {
+        let keys = self.store.session_keys(sid)?;
+        let mut pipe = redis::pipe();
+        for k in keys.own() {
+            pipe.exists(k);
+        }
+        let mut conn = self.store.conn().await?;
+        let exists: Vec<bool> = pipe.query_async(&mut conn).await?;
+        Ok(keys
+            .own()
+            .iter()
+            .zip(exists)
+            .filter(|(_, e)| *e)
+            .map(|(k, _)| k.to_string())
+            .collect())
+    }
 }
 
 #[cfg(test)]

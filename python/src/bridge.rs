@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use agentstate::internals::advice::Situation;
+use agentstate::test_support::advice::Situation;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::IntoPyObjectExt;

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 #[pyfunction]
 pub fn run_cli(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.detach(|| {
-        let code = agentstate::internals::cli::run_from(argv);
+        let code = agentstate::run_cli(argv);
         let _ = std::io::stdout().flush();
         code
     })

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use agentstate::internals::advice::Situation;
+use agentstate::test_support::advice::Situation;
 use agentstate::{Consumer, Delivery};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentstate::config::{env, DEFAULT_DB, DEFAULT_PREFIX, DEFAULT_REDIS_URL};
-use agentstate::internals::advice::{Front, Situation};
+use agentstate::test_support::advice::{Front, Situation};
 use agentstate::{Config, SpillConfig};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -71,11 +71,11 @@ impl PySpillDaemon {
         let url = env::resolve(url, env::REDIS_URL, DEFAULT_REDIS_URL);
         let prefix = env::resolve(prefix, env::PREFIX, DEFAULT_PREFIX);
         let db = db.unwrap_or_else(|| env::resolve(None, env::DB, DEFAULT_DB).into());
-        if let Err(why) = agentstate::internals::address::check(&url) {
+        if let Err(why) = agentstate::test_support::address::check(&url) {
             return Err(PyValueError::new_err(format!(
                 "SpillDaemon url {} is not a Redis URL: {why} — {}",
-                agentstate::internals::address::redacted(&url),
-                agentstate::internals::advice::URL_FORMS
+                agentstate::test_support::address::redacted(&url),
+                agentstate::test_support::advice::URL_FORMS
             )));
         }
         let at = Arc::new(Situation {
@@ -112,7 +112,7 @@ impl PySpillDaemon {
         })?;
         let cancel = CancellationToken::new();
         let owner = daemon.owner().to_string();
-        let task = runtime().spawn(daemon.run(cancel.clone()));
+        let task = runtime().spawn(daemon.run(cancel.clone().cancelled_owned()));
         *this.state() = Some(Running {
             cancel,
             task,
@@ -177,7 +177,7 @@ impl PySpillDaemon {
     fn __repr__(&self) -> String {
         format!(
             "SpillDaemon(url='{}', db='{}', prefix='{}', running={})",
-            agentstate::internals::address::redacted(&self.config.redis_url),
+            agentstate::test_support::address::redacted(&self.config.redis_url),
             self.spill.db_path.display(),
             self.config.namespace.prefix,
             if self.is_running() { "True" } else { "False" }

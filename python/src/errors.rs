@@ -14,7 +14,7 @@
 //! └── WriteLost             Redis lost a durable write before SQLite committed it
 //! ```
 
-use agentstate::internals::advice::{Front, Situation};
+use agentstate::test_support::advice::{Front, Situation};
 use agentstate::Error;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -86,10 +86,10 @@ pub fn python() -> Situation {
 }
 
 /// Maps a core error to its Python exception, with the structured fields as attributes; its
-/// text is the CLI's kind of line (`agentstate::internals::advice`): what failed, the address, the next
+/// text is the CLI's kind of line (`agentstate::test_support::advice`): what failed, the address, the next
 /// step in Python's words.
 pub fn to_py(err: Error, at: &Situation) -> PyErr {
-    let msg = agentstate::internals::advice::line(&err, at);
+    let msg = agentstate::test_support::advice::line(&err, at);
     match err {
         Error::UnknownSession(_) => UnknownSession::new_err(msg),
         Error::NotLive { .. } => NotLive::new_err(msg),

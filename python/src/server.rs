@@ -2,7 +2,7 @@
 //! (no persistence), the one the Rust tests use; `agentstate.testing` builds its fixtures on
 //! it.
 
-use agentstate::internals::redis_server::RedisServer;
+use agentstate::test_support::redis_server::RedisServer;
 use pyo3::prelude::*;
 use std::sync::Mutex;
 

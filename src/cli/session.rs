@@ -289,7 +289,7 @@ struct KeyLine {
 /// ttl}` with --json). A session with no key is unknown, or not live (expired or lost, and
 /// restorable from SQLite): both are errors, as for every other verb.
 pub async fn keys(ctx: &Ctx, sid: &str) -> Result<()> {
-    let names = ctx.store.session_key_names(sid).await?;
+    let names = ctx.store.admin().session_key_names(sid).await?;
     if names.is_empty() {
         let p = ctx.store.keys().partition(sid);
         let mut conn = ctx.store.conn().await?;

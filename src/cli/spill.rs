@@ -103,7 +103,7 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         }
         on_signal.cancel();
     });
-    let ran = daemon.run(cancel.clone()).await;
+    let ran = daemon.run(cancel.clone().cancelled_owned()).await;
     cancel.cancel();
     if let Some(server) = server {
         server
@@ -147,7 +147,7 @@ pub async fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
     // index before `--all` lists it.
     standby.pass().await?;
     let cancel = CancellationToken::new();
-    let daemon = tokio::spawn(standby.run(cancel.clone()));
+    let daemon = tokio::spawn(standby.run(cancel.clone().cancelled_owned()));
     let result = restore_through_daemon(ctx, args).await;
     cancel.cancel();
     daemon
@@ -211,7 +211,7 @@ async fn restore_through_daemon(ctx: &Ctx, args: RestoreArgs) -> Result<()> {
     }
     for sid in &sids {
         bar.set_message(sid.clone());
-        let restored = ctx.store.restore_session(sid).await?;
+        let restored = ctx.store.admin().restore_session(sid).await?;
         let state = if restored { "restored" } else { "live" };
         if ctx.json() {
             bar.suspend(|| print_json(&json!({ "id": sid, "state": state })))?;

@@ -1,4 +1,4 @@
-//! The durable tier as the daemon and the CLI see it: one interface, [`Durable`], over its
+//! The durable tier as the daemon and the CLI see it: one interface, `Durable`, over its
 //! two implementations — a SQLite file (`flusher::sqlite`, `schema`, `restore::snapshot`,
 //! `retention`; run on the blocking pool) and a PostgreSQL database (`postgres`; async).
 //! `--db` / `AGENTSTATE_DB` choose: a `postgres://` or `postgresql://` URL, else a path.

@@ -294,13 +294,35 @@ impl SpillDaemon {
         &self.owner
     }
 
-    /// Runs until `cancel` fires: passes over every partition, pausing `interval` when idle.
-    /// On cancel it finishes the transaction in flight, releases its leases and returns.
+    /// Runs until `shutdown` completes (any future: a signal, a channel, a token's
+    /// `cancelled()`): passes over every partition, pausing `interval` when idle. On
+    /// shutdown it finishes the transaction in flight, releases its leases and returns.
     /// Errors of a pass (Redis down, ...) are logged and retried. It logs one line when it
     /// starts (Redis address, SQLite file, partitions, lease time) and one when it stops, and
     /// one line per event: an outage is one warning when it starts and one when Redis
     /// answers again, however many partitions and passes it spans.
-    pub async fn run(mut self, cancel: CancellationToken) -> Result<()> {
+    ///
+    /// ```no_run
+    /// # async fn demo() -> agentstate::Result<()> {
+    /// use agentstate::{Config, SpillConfig, SpillDaemon, Store};
+    /// let store = Store::connect(Config::new("redis://127.0.0.1:6379")).await?;
+    /// let daemon = SpillDaemon::open(store, SpillConfig::new("./agentstate.db")).await?;
+    /// daemon.run(async { tokio::signal::ctrl_c().await.unwrap_or(()) }).await
+    /// # }
+    /// ```
+    pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> Result<()> {
+        // The passes watch a token (they check it between steps); `shutdown` fires it.
+        let cancel = CancellationToken::new();
+        let mut run = std::pin::pin!(self.run_until(cancel.clone()));
+        tokio::select! {
+            done = &mut run => return done,
+            () = shutdown => cancel.cancel(),
+        }
+        run.await
+    }
+
+    /// [`SpillDaemon::run`] until `cancel` fires.
+    async fn run_until(mut self, cancel: CancellationToken) -> Result<()> {
         self.cancel = cancel.clone();
         let started = Instant::now();
         let redis = crate::address::redacted(&self.store.config().redis_url);

@@ -30,7 +30,7 @@ async fn both_copies(store: &Store, db: &std::path::Path, sid: &str) -> (Vec<Str
         .arg(store.keys().session(sid).msgs)
         .arg(0)
         .arg(-1)
-        .query_async(&mut store.conn().await.unwrap())
+        .query_async(&mut agentstate::test_support::connection(store).await.unwrap())
         .await
         .unwrap();
     let rows = sqlite_messages(db, sid)
@@ -68,7 +68,7 @@ async fn resharding_a_busy_partition_loses_and_duplicates_nothing() {
         SpillDaemon::open(store.clone(), spill)
             .await
             .unwrap()
-            .run(cancel.clone()),
+            .run(cancel.clone().cancelled_owned()),
     );
     // Each writer appends the first half of its messages, then waits for the move to have
     // begun and sends the rest while the slot's keys are split between the two nodes; the
@@ -215,7 +215,7 @@ async fn a_master_restarted_empty_is_a_redis_loss_that_restore_covers() {
         SpillDaemon::open(store.clone(), spill)
             .await
             .unwrap()
-            .run(cancel.clone()),
+            .run(cancel.clone().cancelled_owned()),
     );
     for (sid, (live, rows)) in sids.iter().zip(&before) {
         assert_eq!(
@@ -294,7 +294,7 @@ async fn the_cli_works_on_a_cluster() {
     let store = Store::connect(Config::new(cluster.url()).prefix(&prefix))
         .await
         .unwrap();
-    assert!(store.wipe_namespace().await.unwrap() > 0);
+    assert!(store.admin().wipe_namespace().await.unwrap() > 0);
     assert_eq!(cli(&["restore", "c1"]).trim(), "restored");
     assert_eq!(cli(&["msg", "list", "c1"]).lines().count(), 3);
 }
@@ -318,7 +318,7 @@ fn the_demo_passes_on_a_cluster() {
 #[test]
 fn sixteen_partitions_spread_over_three_masters() {
     let cluster = crate::cluster_support::shared();
-    let keys = agentstate::internals::keys::Keys::new("as", 16);
+    let keys = agentstate::keys::Keys::new("as", 16);
     let mut per_master = [0usize; 3];
     for p in 0..16 {
         let slot: u16 = redis::cmd("CLUSTER")

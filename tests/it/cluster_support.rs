@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use agentstate::internals::redis_server::RedisServer;
+use agentstate::test_support::redis_server::RedisServer;
 
 /// Three masters holding all 16384 slots.
 pub struct Cluster {

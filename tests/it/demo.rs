@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use agentstate::internals::redis_server::{free_port, RedisServer};
+use agentstate::test_support::redis_server::{free_port, RedisServer};
 use rusqlite::Connection;
 
 use crate::support::cli_at;
@@ -204,7 +204,7 @@ fn demo_on_a_shared_redis_works_in_its_own_namespace_and_leaves_the_session_live
         .all(|c| c["ok"] == true));
     assert_demo_history(&db);
     let (sid, _, _) = planner_rows(&db);
-    let p = agentstate::internals::keys::Keys::new("asdemo", 16).partition(&sid);
+    let p = agentstate::keys::Keys::new("asdemo", 16).partition(&sid);
     let next_seq: String = redis::cmd("HGET")
         .arg(format!("asdemo:{{{p}}}:s:{sid}"))
         .arg("next_seq")
@@ -328,12 +328,12 @@ fn the_private_redis_goes_with_the_command_even_when_it_is_killed() {
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .unwrap_or_else(|| panic!("{notice}"))
         .to_string();
-    assert!(agentstate::internals::redis_server::ping(&url));
+    assert!(agentstate::test_support::redis_server::ping(&url));
     // SIGKILL: no destructor runs; the kernel still takes the redis-server along.
     watch.kill().unwrap();
     watch.wait().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while agentstate::internals::redis_server::ping(&url) {
+    while agentstate::test_support::redis_server::ping(&url) {
         assert!(
             std::time::Instant::now() < deadline,
             "the private redis-server outlived its command"

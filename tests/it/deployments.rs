@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentstate::internals::redis_server::RedisServer;
+use agentstate::test_support::redis_server::RedisServer;
 use agentstate::*;
 use serde_json::json;
 
@@ -81,14 +81,20 @@ impl Deployed {
             .await
             .unwrap();
         let cancel = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(daemon.run(cancel.clone()));
+        let task = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
         (cancel, task)
     }
 
     /// Plays "Redis lost this namespace": deletes every one of its keys on every master.
     pub async fn lose_namespace(&self) {
-        assert!(self.store.wipe_namespace().await.unwrap() > 0);
-        assert!(self.store.scan_namespace().await.unwrap().is_empty());
+        assert!(self.store.admin().wipe_namespace().await.unwrap() > 0);
+        assert!(self
+            .store
+            .admin()
+            .scan_namespace()
+            .await
+            .unwrap()
+            .is_empty());
     }
 
     /// `(seq, element)` of every message SQLite holds for `sid`.

@@ -1,7 +1,7 @@
 //! Redis down and Redis with a password: typed errors from the library, the error contract
 //! from the CLI.
 
-use agentstate::internals::redis_server::{free_port, RedisServer};
+use agentstate::test_support::redis_server::{free_port, RedisServer};
 use agentstate::*;
 
 use std::sync::Arc;

@@ -100,7 +100,7 @@ async fn a_put_and_a_read_of_the_latest_are_one_evalsha_each() {
     // The thread is an agentstate session with its graph log in its own slot.
     let keys = t.store.keys().session("t1");
     assert_eq!(
-        t.store.session_key_names("t1").await.unwrap(),
+        t.store.admin().session_key_names("t1").await.unwrap(),
         [keys.meta.clone(), keys.graph.clone(), keys.glog.clone()]
     );
     assert_eq!(t.wal_ops("graph_put").len(), 2);

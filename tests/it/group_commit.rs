@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use agentstate::internals::scripts::{self, BatchItem, DecisionArgs};
+use agentstate::test_support::scripts::{self, BatchItem, DecisionArgs};
 use agentstate::{AppendOptions, Error, MessageQuery, NewDecision, NewMessage, NewSession};
 use futures_util::future::join_all;
 use serde_json::json;
@@ -321,7 +321,7 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
     let wal_before: Vec<(String, Vec<(String, String)>)> =
         t.cmd(&["XRANGE", &s.keys().wal(p), "-", "+"]);
     let refs: Vec<&BatchItem> = items.iter().collect();
-    let mut conn = s.conn().await.unwrap();
+    let mut conn = agentstate::test_support::connection(s).await.unwrap();
     let text: String = scripts::session_batch(&refs).run(&mut conn).await.unwrap();
     // A line per item: `1 ` then its own reply's values (3 for an append), or `0 ` then the
     // error.
@@ -408,7 +408,7 @@ async fn a_batch_defers_every_item_of_a_session_whose_ttl_refresh_is_due() {
         append(x, "x2"),
     ];
     let refs: Vec<&BatchItem> = items.iter().collect();
-    let mut conn = s.conn().await.unwrap();
+    let mut conn = agentstate::test_support::connection(s).await.unwrap();
     let text: String = scripts::session_batch(&refs).run(&mut conn).await.unwrap();
     let lines: Vec<&str> = text.split('\n').collect();
     let p = s.keys().session(y).partition;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentstate::internals::redis_server::ping;
+use agentstate::test_support::redis_server::ping;
 
 use crate::support::wait_until;
 

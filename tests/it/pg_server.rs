@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use agentstate::internals::redis_server::free_port;
+use agentstate::test_support::redis_server::free_port;
 
 /// A running (or stopped) private PostgreSQL cluster.
 pub struct PgServer {

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use agentstate::internals::redis_server::{ping, RedisServer};
+use agentstate::test_support::redis_server::{ping, RedisServer};
 
 use crate::support::{cli_at, cli_output, CliOutput};
 

@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::process::Command;
 
-use agentstate::internals::redis_server::RedisServer;
+use agentstate::test_support::redis_server::RedisServer;
 use agentstate::{
     Config, Error, Lifecycle, Message, MessageState, NewDecision, NewSession, Result, Store,
 };
@@ -191,7 +191,7 @@ impl TestEnv {
     /// Sum of `count(key)` over one key per partition, named by `key_of`.
     fn per_partition(
         &self,
-        key_of: impl Fn(&agentstate::internals::keys::Keys, u32) -> String,
+        key_of: impl Fn(&agentstate::keys::Keys, u32) -> String,
         count: impl Fn(&str) -> usize,
     ) -> usize {
         (0..self.store.keys().partitions())
@@ -507,7 +507,7 @@ impl TestEnv {
             .await
             .unwrap();
         let cancel = tokio_util::sync::CancellationToken::new();
-        let handle = tokio::spawn(daemon.run(cancel.clone()));
+        let handle = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
         self.wait_for_daemon().await;
         (cancel, handle)
     }

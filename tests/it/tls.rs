@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use agentstate::internals::redis_server::{free_port, RedisServer};
+use agentstate::test_support::redis_server::{free_port, RedisServer};
 use agentstate::{Config, MessageQuery, NewMessage, NewSession, SpillConfig, Store};
 
 /// A redis-server with a TLS listener (self-signed certificate) besides its plain port, and

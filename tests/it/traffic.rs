@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentstate::internals::keys::Keys;
-use agentstate::internals::redis_server::RedisServer;
+use agentstate::keys::Keys;
+use agentstate::test_support::redis_server::RedisServer;
 
 use crate::support::{cli_command_at, cli_output, sqlite_messages, CliOutput, HANG};
 

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentstate::internals::advice::{Front, Situation};
+use agentstate::test_support::advice::{Front, Situation};
 use agentstate::{
     AppendOptions, Compaction, Config, ConsumerOptions, Durability, Lifecycle, MessageQuery,
     NewDecision, NewMessage, NewSession, StartFrom, Usage,
@@ -109,11 +109,11 @@ impl Settings {
             db: env::resolve(None, env::DB, DEFAULT_DB).into(),
             ..Situation::default()
         });
-        if let Err(why) = agentstate::internals::address::check(&url) {
+        if let Err(why) = agentstate::test_support::address::check(&url) {
             return Err(PyValueError::new_err(format!(
                 "{source} {} is not a Redis URL: {why} — {}",
-                agentstate::internals::address::redacted(&url),
-                agentstate::internals::advice::URL_FORMS
+                agentstate::test_support::address::redacted(&url),
+                agentstate::test_support::advice::URL_FORMS
             )));
         }
         let mut c = Config::new(url).prefix(prefix).partitions(self.partitions);
@@ -279,7 +279,7 @@ impl PyStore {
     /// The Redis URL this store connected to (any password shown as `***`).
     #[getter]
     fn url(&self) -> String {
-        agentstate::internals::address::redacted(&self.store.config().redis_url)
+        agentstate::test_support::address::redacted(&self.store.config().redis_url)
     }
 
     /// The limits on payload sizes in bytes: `{"message", "working_value", "state"}`.

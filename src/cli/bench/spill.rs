@@ -146,7 +146,7 @@ async fn wait_owned(store: &Store, p: u32) -> Result<()> {
 
 /// W6: a `messages`-message session is written and flushed (with everything else pending),
 /// Redis loses it (`loss`), then it is restored through a running daemon as an agent would
-/// (`Store::restore_session`), and once more straight from SQLite.
+/// (`Admin::restore_session`), and once more straight from SQLite.
 pub async fn w6_rehydrate(
     store: &Store,
     config: &SpillConfig,
@@ -174,13 +174,13 @@ pub async fn w6_rehydrate(
     let daemon = tokio::spawn(
         SpillDaemon::open(store.clone(), config.clone())
             .await?
-            .run(cancel.clone()),
+            .run(cancel.clone().cancelled_owned()),
     );
     // The figure is the restore itself, not the daemon taking its leases.
     let owned = wait_owned(store, store.keys().partition(sid)).await;
     let started = Instant::now();
     let restored = match owned {
-        Ok(()) => store.restore_session(sid).await,
+        Ok(()) => store.admin().restore_session(sid).await,
         Err(e) => Err(e),
     };
     let request_ms = started.elapsed().as_secs_f64() * 1000.0;

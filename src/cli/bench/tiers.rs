@@ -76,7 +76,7 @@ async fn row(
     let mut running = Vec::new();
     for _ in 0..daemons {
         let daemon = SpillDaemon::open(store.clone(), config.clone()).await?;
-        running.push(tokio::spawn(daemon.run(cancel.clone())));
+        running.push(tokio::spawn(daemon.run(cancel.clone().cancelled_owned())));
     }
     while pending(&store).await? > 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;

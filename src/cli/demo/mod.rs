@@ -101,7 +101,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
                 crate::address::redacted(url),
                 store.keys().namespace_pattern()
             ));
-            store.wipe_namespace().await?;
+            store.admin().wipe_namespace().await?;
         }
     }
     n.intro(format!("{}: {}", location.tier(), location.display()));
@@ -112,7 +112,7 @@ pub async fn run(global: &Global, _args: DemoArgs) -> Result<()> {
         SpillConfig::new(&db).interval(Duration::from_millis(20)),
     )
     .await?;
-    let daemon_task = tokio::spawn(daemon.run(cancel.clone()));
+    let daemon_task = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
 
     let run_id = format!("{:06x}", rand::random::<u32>() >> 8);
     let sc = Scenario {
@@ -157,7 +157,7 @@ const DEMO_KEYS_TTL: Duration = Duration::from_secs(3600);
 /// markers and leases' counters) the session idle TTL, so a shared Redis is left clean
 /// within the hour while the closing hints still work. Returns how many it gave one.
 async fn expire_bookkeeping(store: &Store) -> Result<usize> {
-    let keys = store.scan_namespace().await?;
+    let keys = store.admin().scan_namespace().await?;
     let one_key = |name: &str, key: &String| {
         let mut cmd = redis::cmd(name);
         cmd.arg(key);

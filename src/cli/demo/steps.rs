@@ -360,7 +360,7 @@ pub(super) async fn redis_lost(
             DemoRedis::Private(server)
         }
         DemoRedis::Shared(url) => {
-            store.wipe_namespace().await?;
+            store.admin().wipe_namespace().await?;
             n.say(format!(
                 "every `{}` key was deleted",
                 store.keys().namespace_pattern()
@@ -368,7 +368,7 @@ pub(super) async fn redis_lost(
             DemoRedis::Shared(url)
         }
     };
-    let live = store.scan_namespace().await.unwrap_or_default();
+    let live = store.admin().scan_namespace().await.unwrap_or_default();
     n.check(
         live.iter().all(|k| !k.contains(planner.as_str())),
         "nothing of the session is left in Redis",

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use agentstate::internals::redis_server::RedisServer;
+use agentstate::test_support::redis_server::RedisServer;
 use agentstate::*;
 use serde_json::json;
 
@@ -144,7 +144,7 @@ async fn the_readme_acl_user_runs_every_flow_and_nothing_outside_the_namespace()
     let _: () = del.query(&mut admin).unwrap();
     let daemon = SpillDaemon::open(store.clone(), spill()).await.unwrap();
     let cancel = tokio_util::sync::CancellationToken::new();
-    let running = tokio::spawn(daemon.run(cancel.clone()));
+    let running = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
     let back = store.messages("acl", MessageQuery::all()).await.unwrap();
     assert_eq!(crate::support::seqs(&back), [1, 2, 3]);
     cancel.cancel();

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use serde_json::{json, Value};
 
-use agentstate::internals::scripts::{
+use agentstate::test_support::scripts::{
     self, DecisionArgs, GraphDrop, GraphItems, GraphRead, LoadMode, NewSessionArgs, ScriptCall,
 };
 use agentstate::*;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agentstate::internals::scripts;
+use agentstate::test_support::scripts;
 use agentstate::*;
 use serde_json::json;
 

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use agentstate::internals::scripts;
+use agentstate::test_support::scripts;
 use agentstate::*;
 use serde_json::json;
 

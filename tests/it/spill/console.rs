@@ -3,7 +3,7 @@
 //! page says so, without restoring it. The browser tests (tests/browser) cover the pages in
 //! Chromium; these read the HTML as it is served.
 
-use agentstate::internals::redis_server::free_port;
+use agentstate::test_support::redis_server::free_port;
 use agentstate::*;
 
 use super::{on_both_backends, spill_process};

@@ -18,7 +18,7 @@ async fn spawn_daemon(t: &TestEnv) -> (String, tokio::task::JoinHandle<Result<()
         .await
         .unwrap();
     let owner = daemon.owner().to_string();
-    let handle = tokio::spawn(daemon.run(CancellationToken::new()));
+    let handle = tokio::spawn(daemon.run(std::future::pending()));
     (owner, handle)
 }
 
@@ -455,7 +455,7 @@ async fn a_daemon_on_another_durable_tier_refuses_to_start_and_creates_nothing()
     assert!(!missing.exists(), "a refused daemon created its file");
 
     // A tier of its own (bound by its first daemon to another Redis) is refused likewise.
-    let other_redis = agentstate::internals::redis_server::RedisServer::start().unwrap();
+    let other_redis = agentstate::test_support::redis_server::RedisServer::start().unwrap();
     let other = t.server.path("other.db");
     let made = crate::support::cli_at(
         &other_redis.url(),

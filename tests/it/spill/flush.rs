@@ -299,7 +299,7 @@ async fn a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries(t
         .iter()
         .map(|sid| {
             let body = format!(r#"{{"role":"user","content":"to {sid}"}}"#);
-            agentstate::internals::scripts::append_item(
+            agentstate::test_support::scripts::append_item(
                 s.keys().session(sid),
                 sid,
                 &body,
@@ -310,8 +310,8 @@ async fn a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries(t
         })
         .collect();
     let refs: Vec<_> = items.iter().collect();
-    let mut conn = s.conn().await.unwrap();
-    let _: String = agentstate::internals::scripts::session_batch(&refs)
+    let mut conn = agentstate::test_support::connection(s).await.unwrap();
+    let _: String = agentstate::test_support::scripts::session_batch(&refs)
         .run(&mut conn)
         .await
         .unwrap();

@@ -1,7 +1,7 @@
 //! `agentstate spill --metrics`: the Prometheus series move as the daemon works (scraped from
 //! the real process over HTTP), and the probes say when it cannot work.
 
-use agentstate::internals::redis_server::free_port;
+use agentstate::test_support::redis_server::free_port;
 use agentstate::*;
 
 use super::spill_process;

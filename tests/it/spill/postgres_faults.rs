@@ -179,7 +179,7 @@ async fn a_connection_string_that_cannot_work_says_why_in_one_line() {
         (
             format!(
                 "postgres://postgres:right@127.0.0.1:{}/x",
-                agentstate::internals::redis_server::free_port()
+                agentstate::test_support::redis_server::free_port()
             ),
             "Connection refused",
         ),

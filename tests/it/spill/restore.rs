@@ -192,7 +192,7 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .unwrap();
     assert_eq!(reply.as_deref(), Some("unknown"));
     assert!(
-        !s.restore_session(&sid).await.unwrap(),
+        !s.admin().restore_session(&sid).await.unwrap(),
         "live sessions need no restore"
     );
     stop.cancel();
@@ -377,7 +377,7 @@ async fn compacted_ranges_merge_the_same_when_compacting_and_restoring(t: TestEn
     t.flush().await;
     t.expire_session("cr");
     let (cancel, handle) = t.start_daemon().await;
-    assert!(s.restore_session("cr").await.unwrap());
+    assert!(s.admin().restore_session("cr").await.unwrap());
     let restored = t.hash(&s.keys().session("cr").meta);
     assert_eq!(restored["compacted"], meta["compacted"]);
     assert_eq!(restored["last_compact_seq"], "6");

@@ -29,9 +29,9 @@ use tokio::sync::oneshot;
 
 pub(crate) mod lanes;
 
+use super::Store;
 use crate::error::{Error, Result};
 use crate::scripts::{self, BatchItem};
-use crate::store::Store;
 use lanes::{session_tag, Lane, Waiting};
 
 /// Round trip `flight` of lane `lane` is this holder's: dropping it (the round trip

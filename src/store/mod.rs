@@ -1,6 +1,9 @@
 //! [`Store`]: the handle agent processes share — the way to Redis ([`crate::connection`]: a
-//! pool for one node, or a cluster connection), the namespace and the limits. Capability methods live in their concept modules (`sessions`, `messages`, ...)
-//! as further `impl Store` blocks.
+//! pool for one node, or a cluster connection), the namespace and the limits. Capability
+//! methods live in their concept modules (`sessions`, `messages`, ...) as further
+//! `impl Store` blocks, and call down into this floor: `group_commit` (concurrent writes share
+//! round trips), `restore` (a call that finds its session gone asks the daemon for it) and
+//! `admin` (the operators' handle, [`Admin`]).
 
 use std::sync::Arc;
 
@@ -10,13 +13,22 @@ use crate::backoff::Backoff;
 use crate::config::{Config, Durability};
 use crate::connection::{Backend, Connection};
 use crate::error::{Error, Result};
-use crate::group_commit::lanes::Lanes;
 use crate::keys::{Keys, SessionKeysCache};
 use crate::scripts::ScriptCall;
+use group_commit::lanes::Lanes;
+
+mod admin;
+pub(crate) mod group_commit;
+mod restore;
+
+pub use admin::Admin;
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
 ///
-/// All clones share one connection pool; hand clones to as many tasks as you like.
+/// All clones share one connection pool; hand clones to as many tasks as you like. Every
+/// capability an agent uses is a method (sessions, messages, working state, checkpoints,
+/// rounds, decisions, user data, graph logs, forks, consumers); what operators and tools call
+/// is on [`Store::admin`].
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -61,6 +73,14 @@ fn install_tls_provider() {
 impl Store {
     /// Connects, checks Redis answers, and records or verifies the namespace in
     /// `<prefix>:config` (a different partition count is [`Error::NamespaceMismatch`]).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> agentstate::Result<()> {
+    /// use agentstate::{Config, Store};
+    /// let store = Store::connect(Config::new("redis://127.0.0.1:6379").prefix("myapp")).await?;
+    /// let worker = store.clone(); // cheap: one pool shared by every clone
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(config: Config) -> Result<Store> {
         if config.namespace.partitions == 0 {
             return Err(Error::InvalidInput("partitions must be at least 1".into()));
@@ -102,7 +122,13 @@ impl Store {
         }
     }
 
-    /// The namespace's key formatter.
+    /// Operator and tooling calls on this store (restore on request, the namespace's keys,
+    /// wipes): see [`Admin`]. Agents do not need them.
+    pub fn admin(&self) -> Admin<'_> {
+        Admin { store: self }
+    }
+
+    /// The namespace's key names (the key protocol of [`crate::keys`]).
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
     }
@@ -122,8 +148,8 @@ impl Store {
         self.durability
     }
 
-    /// A handle on the same pool whose writes use `durability`.
-    pub(crate) fn clone_with(&self, durability: Durability) -> Store {
+    /// A handle on the same pool whose writes use `durability` (see [`Durability`]).
+    pub fn with_durability(&self, durability: Durability) -> Store {
         Store {
             inner: self.inner.clone(),
             durability,
@@ -161,19 +187,19 @@ impl Store {
 
     /// A pooled connection (multiplexed; fine to hold across awaits). Failing to get one
     /// means nothing was sent: the error is marked safe to retry.
-    pub async fn conn(&self) -> Result<Connection> {
+    pub(crate) async fn conn(&self) -> Result<Connection> {
         self.inner.backend.get().await
     }
 
     /// Whether this store talks to a Redis Cluster.
-    pub fn is_cluster(&self) -> bool {
+    pub(crate) fn is_cluster(&self) -> bool {
         self.inner.backend.is_cluster()
     }
 
     /// Sends commands that each touch one partition's slot: one pipeline on a single node
     /// (one round trip), one request per command on a cluster (all in flight at once, each
     /// to the node holding its slot). Replies in the order of `cmds`.
-    pub async fn fan_out<T: FromRedisValue>(&self, cmds: Vec<redis::Cmd>) -> Result<Vec<T>> {
+    pub(crate) async fn fan_out<T: FromRedisValue>(&self, cmds: Vec<redis::Cmd>) -> Result<Vec<T>> {
         if cmds.is_empty() {
             return Ok(Vec::new());
         }
@@ -199,44 +225,16 @@ impl Store {
         }
     }
 
-    /// Every key of this namespace (`<prefix>:*`), scanned on every master (SCAN, never
-    /// KEYS), sorted. For operators and tools; agents never scan.
-    pub async fn scan_namespace(&self) -> Result<Vec<String>> {
-        let pattern = self.keys().namespace_pattern();
-        let mut all = Vec::new();
-        for mut conn in self.masters().await? {
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(&mut conn)
-                    .await?;
-                all.extend(keys);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
-        all.sort();
-        all.dedup();
-        Ok(all)
-    }
-
     /// The URL of the node serving `key`: the one node's URL, or on a cluster the master
     /// that holds the key's slot now (same scheme and credentials as the seed).
-    pub async fn node_url_for(&self, key: &str) -> Result<String> {
+    pub(crate) async fn node_url_for(&self, key: &str) -> Result<String> {
         self.inner.backend.node_url_for(key).await
     }
 
     /// A connection of its own (shared with no other call) to the node serving `key`,
     /// whose response timeout is `timeout`: for blocking reads, which would stall a shared
     /// multiplexed connection.
-    pub async fn dedicated_connection(
+    pub(crate) async fn dedicated_connection(
         &self,
         key: &str,
         timeout: std::time::Duration,
@@ -244,28 +242,9 @@ impl Store {
         crate::connection::open_node(&self.node_url_for(key).await?, timeout).await
     }
 
-    /// Deletes every key of this namespace on every master (SCAN, then UNLINK key by key,
-    /// as a cluster needs): plays "Redis lost its state" on a shared Redis. Returns how many
-    /// keys were deleted. For the demo, tools and tests; never called by the library itself.
-    pub async fn wipe_namespace(&self) -> Result<usize> {
-        let keys = self.scan_namespace().await?;
-        for chunk in keys.chunks(1000) {
-            let unlinks = chunk
-                .iter()
-                .map(|k| {
-                    let mut cmd = redis::cmd("UNLINK");
-                    cmd.arg(k);
-                    cmd
-                })
-                .collect();
-            let _: Vec<i64> = self.fan_out(unlinks).await?;
-        }
-        Ok(keys.len())
-    }
-
     /// A connection to every master: the one node, or each master of the cluster (for
     /// SCAN, KEYS, INFO and wipes, which a cluster answers per node).
-    pub async fn masters(&self) -> Result<Vec<Connection>> {
+    pub(crate) async fn masters(&self) -> Result<Vec<Connection>> {
         if let Backend::Single { .. } = self.inner.backend {
             return Ok(vec![self.conn().await?]);
         }
@@ -343,7 +322,8 @@ impl Store {
 
     /// Loads every script into Redis (SCRIPT LOAD), so pipelines of EVALSHA never meet
     /// NOSCRIPT.
-    pub async fn preload_scripts(&self) -> Result<()> {
+    #[cfg(feature = "spill")]
+    pub(crate) async fn preload_scripts(&self) -> Result<()> {
         let mut conn = self.conn().await?;
         Ok(crate::scripts::preload(&mut conn).await?)
     }

@@ -1,0 +1,209 @@
+//! Restore, the agent side (needs only Redis): a process that needs a session Redis no
+//! longer holds asks for it and waits, bounded by [`crate::Config::restore_wait`]. It
+//! pushes the id onto `<prefix>:{p}:restore` and polls for the meta key or the daemon's
+//! answer in `<prefix>:{p}:restore:<sid>`. Session scripts reach this through
+//! [`Store::invoke_session`] (the one place transparent rehydration happens), plain-key
+//! reads through [`Store::read_live`]. The daemon side (feature `spill`) is `crate::restore`.
+
+use redis::FromRedisValue;
+
+use super::{Admin, Store};
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+use crate::scripts::ScriptCall;
+
+impl Store {
+    /// Runs a session-scoped script; when it fails because the session is not live, asks the
+    /// spill daemon to restore the session from SQLite and runs it once more. This is the one
+    /// place transparent rehydration happens (scripts check before their first write, so a
+    /// `NO_SESSION` failure wrote nothing and the retry is safe).
+    pub(crate) async fn invoke_session<T: FromRedisValue>(
+        &self,
+        sid: &str,
+        call: &ScriptCall,
+    ) -> Result<T> {
+        self.restoring(sid, || self.invoke(call)).await
+    }
+
+    /// Runs `attempt` on session `sid`; when it fails because the session is not live, asks
+    /// the spill daemon to restore it and runs `attempt` once more (see
+    /// [`Store::invoke_session`]).
+    pub(crate) async fn restoring<T, Fut>(&self, sid: &str, attempt: impl Fn() -> Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match attempt().await {
+            Err(err) if err.is_unknown_session() => {
+                self.request_restore(sid).await?;
+                attempt().await
+            }
+            other => other,
+        }
+    }
+
+    /// Runs `read` (a plain command on one of `sid`'s keys) in one round trip with an EXISTS
+    /// of the meta key — a plain key cannot tell "no session" from "empty" — and, when the
+    /// session is not live, restores it through the daemon and reads again.
+    pub(crate) async fn read_live<T: redis::FromRedisValue>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+    ) -> Result<T> {
+        let keys = self.session_keys(sid)?;
+        let meta = &keys.meta;
+        let mut restored = false;
+        loop {
+            let (live, value): (bool, T) = self
+                .retrying(true, || async {
+                    Ok(redis::pipe()
+                        .exists(meta)
+                        .add_command(read.clone())
+                        .query_async(&mut self.conn().await?)
+                        .await?)
+                })
+                .await?;
+            if live || restored {
+                return Ok(value);
+            }
+            self.request_restore(sid).await?;
+            restored = true;
+        }
+    }
+
+    /// [`Store::read_live`] of a read that answers JSON texts (`HVALS`, `LRANGE`), each
+    /// parsed as a `T`, in the order Redis gave them.
+    pub(crate) async fn read_live_json<T: serde::de::DeserializeOwned>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+    ) -> Result<Vec<T>> {
+        let items: Vec<String> = self.read_live(sid, read).await?;
+        items
+            .iter()
+            .map(|t| serde_json::from_str(t).map_err(Error::from))
+            .collect()
+    }
+
+    /// Whether `sid` may be restored. The partition's session index keeps an id until the
+    /// session is closed, but it only speaks for SQLite once a spill daemon has checked this
+    /// Redis against SQLite: the daemon publishes `<prefix>:{p}:committed` after re-seeding
+    /// the index, and no agent ever writes that hash, so an emptied Redis cannot re-create it
+    /// by itself. With it, an id the index lacks is unknown — answered at once, writing
+    /// nothing. Without it (Redis lost its state, or no daemon ever ran) SQLite may hold the
+    /// session: this waits for the daemon, bounded by `restore_wait`, then fails with the
+    /// retryable [`Error::NotLive`] — never [`Error::UnknownSession`].
+    async fn restorable(
+        &self,
+        sid: &str,
+        conn: &mut crate::connection::Connection,
+    ) -> Result<bool> {
+        let p = self.keys().partition(sid);
+        let mut check = redis::pipe();
+        check
+            .zscore(self.keys().sessions_index(p), sid)
+            .exists(self.keys().committed(p));
+        // One round trip while a daemon has checked this Redis (the usual case).
+        // The index is a sorted set: a member has a score (always 0), a non-member none.
+        let (score, decided): (Option<f64>, bool) = check.query_async(conn).await?;
+        if score.is_some() || decided {
+            return Ok(score.is_some());
+        }
+        self.await_decided(p, sid).await?;
+        let (score, _): (Option<f64>, bool) = check.query_async(conn).await?;
+        Ok(score.is_some())
+    }
+
+    /// Waits, bounded by `restore_wait`, until a spill daemon has checked partition `p` of
+    /// this Redis against SQLite (`<prefix>:{p}:committed` exists); [`Error::NotLive`] for
+    /// `sid` when none did in time.
+    pub(crate) async fn await_decided(&self, p: u32, sid: &str) -> Result<()> {
+        let wait = self.config().restore_wait;
+        let mut backoff = Backoff::new(wait);
+        let mut conn = self.conn().await?;
+        loop {
+            let decided: bool = redis::cmd("EXISTS")
+                .arg(self.keys().committed(p))
+                .query_async(&mut conn)
+                .await?;
+            if decided {
+                return Ok(());
+            }
+            if !backoff.pause().await {
+                return Err(Error::NotLive {
+                    sid: sid.to_string(),
+                    waited: wait,
+                });
+            }
+        }
+    }
+
+    /// Asks the daemon to restore `sid` and waits for it (see [`Admin::restore_session`](crate::store::Admin::restore_session)).
+    pub(crate) async fn request_restore(&self, sid: &str) -> Result<()> {
+        let keys = self.session_keys(sid)?;
+        let mut conn = self.conn().await?;
+        if !self.restorable(sid, &mut conn).await? {
+            return Err(Error::UnknownSession(sid.to_string()));
+        }
+        let reply = self.keys().restore_reply(sid);
+        let _: () = redis::pipe()
+            .atomic()
+            .del(&reply)
+            .ignore()
+            .rpush(self.keys().restore_requests(keys.partition), sid)
+            .ignore()
+            .query_async(&mut conn)
+            .await?;
+        let wait = self.config().restore_wait;
+        let mut backoff = Backoff::new(wait);
+        loop {
+            // The answer first: the daemon writes it after the meta key, so a `restored`
+            // read here means the EXISTS that follows sees the session (unless it vanished).
+            let (answer, live): (Option<String>, bool) = redis::pipe()
+                .get(&reply)
+                .exists(&keys.meta)
+                .query_async(&mut conn)
+                .await?;
+            match answer.as_deref() {
+                _ if live => return Ok(()),
+                Some("unknown") => return Err(Error::UnknownSession(sid.to_string())),
+                // Restored, then gone again at once (closed or expired): report it as unknown.
+                Some(_) => return Err(Error::UnknownSession(sid.to_string())),
+                None => {}
+            }
+            if !backoff.pause().await {
+                // Withdraw the request: a daemon that comes later should not restore a
+                // session nobody waits for any more (one request per waiter, so LREM 1).
+                let _: i64 = redis::cmd("LREM")
+                    .arg(self.keys().restore_requests(keys.partition))
+                    .arg(1)
+                    .arg(sid)
+                    .query_async(&mut conn)
+                    .await?;
+                return Err(Error::NotLive {
+                    sid: sid.to_string(),
+                    waited: wait,
+                });
+            }
+        }
+    }
+}
+
+impl Admin<'_> {
+    /// Makes session `sid` live again from SQLite through the spill daemon. Returns `false`
+    /// when it was live already, `true` when a daemon restored it; [`Error::UnknownSession`]
+    /// when SQLite does not know it either; [`Error::NotLive`] when no daemon answered within
+    /// [`crate::Config::restore_wait`].
+    pub async fn restore_session(&self, sid: &str) -> Result<bool> {
+        let keys = self.store.session_keys(sid)?;
+        let mut conn = self.store.conn().await?;
+        let live: bool = redis::cmd("EXISTS")
+            .arg(&keys.meta)
+            .query_async(&mut conn)
+            .await?;
+        if live {
+            return Ok(false);
+        }
+        self.store.request_restore(sid).await?;
+        Ok(true)
+    }
+}
