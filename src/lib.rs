@@ -28,8 +28,10 @@
 //!   `graphs` (graph checkpoint logs), `fork`: one capability each, as `impl Store` blocks.
 //! - `consumer`: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - `durability`: `Durable` writes wait for SQLite's commit (and see a lost write).
-//! - `restore`: restore after Redis lost a session, agent side and (feature `spill`) daemon
-//!   side, in one folder.
+//! - `restore`: restore after Redis lost a session, the agent side (the daemon side is in
+//!   `spill`).
+//! - `durable` (feature `spill`): the durable tier, one interface over SQLite and PostgreSQL:
+//!   the flush's shared interpreter, retention, snapshots, copy; the two thin backends.
 //! - `group_commit`: concurrent writes share one EVALSHA (lanes).
 //! - `keys`: the only place key names are formatted; id validation; partition function.
 //! - `scripts`: the `lua/` registry and one typed argument builder per script, a file per
@@ -55,6 +57,8 @@
 
 // The public API.
 pub mod config;
+#[cfg(feature = "spill")]
+mod durable;
 pub mod error;
 #[cfg(feature = "spill")]
 pub mod spill;
@@ -132,6 +136,12 @@ pub mod internals {
     /// See `src/scripts/`.
     pub mod scripts {
         pub use crate::scripts::*;
+    }
+    /// What tests and the Python binding need of the durable tier.
+    #[cfg(feature = "spill")]
+    pub mod durable {
+        pub use crate::durable::copy::TABLES;
+        pub use crate::durable::postgres::is_url;
     }
 }
 

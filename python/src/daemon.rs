@@ -157,7 +157,7 @@ impl PySpillDaemon {
         let db = &self.spill.db_path;
         match db
             .to_str()
-            .filter(|s| agentstate::spill::postgres::is_url(s))
+            .filter(|s| agentstate::internals::durable::is_url(s))
         {
             Some(url) => Ok(url.into_pyobject(py)?.into_any()),
             None => Ok(db.into_pyobject(py)?.into_any()),

@@ -5,16 +5,11 @@
 //!   answer in `<prefix>:{p}:restore:<sid>`. Session scripts reach this through
 //!   [`Store::invoke_session`] (the one place transparent rehydration happens), plain-key
 //!   reads through [`Store::read_live`].
-//! - `daemon` (cargo feature `spill`): the daemon that owns the partition reads the session
-//!   from SQLite (`snapshot`) and writes it back in one atomic, idempotent script; after a
-//!   Redis loss it puts back the indexes, open decisions, user values and rounds.
+//! - the daemon side lives with the daemon (`crate::spill`'s `restore`): the daemon that
+//!   owns the partition reads the session from the durable tier and writes it back in one
+//!   atomic, idempotent script.
 //! - the scripts: `crate::scripts::restore` builds the calls of `restore_session.lua`,
 //!   `restore_rounds.lua`, `restore_graph.lua` and `reseed_user_values.lua`.
-
-#[cfg(feature = "spill")]
-pub(crate) mod daemon;
-#[cfg(feature = "spill")]
-pub(crate) mod snapshot;
 
 use redis::FromRedisValue;
 

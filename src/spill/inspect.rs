@@ -123,13 +123,13 @@ pub async fn checkpoint_history(
 ) -> Result<Vec<Checkpoint>> {
     let live = store.checkpoints(sid).await?;
     let url = matches!(
-        super::durable::Location::of(db_path),
-        super::durable::Location::Postgres(_)
+        crate::durable::Location::of(db_path),
+        crate::durable::Location::Postgres(_)
     );
     if !url && !db_path.exists() {
         return Ok(live);
     }
-    let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
+    let db = crate::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
     let mut all = db
         .text_rows(
             "SELECT record FROM checkpoints WHERE session_id = ?1 ORDER BY seq",
@@ -162,7 +162,7 @@ pub async fn export_session<W: Write>(
     out: &mut W,
 ) -> Result<usize> {
     crate::keys::validate_id("session", sid)?;
-    let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
+    let db = crate::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
     let mut lines = 0;
     let mut emit = |kind: &str, raw: &str, out: &mut W| -> Result<()> {
         // `{"type":"<kind>",` + the record's own fields.

@@ -1,6 +1,6 @@
 //! The spill daemon: the only durable-tier writer. Per partition it holds a lease, flushes the
 //! `wal` and `decisions` streams into the durable tier (`flusher`), serves restore requests
-//! from agent processes (`crate::restore::daemon`) and trims the streams below what it committed
+//! from agent processes (`restore`) and trims the streams below what it committed
 //! (`trimmer`). Runs embedded ([`SpillDaemon::run`] with a `CancellationToken`) or as
 //! `agentstate spill`.
 //!
@@ -9,21 +9,18 @@
 //! - `binding`: the namespace bound to one durable tier (its identity in both tiers).
 //! - `lease`: the partition lease with its fencing token (claim, release, its value).
 //! - `ownership`: taking a partition, noticing and recovering from a Redis loss.
-//! - `flusher`: one batch read from Redis → one SQLite transaction, cursors included
-//!   (exactly once); `flusher::sqlite` is the SQLite half.
+//! - `membership`: sharing partitions among daemons.
+//! - `flusher`: one batch read from Redis → one durable-tier transaction, cursors included
+//!   (exactly once; `crate::durable` applies it), then the committed ids published.
+//! - `restore`: the daemon side of restore (serving requests, re-seeding after a loss).
 //! - `drain`: `spill --once`, which drains every partition or names those it could not.
-//! - `database`: the daemon's SQLite connection, run on the blocking pool (`with_db`).
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
-//! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
-//! - [`retention`]: retention policies and gc (what the durable history keeps).
-//! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
+//! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (durable).
+//! - `events`: a pass's events, logged once per kind.
 //! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
 
 mod binding;
-pub mod copy;
-pub(crate) mod database;
 mod drain;
-pub mod durable;
 mod events;
 mod flusher;
 pub mod inspect;
@@ -31,10 +28,7 @@ mod lease;
 mod membership;
 pub(crate) mod metrics;
 mod ownership;
-pub mod postgres;
-pub mod retention;
-mod rows;
-pub mod schema;
+mod restore;
 mod trimmer;
 
 use std::path::PathBuf;
@@ -42,12 +36,12 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+pub use crate::durable::retention::Retention;
+use crate::durable::{self, retention, Durable};
 use crate::error::{Error, Result};
-pub use crate::restore::daemon::restore_from_sqlite;
 use crate::store::Store;
-use durable::Durable;
 use events::PassEvents;
-pub use retention::Retention;
+pub use restore::restore_from_durable;
 
 /// The shortest response timeout the daemon's calls get, however short the lease: a loaded
 /// machine must not read as an outage.
@@ -569,7 +563,7 @@ impl SpillDaemon {
         if drained && self.parts[p as usize].reseed_due {
             self.complete_reseed(p).await?;
         }
-        report.restored += crate::restore::daemon::serve_requests(&self.store, &self.db, p).await?;
+        report.restored += restore::serve_requests(&self.store, &self.db, p).await?;
         if std::mem::take(&mut self.parts[p as usize].trim_due) {
             let part = &self.parts[p as usize];
             let lease = lease::value(&self.owner, part.token);

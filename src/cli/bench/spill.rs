@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::redis_server::RedisServer;
 use crate::scripts;
-use crate::spill::restore_from_sqlite;
+use crate::spill::restore_from_durable;
 use crate::NewMessage;
 use crate::NewSession;
 use crate::Store;
@@ -190,7 +190,7 @@ pub async fn w6_rehydrate(
 
     drop_live(store, sid).await?;
     let started = Instant::now();
-    let restored = restore_from_sqlite(store, &config.db_path, sid).await?;
+    let restored = restore_from_durable(store, &config.db_path, sid).await?;
     let direct_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(RehydrateFigures {
         messages: restored.unwrap_or(0),

@@ -1,11 +1,13 @@
-//! The payloads of wal records (`d`) the durable stores apply, parsed once for both
-//! (`flusher::sqlite`, `postgres::flush`).
+//! The payloads of wal records (`d`) as the interpreter (`durable::plan`) reads them.
 
 use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::plan::ColumnValue;
+
+/// `session_create`: the new session's settings.
 #[derive(Deserialize)]
 pub(crate) struct CreateRecord<'a> {
     pub user_id: Option<String>,
@@ -24,6 +26,7 @@ pub(crate) struct CreateRecord<'a> {
     pub created_at: i64,
 }
 
+/// `msg` / `msg_replace`: the message's seq and time.
 #[derive(Deserialize)]
 pub(crate) struct Stamped {
     #[serde(default)]
@@ -38,6 +41,7 @@ pub(crate) struct PopRecord {
     pub updated_at: i64,
 }
 
+/// `compact`: the compaction's number, range and time.
 #[derive(Deserialize)]
 pub(crate) struct CompactRecord {
     pub compact_seq: i64,
@@ -46,12 +50,14 @@ pub(crate) struct CompactRecord {
     pub created_at: i64,
 }
 
+/// `usage`: the round and time.
 #[derive(Deserialize)]
 pub(crate) struct UsageRecord {
     pub round_index: i64,
     pub created_at: i64,
 }
 
+/// `checkpoint`: its id, label and time.
 #[derive(Deserialize)]
 pub(crate) struct CheckpointRecord {
     pub id: String,
@@ -59,6 +65,7 @@ pub(crate) struct CheckpointRecord {
     pub created_at: i64,
 }
 
+/// `round`: a StateService round.
 #[derive(Deserialize)]
 pub(crate) struct RoundRecord<'a> {
     pub user_id: String,
@@ -69,11 +76,13 @@ pub(crate) struct RoundRecord<'a> {
     pub state: &'a RawValue,
 }
 
+/// `user_set` / `user_del`: the key (the value stays in Redis).
 #[derive(Deserialize)]
 pub(crate) struct KeyRecord {
     pub key: String,
 }
 
+/// `session_close`: whether descendants go too.
 #[derive(Deserialize)]
 pub(crate) struct CloseRecord {
     pub cascade: bool,
@@ -106,11 +115,12 @@ pub(crate) struct GraphDropRecord {
 pub(crate) struct SessionUpdate {
     /// The write's time, ms.
     pub updated_at: Option<i64>,
-    /// (column, value as SQLite and PostgreSQL store it); columns from a fixed list.
-    pub columns: Vec<(&'static str, String)>,
+    /// (column, value); columns from a fixed list.
+    pub columns: Vec<(&'static str, ColumnValue)>,
 }
 
 impl SessionUpdate {
+    /// Reads a record's payload; unknown fields are skipped with a warning.
     pub(crate) fn parse(d: &str) -> crate::error::Result<SessionUpdate> {
         let fields: HashMap<String, &RawValue> = serde_json::from_str(d)?;
         let mut update = SessionUpdate {
@@ -119,19 +129,21 @@ impl SessionUpdate {
         };
         for (name, raw) in &fields {
             let text = raw.get();
-            let (column, value): (&'static str, String) = match name.as_str() {
+            let (column, value): (&'static str, ColumnValue) = match name.as_str() {
                 "updated_at" => {
                     update.updated_at = Some(text.parse().unwrap_or(0));
                     continue;
                 }
-                "status" => ("status", serde_json::from_str(text)?),
+                "status" => ("status", ColumnValue::Text(serde_json::from_str(text)?)),
                 "parent" => (
                     "parent",
-                    serde_json::from_str::<Option<String>>(text)?.unwrap_or_default(),
+                    ColumnValue::Text(
+                        serde_json::from_str::<Option<String>>(text)?.unwrap_or_default(),
+                    ),
                 ),
-                "pending" if text == "null" => ("pending", String::new()),
-                "pending" => ("pending", text.to_string()),
-                "round_index" => ("round_index", text.to_string()),
+                "pending" if text == "null" => ("pending", ColumnValue::Text(String::new())),
+                "pending" => ("pending", ColumnValue::Text(text.to_string())),
+                "round_index" => ("round_index", ColumnValue::Int(serde_json::from_str(text)?)),
                 other => {
                     tracing::warn!(field = other, "skipping unknown session field");
                     continue;

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::postgres::Pg;
-use super::schema;
+use super::sqlite as schema;
 use crate::config::Namespace;
 use crate::error::{Error, Result};
 
