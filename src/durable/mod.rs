@@ -39,7 +39,7 @@ use sqlite::snapshot as sqlite_snapshot;
 
 /// Where the durable tier lives, as `--db` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location<'a> {
+pub(crate) enum Location<'a> {
     /// A SQLite file.
     Sqlite(&'a Path),
     /// A PostgreSQL database URL.
@@ -48,7 +48,7 @@ pub enum Location<'a> {
 
 impl<'a> Location<'a> {
     /// Reads `--db`: a `postgres://` / `postgresql://` URL, else a SQLite path.
-    pub fn of(db: &'a Path) -> Location<'a> {
+    pub(crate) fn of(db: &'a Path) -> Location<'a> {
         match db.to_str() {
             Some(url) if postgres::is_url(url) => Location::Postgres(url),
             _ => Location::Sqlite(db),
@@ -56,7 +56,7 @@ impl<'a> Location<'a> {
     }
 
     /// The tier's name for people: "SQLite" or "PostgreSQL".
-    pub fn tier(&self) -> &'static str {
+    pub(crate) fn tier(&self) -> &'static str {
         match self {
             Location::Sqlite(_) => "SQLite",
             Location::Postgres(_) => "PostgreSQL",
@@ -64,7 +64,7 @@ impl<'a> Location<'a> {
     }
 
     /// The location for messages and logs (a URL's password redacted).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             Location::Sqlite(path) => path.display().to_string(),
             Location::Postgres(url) => crate::address::redacted_db(url),

@@ -5,8 +5,6 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::plan::ColumnValue;
-
 /// `session_create`: the new session's settings.
 #[derive(Deserialize)]
 pub(crate) struct CreateRecord<'a> {
@@ -108,6 +106,15 @@ pub(crate) struct GraphDropRecord {
     pub checkpoints: Vec<String>,
     pub writes: Vec<String>,
     pub blobs: Vec<String>,
+}
+
+/// A value `session_update` sets, typed as the column stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ColumnValue {
+    /// A text column (`status`, `parent`, `pending`).
+    Text(String),
+    /// An integer column (`round_index`).
+    Int(i64),
 }
 
 /// A `session_update` record (`{updated_at, status?, parent? (null = none), pending? (null =

@@ -117,15 +117,6 @@ impl Batch {
     }
 }
 
-/// A value `session_update` sets, typed as the column stores it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ColumnValue {
-    /// A text column (`status`, `parent`, `pending`).
-    Text(String),
-    /// An integer column (`round_index`).
-    Int(i64),
-}
-
 /// One message row of a run of `msg` records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MessageRow<'a> {

@@ -53,7 +53,7 @@ impl Retention {
 /// One thing a policy removes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Removal {
+pub(crate) enum Removal {
     /// An archived session and its whole history.
     Session {
         /// The session id.
@@ -97,7 +97,7 @@ impl std::fmt::Display for Removal {
 
 /// What a gc did (or, dry, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GcReport {
+pub(crate) struct GcReport {
     /// Everything removed, in the order listed.
     pub removed: Vec<Removal>,
     /// Size of the database file before, bytes.

@@ -51,8 +51,9 @@ const MIN_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SpillConfig {
-    /// The SQLite file (created with the schema when absent).
-    pub db_path: PathBuf,
+    /// The durable tier, as `--db` names it: a SQLite file (created with the schema when
+    /// absent) or a `postgres://` / `postgresql://` URL.
+    pub durable: PathBuf,
     /// Pause between passes when there was nothing to do (default 50 ms).
     pub interval: Duration,
     /// Most entries read per stream per transaction (default 5000).
@@ -70,10 +71,10 @@ pub struct SpillConfig {
 }
 
 impl SpillConfig {
-    /// Defaults, writing to `db_path`.
-    pub fn new(db_path: impl Into<PathBuf>) -> Self {
+    /// Defaults, writing to the durable tier `durable` (a SQLite path or a PostgreSQL URL).
+    pub fn new(durable: impl Into<PathBuf>) -> Self {
         SpillConfig {
-            db_path: db_path.into(),
+            durable: durable.into(),
             interval: Duration::from_millis(50),
             batch_size: 5000,
             lease_ttl: Duration::from_secs(3),
@@ -194,7 +195,7 @@ impl std::fmt::Debug for SpillDaemon {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpillDaemon")
             .field("owner", &self.owner)
-            .field("db", &durable::Location::of(&self.config.db_path).display())
+            .field("db", &durable::Location::of(&self.config.durable).display())
             .finish()
     }
 }
@@ -213,20 +214,20 @@ impl SpillDaemon {
             .min(store.config().response_timeout);
         let store = store.with_response_timeout(timeout).await?;
         if let Some(bound) = binding::recorded(&store).await? {
-            let ours = durable::recorded_identity(&config.db_path).await?;
+            let ours = durable::recorded_identity(&config.durable).await?;
             if ours.as_deref() != Some(bound.identity.as_str()) {
                 return Err(binding::refusal(
                     &store,
                     &bound,
-                    &config.db_path,
+                    &config.durable,
                     ours.as_deref(),
                 ));
             }
         }
         let ns = &store.config().namespace;
-        let db = Durable::open_writer(&config.db_path, ns, config.lease_ttl).await?;
-        let binding = binding::Binding::of(&config.db_path, db.identity().await?);
-        binding::bind(&store, &binding, &config.db_path).await?;
+        let db = Durable::open_writer(&config.durable, ns, config.lease_ttl).await?;
+        let binding = binding::Binding::of(&config.durable, db.identity().await?);
+        binding::bind(&store, &binding, &config.durable).await?;
         store.preload_scripts().await?;
         let upgraded = store.upgrade_session_indexes().await?;
         if upgraded > 0 {
@@ -264,7 +265,7 @@ impl SpillDaemon {
         config: SpillConfig,
         may_bind: bool,
     ) -> Result<Option<SpillDaemon>> {
-        let ours = match durable::recorded_identity(&config.db_path).await {
+        let ours = match durable::recorded_identity(&config.durable).await {
             Ok(Some(ours)) => ours,
             Ok(None) => return Ok(None),
             Err(err) if may_bind => return Err(err),
@@ -324,7 +325,7 @@ impl SpillDaemon {
                     .collect();
                 tracing::info!(
                     redis = %redis,
-                    db = %durable::Location::of(&self.config.db_path).display(),
+                    db = %durable::Location::of(&self.config.durable).display(),
                     partitions = self.store.keys().partitions(),
                     owns = %events::ranges(&owned),
                     lease_ms = self.config.lease_ttl.as_millis() as u64,
@@ -384,7 +385,7 @@ impl SpillDaemon {
                             "cannot reach Redis; retrying until it answers"
                         ),
                         _ if postgres => tracing::warn!(
-                            db = %durable::Location::of(&self.config.db_path).display(),
+                            db = %durable::Location::of(&self.config.durable).display(),
                             error = %err,
                             "cannot commit to PostgreSQL; Redis keeps every entry it has not committed (nothing is trimmed); retrying with backoff — check the server is up and reachable at --db"
                         ),

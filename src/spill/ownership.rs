@@ -42,7 +42,7 @@ impl SpillDaemon {
                 .await?;
             if known == 0 {
                 // Nothing is marked or re-seeded for a namespace bound to another tier.
-                super::binding::bind(&self.store, &self.binding, &self.config.db_path).await?;
+                super::binding::bind(&self.store, &self.binding, &self.config.durable).await?;
                 // Redis lost its state (or this is the first run). A stream that no longer
                 // holds the committed entry (the trimmer always keeps it) is a new timeline:
                 // all of it is uncommitted, even entries whose ids sort below the cursor

@@ -10,7 +10,8 @@ use tokio_postgres::types::ToSql;
 
 use super::snapshot::dollar;
 use super::Pg;
-use crate::durable::plan::{self, Applied, Batch, Change, ColumnValue, Cursors};
+use crate::durable::payloads::ColumnValue;
+use crate::durable::plan::{self, Applied, Batch, Change, Cursors};
 use crate::error::{Error, Result};
 
 impl Pg {

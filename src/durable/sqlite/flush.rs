@@ -5,9 +5,8 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use crate::durable::plan::{
-    self, Applied, Batch, Change, ColumnValue, Cursors, CURSORS_SQL, REBASE_SQL,
-};
+use crate::durable::payloads::ColumnValue;
+use crate::durable::plan::{self, Applied, Batch, Change, Cursors, CURSORS_SQL, REBASE_SQL};
 use crate::error::{Error, Result};
 
 /// The cursors and fencing token SQLite holds for `partition` (defaults when none).
