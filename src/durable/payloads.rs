@@ -40,7 +40,7 @@ pub(crate) struct PopRecord {
 }
 
 /// `compact`: the compaction's number, range and time.
-#[derive(Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub(crate) struct CompactRecord {
     pub compact_seq: i64,
     pub from_seq: i64,
@@ -56,7 +56,7 @@ pub(crate) struct UsageRecord {
 }
 
 /// `checkpoint`: its id, label and time.
-#[derive(Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub(crate) struct CheckpointRecord {
     pub id: String,
     pub label: String,
@@ -64,7 +64,7 @@ pub(crate) struct CheckpointRecord {
 }
 
 /// `round`: a StateService round.
-#[derive(Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub(crate) struct RoundRecord<'a> {
     pub user_id: String,
     pub session_id: String,
@@ -73,6 +73,23 @@ pub(crate) struct RoundRecord<'a> {
     #[serde(borrow)]
     pub state: &'a RawValue,
 }
+
+/// Equal when every field is, the state compared as its JSON text.
+impl PartialEq for RoundRecord<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |r: &Self| {
+            (
+                r.user_id.clone(),
+                r.session_id.clone(),
+                r.round_id,
+                r.created_at,
+            )
+        };
+        key(self) == key(other) && self.state.get() == other.state.get()
+    }
+}
+
+impl Eq for RoundRecord<'_> {}
 
 /// `user_set` / `user_del`: the key (the value stays in Redis).
 #[derive(Deserialize)]

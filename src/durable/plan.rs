@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use super::payloads::*;
 use super::retention::Removal;
 use crate::error::{Error, Result};
-use crate::records::{decision_id, stream_id_ms, DecisionEntry, Entry, WalEntry, WalOp, WalRecord};
+use crate::records::{
+    decision_id, stream_id_ms, DecisionEntry, DecisionRecord, Entry, WalEntry, WalOp, WalRecord,
+};
 
 /// A batch read from Redis, ready to apply.
 pub(crate) struct Batch {
@@ -163,25 +165,6 @@ pub(crate) struct NewSessionRow<'a> {
     pub created_at: i64,
 }
 
-/// A decision row as the decisions stream recorded it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DecisionRow<'a> {
-    /// The durable id (`decision_id` of partition and entry).
-    pub id: String,
-    /// The session it belongs to.
-    pub session: &'a str,
-    /// The decision's text.
-    pub decision: &'a str,
-    /// Why.
-    pub rationale: &'a str,
-    /// The planned action, or ''.
-    pub planned_action: &'a str,
-    /// Free JSON text.
-    pub meta: &'a str,
-    /// When, ms.
-    pub created_at: i64,
-}
-
 /// One typed change to the durable tier, in the order a batch makes them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change<'a> {
@@ -256,12 +239,8 @@ pub(crate) enum Change<'a> {
     Compact {
         /// The session.
         session: &'a str,
-        /// The compaction's number.
-        compact_seq: i64,
-        /// First seq compacted.
-        from_seq: i64,
-        /// Last seq compacted.
-        to_seq: i64,
+        /// The compaction's number and range.
+        compaction: CompactRecord,
         /// The compaction record (JSON text).
         record: &'a str,
     },
@@ -276,30 +255,16 @@ pub(crate) enum Change<'a> {
     },
     /// `checkpoint`: inserts a checkpoint.
     InsertCheckpoint {
-        /// The checkpoint id.
-        id: String,
         /// The session.
         session: &'a str,
-        /// Its label.
-        label: String,
-        /// When, ms.
-        created_at: i64,
+        /// The checkpoint's id, label and time.
+        checkpoint: CheckpointRecord,
         /// The record (JSON text).
         record: &'a str,
     },
-    /// `round`: upserts a StateService round.
-    UpsertRound {
-        /// The user.
-        user_id: String,
-        /// The session id (not necessarily an agentstate session).
-        session_id: String,
-        /// The round.
-        round_id: i64,
-        /// When, ms.
-        created_at: i64,
-        /// The state (JSON text).
-        state: &'a str,
-    },
+    /// `round`: upserts a StateService round (its session id need not be an agentstate
+    /// session's).
+    UpsertRound(RoundRecord<'a>),
     /// `user_set` whose value Redis still holds: upserts it.
     SetUserValue {
         /// The user.
@@ -323,7 +288,12 @@ pub(crate) enum Change<'a> {
         user: &'a str,
     },
     /// A decision, kept unless its session was closed after it was recorded.
-    InsertDecision(DecisionRow<'a>),
+    InsertDecision {
+        /// The durable id (`decision_id` of partition and entry).
+        id: String,
+        /// The decision as the stream recorded it.
+        decision: DecisionRecord<'a>,
+    },
     /// An outcome of a recorded decision.
     SetOutcome {
         /// The decision's durable id.
@@ -567,14 +537,12 @@ impl<'a> Planner<'a> {
             }
             WalOp::Compact => {
                 let c: CompactRecord = serde_json::from_str(d)?;
+                self.touch(subject, c.created_at);
                 self.push(Change::Compact {
                     session: subject,
-                    compact_seq: c.compact_seq,
-                    from_seq: c.from_seq,
-                    to_seq: c.to_seq,
+                    compaction: c,
                     record: d,
                 });
-                self.touch(subject, c.created_at);
             }
             WalOp::Usage => {
                 let u: UsageRecord = serde_json::from_str(d)?;
@@ -587,24 +555,15 @@ impl<'a> Planner<'a> {
             }
             WalOp::Checkpoint => {
                 let c: CheckpointRecord = serde_json::from_str(d)?;
+                self.touch(subject, c.created_at);
                 self.push(Change::InsertCheckpoint {
-                    id: c.id,
                     session: subject,
-                    label: c.label,
-                    created_at: c.created_at,
+                    checkpoint: c,
                     record: d,
                 });
-                self.touch(subject, c.created_at);
             }
             WalOp::Round => {
-                let r: RoundRecord = serde_json::from_str(d)?;
-                self.push(Change::UpsertRound {
-                    user_id: r.user_id,
-                    session_id: r.session_id,
-                    round_id: r.round_id,
-                    created_at: r.created_at,
-                    state: r.state.get(),
-                });
+                self.push(Change::UpsertRound(serde_json::from_str(d)?));
             }
             WalOp::UserSet => {
                 let k: KeyRecord = serde_json::from_str(d)?;
@@ -641,16 +600,11 @@ impl<'a> Planner<'a> {
     fn decision(&mut self, entry_id: &str, entry: DecisionEntry<'a>) {
         match entry {
             DecisionEntry::Decision(d) => {
-                self.changes.push(Change::InsertDecision(DecisionRow {
-                    id: decision_id(self.batch.partition, entry_id),
-                    session: d.session_id,
-                    decision: d.decision,
-                    rationale: d.rationale,
-                    planned_action: d.planned_action,
-                    meta: d.meta,
-                    created_at: d.created_at,
-                }));
                 self.touch(d.session_id, d.created_at);
+                self.changes.push(Change::InsertDecision {
+                    id: decision_id(self.batch.partition, entry_id),
+                    decision: d,
+                });
             }
             DecisionEntry::Outcome(o) => self.changes.push(Change::SetOutcome {
                 decision_id: o.decision_id,
@@ -833,11 +787,11 @@ mod tests {
             ]),
         )];
         let changes = plan(&b, Error::sqlite).unwrap();
-        let Change::InsertDecision(row) = &changes[0] else {
+        let Change::InsertDecision { id, decision } = &changes[0] else {
             panic!("{changes:?}");
         };
         assert_eq!(
-            (row.id.as_str(), row.session, row.created_at),
+            (id.as_str(), decision.session_id, decision.created_at),
             (decision_id(3, "4-1").as_str(), "s", 12)
         );
         assert_eq!(changes[1], Change::Touch(vec![("s", 12)]));

@@ -175,16 +175,14 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
         }
         Change::Compact {
             session,
-            compact_seq,
-            from_seq,
-            to_seq,
+            compaction: c,
             record,
         } => {
             exec(
                 tx,
                 "INSERT INTO compactions (session_id, compact_seq, from_seq, to_seq, record)
                  VALUES ($1, $2, $3, $4, $5)",
-                &[session, compact_seq, from_seq, to_seq, record],
+                &[session, &c.compact_seq, &c.from_seq, &c.to_seq, record],
             )
             .await?;
             // Same rewrite as compact.lua: the element's prefix `{"seq":N,"state":"active"`.
@@ -195,7 +193,7 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
                  WHERE session_id = $1 AND seq BETWEEN $2 AND $3
                    AND substr(element, 1, length('{\"seq\":' || seq || ',\"state\":\"active\"'))
                        = '{\"seq\":' || seq || ',\"state\":\"active\"'",
-                &[session, from_seq, to_seq],
+                &[session, &c.from_seq, &c.to_seq],
             )
             .await?;
         }
@@ -213,34 +211,32 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
             .await?;
         }
         Change::InsertCheckpoint {
-            id,
             session,
-            label,
-            created_at,
+            checkpoint: c,
             record,
         } => {
             exec(
                 tx,
                 "INSERT INTO checkpoints (id, session_id, label, created_at, record)
                  VALUES ($1, $2, $3, $4, $5)",
-                &[id, session, label, created_at, record],
+                &[&c.id, session, &c.label, &c.created_at, record],
             )
             .await?;
         }
-        Change::UpsertRound {
-            user_id,
-            session_id,
-            round_id,
-            created_at,
-            state,
-        } => {
+        Change::UpsertRound(r) => {
             exec(
                 tx,
                 "INSERT INTO rounds (user_id, session_id, round_id, created_at, state)
                  VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (user_id, session_id, round_id)
                  DO UPDATE SET created_at = excluded.created_at, state = excluded.state",
-                &[user_id, session_id, round_id, created_at, state],
+                &[
+                    &r.user_id,
+                    &r.session_id,
+                    &r.round_id,
+                    &r.created_at,
+                    &r.state.get(),
+                ],
             )
             .await?;
         }
@@ -266,7 +262,7 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
             let n = exec(tx, "DELETE FROM user_values WHERE user_id = $1", &[user]).await?;
             return Ok(n > 0);
         }
-        Change::InsertDecision(d) => {
+        Change::InsertDecision { id, decision: d } => {
             // A decision of a session closed after it was recorded is not kept.
             exec(
                 tx,
@@ -276,8 +272,8 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
                  WHERE NOT EXISTS
                      (SELECT 1 FROM tombstones WHERE session_id = $2 AND closed_at >= $7)",
                 &[
-                    &d.id,
-                    &d.session,
+                    id,
+                    &d.session_id,
                     &d.decision,
                     &d.rationale,
                     &d.planned_action,

@@ -152,16 +152,20 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
         }
         Change::Compact {
             session,
-            compact_seq,
-            from_seq,
-            to_seq,
+            compaction: c,
             record,
         } => {
             tx.prepare_cached(
                 "INSERT INTO compactions (session_id, compact_seq, from_seq, to_seq, record)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![session, compact_seq, from_seq, to_seq, record])?;
+            .execute(params![
+                session,
+                c.compact_seq,
+                c.from_seq,
+                c.to_seq,
+                record
+            ])?;
             // Same rewrite as compact.lua: the element's prefix `{"seq":N,"state":"active"`.
             tx.prepare_cached(
                 "UPDATE messages SET element = '{\"seq\":' || seq || ',\"state\":\"compacted_out\"'
@@ -170,7 +174,7 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
                    AND substr(element, 1, length('{\"seq\":' || seq || ',\"state\":\"active\"'))
                        = '{\"seq\":' || seq || ',\"state\":\"active\"'",
             )?
-            .execute(params![session, from_seq, to_seq])?;
+            .execute(params![session, c.from_seq, c.to_seq])?;
         }
         Change::UpsertUsage {
             session,
@@ -184,31 +188,29 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
             .execute(params![session, round_index, record])?;
         }
         Change::InsertCheckpoint {
-            id,
             session,
-            label,
-            created_at,
+            checkpoint: c,
             record,
         } => {
             tx.prepare_cached(
                 "INSERT INTO checkpoints (id, session_id, label, created_at, record)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![id, session, label, created_at, record])?;
+            .execute(params![c.id, session, c.label, c.created_at, record])?;
         }
-        Change::UpsertRound {
-            user_id,
-            session_id,
-            round_id,
-            created_at,
-            state,
-        } => {
+        Change::UpsertRound(r) => {
             tx.prepare_cached(
                 "INSERT INTO rounds (user_id, session_id, round_id, created_at, state)
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (user_id, session_id, round_id) DO UPDATE SET created_at = ?4, state = ?5",
             )?
-            .execute(params![user_id, session_id, round_id, created_at, state])?;
+            .execute(params![
+                r.user_id,
+                r.session_id,
+                r.round_id,
+                r.created_at,
+                r.state.get()
+            ])?;
         }
         Change::SetUserValue { user, key, value } => {
             tx.prepare_cached(
@@ -229,7 +231,7 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
                 .execute(params![user])?;
             return Ok(n > 0);
         }
-        Change::InsertDecision(d) => {
+        Change::InsertDecision { id, decision: d } => {
             tx.prepare_cached(
                 "INSERT INTO decisions (id, session_id, decision, rationale, planned_action, meta,
                  created_at)
@@ -237,8 +239,8 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
                  WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE session_id = ?2 AND closed_at >= ?7)",
             )?
             .execute(params![
-                d.id,
-                d.session,
+                id,
+                d.session_id,
                 d.decision,
                 d.rationale,
                 d.planned_action,
