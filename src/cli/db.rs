@@ -1,5 +1,5 @@
 //! `agentstate db copy --to URL`: the durable tier moved from a SQLite file (`--db`) into
-//! PostgreSQL (`spill::copy`), with a progress bar per table and a row-count comparison.
+//! PostgreSQL (`durable::copy`), with a progress bar per table and a row-count comparison.
 
 use crate::durable::copy;
 use crate::durable::Location;

@@ -14,7 +14,7 @@ use crate::scripts;
 use crate::store::Store;
 
 impl SpillDaemon {
-    /// Reads up to a batch from both streams of `p` and commits it to SQLite. Returns the
+    /// Reads up to a batch from both streams of `p` and commits it to the durable tier. Returns the
     /// entries committed, or `None` when the partition turned out to belong to another daemon
     /// or this Redis lost its state (the lease went with it): the batch is read in the same
     /// round trip as the lease, so entries of a new timeline are never read after an old
@@ -108,7 +108,7 @@ impl SpillDaemon {
     }
 }
 
-/// Sets `fields` of `<prefix>:{p}:committed` (the last ids of both streams SQLite committed,
+/// Sets `fields` of `<prefix>:{p}:committed` (the last ids of both streams the durable tier committed,
 /// which durable callers poll and the trimmer never cuts above; `seeded`) while `lease` still
 /// holds the partition; false (nothing written) when it does not.
 pub(super) async fn publish_committed(

@@ -1,6 +1,6 @@
 //! Read-only views for operators: [`stats`] per partition from Redis alone,
-//! [`export_session`], the durable history of one session as JSON lines from SQLite
-//! (opened read-only), and [`checkpoint_history`], SQLite's full checkpoint history merged
+//! [`export_session`], the durable history of one session as JSON lines from the durable
+//! tier (opened read-only), and [`checkpoint_history`], its full checkpoint history merged
 //! with Redis' latest per label.
 
 use std::collections::HashMap;

@@ -62,7 +62,7 @@ pub struct SpillConfig {
     /// (default 3 s).
     pub lease_ttl: Duration,
     /// Most decisions kept for consumer groups that have not been delivered them yet
-    /// (default 100 000); older ones are trimmed with a warning once SQLite has them.
+    /// (default 100 000); older ones are trimmed with a warning once the durable tier has them.
     pub decisions_cap: usize,
     /// What the durable history keeps (default: everything), applied every `gc_interval`.
     pub retention: Retention,
@@ -98,7 +98,7 @@ impl SpillConfig {
         self.lease_ttl = ttl;
         self
     }
-    /// Sets the retention policy the daemon applies to SQLite.
+    /// Sets the retention policy the daemon applies to the durable tier.
     pub fn retention(mut self, retention: Retention) -> Self {
         self.retention = retention;
         self
@@ -120,9 +120,9 @@ impl SpillConfig {
 pub struct PassReport {
     /// Partitions this daemon owned.
     pub partitions: u32,
-    /// wal entries committed to SQLite.
+    /// wal entries committed to the durable tier.
     pub wal: u64,
-    /// decisions-stream entries committed to SQLite.
+    /// decisions-stream entries committed to the durable tier.
     pub decisions: u64,
     /// Sessions restored into Redis.
     pub restored: u64,
@@ -417,7 +417,7 @@ impl SpillDaemon {
         Ok(())
     }
 
-    /// Applies the retention policy to SQLite and logs what it removed. A SQLite error is
+    /// Applies the retention policy to the durable tier and logs what it removed. An error is
     /// logged and the next run retries; a file that cannot be used stops the daemon.
     async fn collect_garbage(&self) -> Result<()> {
         let policy = self.config.retention.clone();
