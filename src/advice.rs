@@ -249,7 +249,7 @@ fn redis_error(message: &str, at: &Situation) -> String {
     } else if upper.contains("WRONGPASS") || upper.contains("AUTHENTICATION") {
         format!("Redis at {addr} refused the user or password: {message} — check user:password in the URL (redis://user:password@host:port)")
     } else if upper.contains("NOPERM") {
-        format!("Redis at {addr} refused a command to this user: {message} — grant the ACL user the namespace's keys and the commands agentstate sends (docs/operations.md, \"Least privilege\", gives the `ACL SETUSER` line: `~<prefix>:*` and the command list)")
+        format!("Redis at {addr} refused a command to this user: {message} — grant the ACL user the namespace's keys and the commands agentstate sends (docs/security.md, \"Least privilege\", gives the `ACL SETUSER` line: `~<prefix>:*` and the command list)")
     } else if message.contains("did not parse") || message.contains("InvalidClientConfig") {
         format!(
             "{} is not a usable Redis URL: {message} — {URL_FORMS}",

@@ -1,4 +1,4 @@
-//! Least privilege: the exact `ACL SETUSER` line of docs/operations.md, run as that user
+//! Least privilege: the exact `ACL SETUSER` line of docs/security.md, run as that user
 //! through the library and the real binary — sessions, messages, working state, checkpoints,
 //! decisions with a consumer group, user values and forget, the daemon's flush, trim and
 //! restore, gc — and the same user refused keys and commands outside `~as:*`.
@@ -13,20 +13,20 @@ use crate::support::{cli_at, daemon_pass, CliOutput};
 
 const PASSWORD: &str = "s3cret-acl";
 
-/// docs/operations.md's `ACL SETUSER agentstate ...` line with the password filled in.
+/// docs/security.md's `ACL SETUSER agentstate ...` line with the password filled in.
 fn readme_acl_line() -> Vec<String> {
-    let readme = include_str!("../../../docs/operations.md");
+    let readme = include_str!("../../../docs/security.md");
     let line = readme
         .lines()
         .find(|l| l.starts_with("ACL SETUSER agentstate "))
-        .expect("docs/operations.md gives the ACL SETUSER line");
+        .expect("docs/security.md gives the ACL SETUSER line");
     line.replace("CHANGE-ME", PASSWORD)
         .split_whitespace()
         .map(String::from)
         .collect()
 }
 
-/// A private Redis with docs/operations.md's user created; the user's URL.
+/// A private Redis with docs/security.md's user created; the user's URL.
 fn server_with_acl_user() -> (RedisServer, String) {
     let server = RedisServer::start().unwrap();
     let words = readme_acl_line();
