@@ -17,10 +17,10 @@ hits=$(grep -rn '"EVALSHA"\|prepare_invoke\|invoke_script\|invoke_async\|Script:
 hits=$(grep -rnE 'format!\(.*:\{\{\{' src | grep -v '^src/keys.rs:' || true)
 [ -z "$hits" ] || fail "only src/keys.rs may format key names" "$hits"
 
-# Nothing outside the spill daemon (and restore's daemon side, behind the same feature) and
-# the CLI opens SQLite.
-hits=$(grep -rln 'rusqlite' src | grep -v '^src/spill/\|^src/restore/snapshot.rs$\|^src/restore/daemon.rs$\|^src/cli/\|^src/error.rs$' || true)
-[ -z "$hits" ] || fail "only src/spill/, src/restore/'s daemon side and the CLI may use SQLite" "$hits"
+# Nothing outside the durable tier's SQLite backend (and `db copy`, which reads a SQLite
+# file), the spill daemon and the CLI opens SQLite.
+hits=$(grep -rln 'rusqlite' src | grep -v '^src/durable/sqlite/\|^src/durable/copy.rs$\|^src/spill/\|^src/cli/\|^src/error.rs$' || true)
+[ -z "$hits" ] || fail "only src/durable/sqlite/, src/durable/copy.rs, src/spill/ and the CLI may use SQLite" "$hits"
 if grep -n 'rusqlite' src/error.rs | grep -qv 'cfg(feature = "spill")\|impl From<rusqlite::Error>\|fn from(err: rusqlite::Error)'; then
   fail "src/error.rs may name rusqlite only behind the spill feature" "$(grep -n rusqlite src/error.rs)"
 fi

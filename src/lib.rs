@@ -38,7 +38,8 @@
 //!   `graphs` (graph checkpoint logs), `fork`: one capability each, as `impl Store` blocks.
 //! - `consumer`: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - `durability`: `Durable` writes wait for SQLite's commit (and see a lost write).
-//! - `restore` (feature `spill`): restore after Redis lost a session, the daemon side.
+//! - `durable` (feature `spill`): the durable tier, one interface over SQLite and PostgreSQL:
+//!   the flush's shared interpreter, retention, snapshots, copy; the two thin backends.
 //! - `keys` (public): the only place key names are formatted; id validation; partition
 //!   function.
 //! - `scripts`: the `lua/` registry and one typed argument builder per script, a file per
@@ -63,6 +64,8 @@
 
 // The public API.
 pub mod config;
+#[cfg(feature = "spill")]
+mod durable;
 pub mod error;
 pub mod keys;
 pub mod records;
@@ -79,8 +82,6 @@ mod durability;
 mod fork;
 mod graphs;
 mod messages;
-#[cfg(feature = "spill")]
-mod restore;
 mod rounds;
 mod sessions;
 mod store;

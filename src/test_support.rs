@@ -30,3 +30,11 @@ pub mod address {
 pub async fn connection(store: &crate::Store) -> crate::Result<Connection> {
     store.conn().await
 }
+
+/// What the tests and the Python binding need of the durable tier: the tables a copy carries,
+/// and whether a `--db` value names PostgreSQL.
+#[cfg(feature = "spill")]
+pub mod durable {
+    pub use crate::durable::copy::TABLES;
+    pub use crate::durable::postgres::is_url;
+}

@@ -154,10 +154,10 @@ impl PySpillDaemon {
     /// (a `str`: a path would fold its `//`).
     #[getter]
     fn db<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let db = &self.spill.db_path;
+        let db = &self.spill.durable;
         match db
             .to_str()
-            .filter(|s| agentstate::spill::postgres::is_url(s))
+            .filter(|s| agentstate::test_support::durable::is_url(s))
         {
             Some(url) => Ok(url.into_pyobject(py)?.into_any()),
             None => Ok(db.into_pyobject(py)?.into_any()),
@@ -178,7 +178,7 @@ impl PySpillDaemon {
         format!(
             "SpillDaemon(url='{}', db='{}', prefix='{}', running={})",
             agentstate::test_support::address::redacted(&self.config.redis_url),
-            self.spill.db_path.display(),
+            self.spill.durable.display(),
             self.config.namespace.prefix,
             if self.is_running() { "True" } else { "False" }
         )

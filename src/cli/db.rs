@@ -1,8 +1,8 @@
 //! `agentstate db copy --to URL`: the durable tier moved from a SQLite file (`--db`) into
-//! PostgreSQL (`spill::copy`), with a progress bar per table and a row-count comparison.
+//! PostgreSQL (`durable::copy`), with a progress bar per table and a row-count comparison.
 
-use crate::spill::copy;
-use crate::spill::durable::Location;
+use crate::durable::copy;
+use crate::durable::Location;
 use crate::{Error, Result};
 
 use super::{print_json, Global};
@@ -25,7 +25,7 @@ pub enum DbCmd {
 /// with `--json`), and fails when a table's counts differ.
 pub async fn run(global: &Global, cmd: DbCmd) -> Result<()> {
     let DbCmd::Copy { to } = cmd;
-    if !crate::spill::postgres::is_url(&to) {
+    if !crate::durable::postgres::is_url(&to) {
         return Err(Error::InvalidInput(format!(
             "--to {to:?} is not a postgres:// or postgresql:// URL"
         )));

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::spill::retention::Retention;
+use crate::durable::retention::Retention;
 use crate::{Error, Result};
 
 use super::{print_json, Ctx};
@@ -67,7 +67,7 @@ pub async fn gc(ctx: &Ctx, args: GcArgs) -> Result<()> {
     }
     let ns = ctx.store.config().namespace.clone();
     let report =
-        crate::spill::durable::collect_garbage(&ctx.global.db(), &ns, policy, args.dry_run).await?;
+        crate::durable::collect_garbage(&ctx.global.db(), &ns, policy, args.dry_run).await?;
     let dry = args.dry_run;
     for removal in &report.removed {
         if ctx.json() {

@@ -73,7 +73,7 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         print_json(&json!({
             "event": "started",
             "redis": crate::address::redacted(&ctx.store.config().redis_url),
-            "db": crate::spill::durable::Location::of(&ctx.global.db()).display(),
+            "db": crate::durable::Location::of(&ctx.global.db()).display(),
             "partitions": ctx.store.keys().partitions(),
             "lease_ms": lease.as_millis() as u64,
             "owner": owner,
@@ -262,7 +262,7 @@ pub async fn export(ctx: &Ctx, sid: &str) -> Result<()> {
     if lines == 0 {
         return Err(crate::Error::UnknownSession(format!(
             "{sid} (not in {})",
-            crate::spill::durable::Location::of(&ctx.global.db()).display()
+            crate::durable::Location::of(&ctx.global.db()).display()
         )));
     }
     Ok(())

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::scripts;
 use crate::store::Store;
 
-use super::durable::Location;
+use crate::durable::Location;
 
 /// The durable tier a namespace is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]

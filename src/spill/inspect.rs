@@ -1,6 +1,6 @@
 //! Read-only views for operators: [`stats`] per partition from Redis alone,
-//! [`export_session`], the durable history of one session as JSON lines from SQLite
-//! (opened read-only), and [`checkpoint_history`], SQLite's full checkpoint history merged
+//! [`export_session`], the durable history of one session as JSON lines from the durable
+//! tier (opened read-only), and [`checkpoint_history`], its full checkpoint history merged
 //! with Redis' latest per label.
 
 use std::collections::HashMap;
@@ -113,23 +113,23 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
 }
 
 /// Every checkpoint of session `sid`, ordered by `created_at`: the full history from the
-/// durable tier at `db_path` (a SQLite file opened read-only, or a PostgreSQL URL) merged with Redis' latest per label, so a
-/// checkpoint not flushed yet is listed too; each id once. Without a file at `db_path`, only
+/// durable tier at `durable` (a SQLite file opened read-only, or a PostgreSQL URL) merged with Redis' latest per label, so a
+/// checkpoint not flushed yet is listed too; each id once. Without a file at `durable`, only
 /// Redis' latest per label ([`Store::checkpoints`]).
 pub async fn checkpoint_history(
     store: &Store,
-    db_path: &Path,
+    durable: &Path,
     sid: &str,
 ) -> Result<Vec<Checkpoint>> {
     let live = store.checkpoints(sid).await?;
     let url = matches!(
-        super::durable::Location::of(db_path),
-        super::durable::Location::Postgres(_)
+        crate::durable::Location::of(durable),
+        crate::durable::Location::Postgres(_)
     );
-    if !url && !db_path.exists() {
+    if !url && !durable.exists() {
         return Ok(live);
     }
-    let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
+    let db = crate::durable::Durable::open_reader(durable, &store.config().namespace).await?;
     let mut all = db
         .text_rows(
             "SELECT record FROM checkpoints WHERE session_id = ?1 ORDER BY seq",
@@ -149,7 +149,7 @@ pub async fn checkpoint_history(
     Ok(all)
 }
 
-/// Writes the durable history of session `sid` from the durable tier at `db_path` (a SQLite
+/// Writes the durable history of session `sid` from the durable tier at `durable` (a SQLite
 /// file opened read-only, or a PostgreSQL URL) as JSON lines: one `session` line, then
 /// `message`, `compaction`, `usage`, `checkpoint` (the full history), `decision` and `round`
 /// lines, each object carrying a `type` field. Returns the number of lines, 0 when the
@@ -157,12 +157,12 @@ pub async fn checkpoint_history(
 /// both backends and made into JSON here, so both export the same bytes.
 pub async fn export_session<W: Write>(
     store: &Store,
-    db_path: &Path,
+    durable: &Path,
     sid: &str,
     out: &mut W,
 ) -> Result<usize> {
     crate::keys::validate_id("session", sid)?;
-    let db = super::durable::Durable::open_reader(db_path, &store.config().namespace).await?;
+    let db = crate::durable::Durable::open_reader(durable, &store.config().namespace).await?;
     let mut lines = 0;
     let mut emit = |kind: &str, raw: &str, out: &mut W| -> Result<()> {
         // `{"type":"<kind>",` + the record's own fields.

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::retention::Removal;
+use crate::durable::retention::Removal;
 
 /// Gauge `{partition}`: wal entries SQLite has not committed yet.
 pub const PENDING: &str = "agentstate_wal_pending_entries";

@@ -1,6 +1,6 @@
 //! The spill daemon: the only durable-tier writer. Per partition it holds a lease, flushes the
 //! `wal` and `decisions` streams into the durable tier (`flusher`), serves restore requests
-//! from agent processes (`crate::restore::daemon`) and trims the streams below what it committed
+//! from agent processes (`restore`) and trims the streams below what it committed
 //! (`trimmer`). Runs embedded ([`SpillDaemon::run`] with a `CancellationToken`) or as
 //! `agentstate spill`.
 //!
@@ -9,21 +9,18 @@
 //! - `binding`: the namespace bound to one durable tier (its identity in both tiers).
 //! - `lease`: the partition lease with its fencing token (claim, release, its value).
 //! - `ownership`: taking a partition, noticing and recovering from a Redis loss.
-//! - `flusher`: one batch read from Redis → one SQLite transaction, cursors included
-//!   (exactly once); `flusher::sqlite` is the SQLite half.
+//! - `membership`: sharing partitions among daemons.
+//! - `flusher`: one batch read from Redis → one durable-tier transaction, cursors included
+//!   (exactly once; `crate::durable` applies it), then the committed ids published.
+//! - `restore`: the daemon side of restore (serving requests, re-seeding after a loss).
 //! - `drain`: `spill --once`, which drains every partition or names those it could not.
-//! - `database`: the daemon's SQLite connection, run on the blocking pool (`with_db`).
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
-//! - [`schema`]: opening SQLite, forward-only migrations, the namespace record.
-//! - [`retention`]: retention policies and gc (what the durable history keeps).
-//! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (SQLite).
+//! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (durable).
+//! - `events`: a pass's events, logged once per kind.
 //! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
 
 mod binding;
-pub mod copy;
-pub(crate) mod database;
 mod drain;
-pub mod durable;
 mod events;
 mod flusher;
 pub mod inspect;
@@ -31,10 +28,7 @@ mod lease;
 mod membership;
 pub(crate) mod metrics;
 mod ownership;
-pub mod postgres;
-pub mod retention;
-mod rows;
-pub mod schema;
+mod restore;
 mod trimmer;
 
 use std::path::PathBuf;
@@ -42,12 +36,12 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+pub use crate::durable::retention::Retention;
+use crate::durable::{self, retention, Durable};
 use crate::error::{Error, Result};
-pub use crate::restore::daemon::restore_from_sqlite;
 use crate::store::Store;
-use durable::Durable;
 use events::PassEvents;
-pub use retention::Retention;
+pub use restore::restore_from_durable;
 
 /// The shortest response timeout the daemon's calls get, however short the lease: a loaded
 /// machine must not read as an outage.
@@ -57,8 +51,9 @@ const MIN_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct SpillConfig {
-    /// The SQLite file (created with the schema when absent).
-    pub db_path: PathBuf,
+    /// The durable tier, as `--db` names it: a SQLite file (created with the schema when
+    /// absent) or a `postgres://` / `postgresql://` URL.
+    pub durable: PathBuf,
     /// Pause between passes when there was nothing to do (default 50 ms).
     pub interval: Duration,
     /// Most entries read per stream per transaction (default 5000).
@@ -67,7 +62,7 @@ pub struct SpillConfig {
     /// (default 3 s).
     pub lease_ttl: Duration,
     /// Most decisions kept for consumer groups that have not been delivered them yet
-    /// (default 100 000); older ones are trimmed with a warning once SQLite has them.
+    /// (default 100 000); older ones are trimmed with a warning once the durable tier has them.
     pub decisions_cap: usize,
     /// What the durable history keeps (default: everything), applied every `gc_interval`.
     pub retention: Retention,
@@ -76,10 +71,10 @@ pub struct SpillConfig {
 }
 
 impl SpillConfig {
-    /// Defaults, writing to `db_path`.
-    pub fn new(db_path: impl Into<PathBuf>) -> Self {
+    /// Defaults, writing to the durable tier `durable` (a SQLite path or a PostgreSQL URL).
+    pub fn new(durable: impl Into<PathBuf>) -> Self {
         SpillConfig {
-            db_path: db_path.into(),
+            durable: durable.into(),
             interval: Duration::from_millis(50),
             batch_size: 5000,
             lease_ttl: Duration::from_secs(3),
@@ -103,7 +98,7 @@ impl SpillConfig {
         self.lease_ttl = ttl;
         self
     }
-    /// Sets the retention policy the daemon applies to SQLite.
+    /// Sets the retention policy the daemon applies to the durable tier.
     pub fn retention(mut self, retention: Retention) -> Self {
         self.retention = retention;
         self
@@ -125,9 +120,9 @@ impl SpillConfig {
 pub struct PassReport {
     /// Partitions this daemon owned.
     pub partitions: u32,
-    /// wal entries committed to SQLite.
+    /// wal entries committed to the durable tier.
     pub wal: u64,
-    /// decisions-stream entries committed to SQLite.
+    /// decisions-stream entries committed to the durable tier.
     pub decisions: u64,
     /// Sessions restored into Redis.
     pub restored: u64,
@@ -200,7 +195,7 @@ impl std::fmt::Debug for SpillDaemon {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpillDaemon")
             .field("owner", &self.owner)
-            .field("db", &durable::Location::of(&self.config.db_path).display())
+            .field("db", &durable::Location::of(&self.config.durable).display())
             .finish()
     }
 }
@@ -219,20 +214,20 @@ impl SpillDaemon {
             .min(store.config().response_timeout);
         let store = store.with_response_timeout(timeout).await?;
         if let Some(bound) = binding::recorded(&store).await? {
-            let ours = durable::recorded_identity(&config.db_path).await?;
+            let ours = durable::recorded_identity(&config.durable).await?;
             if ours.as_deref() != Some(bound.identity.as_str()) {
                 return Err(binding::refusal(
                     &store,
                     &bound,
-                    &config.db_path,
+                    &config.durable,
                     ours.as_deref(),
                 ));
             }
         }
         let ns = &store.config().namespace;
-        let db = Durable::open_writer(&config.db_path, ns, config.lease_ttl).await?;
-        let binding = binding::Binding::of(&config.db_path, db.identity().await?);
-        binding::bind(&store, &binding, &config.db_path).await?;
+        let db = Durable::open_writer(&config.durable, ns, config.lease_ttl).await?;
+        let binding = binding::Binding::of(&config.durable, db.identity().await?);
+        binding::bind(&store, &binding, &config.durable).await?;
         store.preload_scripts().await?;
         let upgraded = store.upgrade_session_indexes().await?;
         if upgraded > 0 {
@@ -270,7 +265,7 @@ impl SpillDaemon {
         config: SpillConfig,
         may_bind: bool,
     ) -> Result<Option<SpillDaemon>> {
-        let ours = match durable::recorded_identity(&config.db_path).await {
+        let ours = match durable::recorded_identity(&config.durable).await {
             Ok(Some(ours)) => ours,
             Ok(None) => return Ok(None),
             Err(err) if may_bind => return Err(err),
@@ -352,7 +347,7 @@ impl SpillDaemon {
                     .collect();
                 tracing::info!(
                     redis = %redis,
-                    db = %durable::Location::of(&self.config.db_path).display(),
+                    db = %durable::Location::of(&self.config.durable).display(),
                     partitions = self.store.keys().partitions(),
                     owns = %events::ranges(&owned),
                     lease_ms = self.config.lease_ttl.as_millis() as u64,
@@ -412,7 +407,7 @@ impl SpillDaemon {
                             "cannot reach Redis; retrying until it answers"
                         ),
                         _ if postgres => tracing::warn!(
-                            db = %durable::Location::of(&self.config.db_path).display(),
+                            db = %durable::Location::of(&self.config.durable).display(),
                             error = %err,
                             "cannot commit to PostgreSQL; Redis keeps every entry it has not committed (nothing is trimmed); retrying with backoff — check the server is up and reachable at --db"
                         ),
@@ -444,7 +439,7 @@ impl SpillDaemon {
         Ok(())
     }
 
-    /// Applies the retention policy to SQLite and logs what it removed. A SQLite error is
+    /// Applies the retention policy to the durable tier and logs what it removed. An error is
     /// logged and the next run retries; a file that cannot be used stops the daemon.
     async fn collect_garbage(&self) -> Result<()> {
         let policy = self.config.retention.clone();
@@ -591,7 +586,7 @@ impl SpillDaemon {
         if drained && self.parts[p as usize].reseed_due {
             self.complete_reseed(p).await?;
         }
-        report.restored += crate::restore::daemon::serve_requests(&self.store, &self.db, p).await?;
+        report.restored += restore::serve_requests(&self.store, &self.db, p).await?;
         if std::mem::take(&mut self.parts[p as usize].trim_due) {
             let part = &self.parts[p as usize];
             let lease = lease::value(&self.owner, part.token);

@@ -10,7 +10,6 @@ use super::flusher;
 use super::{Partition, SpillDaemon};
 use crate::error::Result;
 use crate::records::{committed, Entry};
-use crate::restore;
 use crate::store::Store;
 
 impl SpillDaemon {
@@ -24,7 +23,7 @@ impl SpillDaemon {
         }
         // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite.
         let floor = match part.token {
-            0 => self.db.cursors(p).await?.2,
+            0 => self.db.cursors(p).await?.token,
             held => held,
         };
         let Some(token) = claim(&self.store, p, &self.owner, ttl, floor).await? else {
@@ -32,7 +31,8 @@ impl SpillDaemon {
             return Ok(false);
         };
         if token != self.parts[p as usize].token {
-            let (mut wal, mut decisions, _) = self.db.cursors(p).await?;
+            let held = self.db.cursors(p).await?;
+            let (mut wal, mut decisions) = (held.wal, held.decisions);
             let key = self.store.keys().committed(p);
             let mut conn = self.store.conn().await?;
             let (known, seeded): (u32, bool) = redis::pipe()
@@ -42,7 +42,7 @@ impl SpillDaemon {
                 .await?;
             if known == 0 {
                 // Nothing is marked or re-seeded for a namespace bound to another tier.
-                super::binding::bind(&self.store, &self.binding, &self.config.db_path).await?;
+                super::binding::bind(&self.store, &self.binding, &self.config.durable).await?;
                 // Redis lost its state (or this is the first run). A stream that no longer
                 // holds the committed entry (the trimmer always keeps it) is a new timeline:
                 // all of it is uncommitted, even entries whose ids sort below the cursor
@@ -54,11 +54,12 @@ impl SpillDaemon {
                     let rebased = self.db.rebase(p, token, wal_lost, decisions_lost).await?;
                     if rebased {
                         self.events.rebased(p);
-                        (wal, decisions, _) = self.db.cursors(p).await?;
+                        let held = self.db.cursors(p).await?;
+                        (wal, decisions) = (held.wal, held.decisions);
                     }
                 }
                 let (sessions, open) =
-                    restore::daemon::reseed_indexes(&self.store, &self.db, p).await?;
+                    super::restore::reseed_indexes(&self.store, &self.db, p).await?;
                 self.events.reseeded_indexes(p, sessions, open);
             }
             let ids = [
@@ -96,7 +97,7 @@ impl SpillDaemon {
         let part = &self.parts[p as usize];
         let (wal, lease) = (part.wal.clone(), value(&self.owner, part.token));
         let (values, rounds) =
-            restore::daemon::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
+            super::restore::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
         self.events.reseeded_users(p, values, rounds);
         let seeded = [(committed::SEEDED, "1")];
         if !flusher::publish_committed(&self.store, p, &lease, &seeded).await? {

@@ -3,7 +3,7 @@
 //! pushes the id onto `<prefix>:{p}:restore` and polls for the meta key or the daemon's
 //! answer in `<prefix>:{p}:restore:<sid>`. Session scripts reach this through
 //! [`Store::invoke_session`] (the one place transparent rehydration happens), plain-key
-//! reads through [`Store::read_live`]. The daemon side (feature `spill`) is `crate::restore`.
+//! reads through [`Store::read_live`]. The daemon side (feature `spill`) is `crate::spill::restore`.
 
 use redis::FromRedisValue;
 

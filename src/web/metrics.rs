@@ -18,8 +18,8 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::durable::Durable;
 use crate::error::{Error, Result};
-use crate::spill::durable::Durable;
 use crate::spill::{inspect, metrics as series};
 use crate::store::Store;
 

@@ -23,8 +23,8 @@ mod sizes;
 mod spill;
 mod tiers;
 
+use crate::durable::Location;
 use crate::redis_server::RedisServer;
-use crate::spill::durable::Location;
 use crate::{Config, Error, Result, Store};
 use clap::Args;
 use harness::{Options, Report};

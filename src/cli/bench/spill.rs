@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::redis_server::RedisServer;
 use crate::scripts;
-use crate::spill::restore_from_sqlite;
+use crate::spill::restore_from_durable;
 use crate::NewMessage;
 use crate::NewSession;
 use crate::Store;
@@ -92,7 +92,7 @@ pub(super) async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// W5: drains the wal backlog into `config.db_path` with one daemon (`run_once`: every
+/// W5: drains the wal backlog into `config.durable` with one daemon (`run_once`: every
 /// partition flushed to the end and trimmed). `written` is when the last entry was written.
 pub async fn w5_flush(
     store: &Store,
@@ -190,7 +190,7 @@ pub async fn w6_rehydrate(
 
     drop_live(store, sid).await?;
     let started = Instant::now();
-    let restored = restore_from_sqlite(store, &config.db_path, sid).await?;
+    let restored = restore_from_durable(store, &config.durable, sid).await?;
     let direct_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(RehydrateFigures {
         messages: restored.unwrap_or(0),

@@ -11,8 +11,9 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::spill::{fill, w6_rehydrate, Loss};
+use crate::durable::postgres;
 use crate::redis_server::RedisServer;
-use crate::spill::{inspect, postgres};
+use crate::spill::inspect;
 use crate::{Config, Error, NewSession, Result, SpillConfig, SpillDaemon, Store};
 
 /// One tier and daemon count.

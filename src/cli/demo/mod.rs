@@ -9,8 +9,8 @@ mod steps;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::durable::Location;
 use crate::redis_server::RedisServer;
-use crate::spill::durable::Location;
 use crate::spill::{SpillConfig, SpillDaemon};
 use crate::{Config, Error, Result, Store};
 use clap::Args;

@@ -29,7 +29,7 @@ pub(super) async fn durable_counts(
     ns: &crate::config::Namespace,
     sid: &str,
 ) -> Result<(i64, i64, i64)> {
-    let durable = crate::spill::durable::Durable::open_reader(db, ns).await?;
+    let durable = crate::durable::Durable::open_reader(db, ns).await?;
     let mut counts = [0i64; 3];
     for (n, table) in counts
         .iter_mut()

@@ -236,7 +236,7 @@ impl Console {
         (
             config.namespace.prefix.clone(),
             crate::address::address(&config.redis_url),
-            crate::spill::durable::Location::of(&self.db).display(),
+            crate::durable::Location::of(&self.db).display(),
         )
     }
 

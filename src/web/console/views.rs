@@ -13,9 +13,9 @@ use serde_json::Value;
 use crate::checkpoints::Checkpoint;
 use crate::consumer::{parse_event, DeadLetter, DecisionEvent};
 use crate::decisions::Decision;
+use crate::durable::{decision_of, Durable, Location};
 use crate::error::{Error, Result};
 use crate::messages::{CompactionRecord, Message, MessageQuery, Usage};
-use crate::spill::durable::{Durable, Location};
 use crate::spill::inspect;
 use crate::store::Store;
 use crate::web::metrics::{consumer_groups, GroupInfo};
@@ -337,22 +337,7 @@ pub(crate) async fn session_view(
 /// The durable tier's decisions of `sid`, oldest first.
 async fn durable_decisions(db: &Durable, sid: &str) -> Result<Vec<Decision>> {
     let rows = db.text_rows(inspect::SESSION_DECISIONS_SQL, sid).await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let text = |i: usize| r[i].clone().unwrap_or_default();
-            Decision {
-                id: text(0),
-                session_id: text(1),
-                decision: text(2),
-                rationale: text(3),
-                planned_action: Some(text(4)).filter(|a| !a.is_empty()),
-                meta: serde_json::from_str(&text(5)).unwrap_or(Value::Null),
-                outcome: r[6].clone(),
-                created_at: text(7).parse().unwrap_or(0),
-            }
-        })
-        .collect())
+    Ok(rows.iter().map(|r| decision_of(r)).collect())
 }
 
 /// Session `sid` from its durable history (`agentstate export`'s lines), or `None`.

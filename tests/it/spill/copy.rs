@@ -10,7 +10,7 @@ use crate::support::{env, Durable, PgDatabase, TestEnv};
 
 /// Every table's rows, ordered by all columns, as text (the same on both backends).
 fn dump(rows: impl Fn(&str) -> Vec<Vec<String>>) -> Vec<(String, Vec<Vec<String>>)> {
-    agentstate::spill::copy::TABLES
+    agentstate::test_support::durable::TABLES
         .iter()
         .map(|table| {
             let n = rows(&format!("SELECT * FROM {table} LIMIT 1"))
@@ -64,7 +64,7 @@ async fn a_copy_holds_every_row_and_the_daemon_resumes_from_its_cursors() {
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(lines.len(), agentstate::spill::copy::TABLES.len());
+    assert_eq!(lines.len(), agentstate::test_support::durable::TABLES.len());
     for l in &lines {
         assert_eq!(l[1], l[2], "{l:?}");
     }

@@ -1,11 +1,20 @@
-//! The SQLite side: opening the database (WAL journal, secure_delete), the versioned schema
-//! with forward-only migrations applied at startup, and the namespace record.
+//! The SQLite durable tier (a path as `--db`): opening the database (WAL journal,
+//! secure_delete), the versioned schema with forward-only migrations applied at startup, the
+//! namespace record, and rows read as text. `database` is the daemon's checked connection,
+//! `flush` executes the interpreter's changes, `retention` and `snapshot` run the shared
+//! plans' reads.
+
+pub(crate) mod database;
+pub(crate) mod flush;
+pub(crate) mod retention;
+pub(crate) mod snapshot;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
+use super::rows::TextRows;
 use crate::config::Namespace;
 use crate::error::{Error, Result};
 
@@ -125,7 +134,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this build writes (the number of migrations).
-pub fn schema_version() -> i64 {
+pub(crate) fn schema_version() -> i64 {
     MIGRATIONS.len() as i64
 }
 
@@ -134,7 +143,7 @@ pub fn schema_version() -> i64 {
 ///
 /// Architecture Invariant: only the spill daemon calls this; everything else opens SQLite
 /// read-only with [`open_read_only`].
-pub fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
+pub(crate) fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Takes effect when a new file gets its first table; an existing one is converted below.
@@ -170,7 +179,7 @@ fn enable_wal(conn: &Connection) -> Result<()> {
 }
 
 /// Opens an existing database read-only (export, stats); checks the namespace.
-pub fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
+pub(crate) fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -282,6 +291,22 @@ pub(crate) fn recorded_identity(path: &Path) -> Result<Option<String>> {
         })
         .optional()?
         .flatten())
+}
+
+/// Every row of `sql` on a SQLite connection (`?1` bound to `arg` when the statement has a
+/// parameter).
+pub(crate) fn text_rows(conn: &Connection, sql: &str, arg: &str) -> Result<TextRows> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let n = stmt.column_count();
+    let params: &[&dyn rusqlite::ToSql] = if stmt.parameter_count() == 0 {
+        &[]
+    } else {
+        &[&arg]
+    };
+    let rows = stmt.query_map(params, |r| {
+        (0..n).map(|i| r.get::<_, Option<String>>(i)).collect()
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 #[cfg(test)]

@@ -1,13 +1,10 @@
-//! Snapshot reads: what the daemon reads from SQLite to put into Redis again — one session
-//! as the arguments of `restore_session.lua` ([`SessionImage`]) plus its StateService
-//! rounds, and a partition's user data for the after-loss re-seed. Read-only; runs on the
-//! SQLite thread.
+//! Snapshots: what the daemon reads from the durable tier to put into Redis again — one
+//! session as the arguments of `restore_session.lua` ([`SessionImage`]) plus its StateService
+//! rounds, and a partition's user data for the after-loss re-seed. The SQL and the assembly
+//! are shared here; each backend (`sqlite::snapshot`, `postgres::snapshot`) only runs the
+//! reads.
 
-use rusqlite::{params, Connection, OptionalExtension};
-
-use crate::decisions::Decision;
 use crate::error::{Error, Result};
-use crate::records::decision_id;
 use crate::scripts::SessionImage;
 use crate::sessions::META_FIELDS;
 
@@ -35,12 +32,6 @@ pub(crate) fn group_sorted<K: PartialEq, V>(
         }
     }
     groups
-}
-
-fn strings<P: rusqlite::Params>(conn: &Connection, sql: &str, p: P) -> Result<Vec<String>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let rows = stmt.query_map(p, |r| r.get(0))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// The `sessions` row of a session: the text columns (user_id, kind, parent, lifecycle,
@@ -97,61 +88,6 @@ pub(crate) mod sql {
     pub const CHILDREN: &str = "SELECT id FROM sessions WHERE parent = ?1 ORDER BY id";
     pub const GRAPH: &str =
         "SELECT field, value FROM graph_log WHERE session_id = ?1 ORDER BY field";
-}
-
-/// Reads session `sid` from SQLite; `None` when SQLite does not know it.
-pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snapshot>> {
-    let head = conn
-        .query_row(sql::HEAD, params![sid], |r| {
-            let mut texts: [String; 10] = Default::default();
-            for (i, t) in texts.iter_mut().enumerate() {
-                *t = r.get(i)?;
-            }
-            let mut ints = [0i64; 5];
-            for (i, n) in ints.iter_mut().enumerate() {
-                *n = r.get(10 + i)?;
-            }
-            Ok(SessionRow { texts, ints })
-        })
-        .optional()?;
-    let Some(head) = head else {
-        return Ok(None);
-    };
-    fn all<T>(
-        conn: &Connection,
-        sql: &str,
-        sid: &str,
-        f: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
-    ) -> Result<Vec<T>> {
-        let mut stmt = conn.prepare_cached(sql)?;
-        let rows = stmt.query_map(params![sid], f)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
-    }
-    let rows = SessionRows {
-        head,
-        messages: all(conn, sql::MESSAGES, sid, |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?,
-        compactions: all(conn, sql::COMPACTIONS, sid, |r| r.get(0))?,
-        usage: all(conn, sql::USAGE, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
-        checkpoints: all(conn, sql::CHECKPOINTS, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
-        decisions: all(conn, sql::DECISIONS, sid, |r| {
-            Ok(vec![
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get::<_, i64>(5)?.to_string(),
-            ])
-        })?,
-        rounds: all(conn, sql::ROUNDS, sid, |r| {
-            Ok((r.get(0)?, (r.get(1)?, r.get(2)?)))
-        })?,
-        children: strings(conn, sql::CHILDREN, params![sid])?,
-        graph: all(conn, sql::GRAPH, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
-    };
-    assemble(sid, rows).map(Some)
 }
 
 /// The restore image of a session's rows (either backend's).
@@ -218,62 +154,3 @@ pub(crate) type UserData = (
     Vec<(String, Vec<(String, String)>)>,
     Vec<((String, String), Vec<(i64, String)>)>,
 );
-
-/// Reads the user data of partition `p` (the partition of the user id) from SQLite.
-pub(crate) fn load_user_data(
-    conn: &Connection,
-    keys: &crate::keys::Keys,
-    p: u32,
-) -> Result<UserData> {
-    let mut stmt =
-        conn.prepare_cached("SELECT user_id, key, value FROM user_values ORDER BY user_id, key")?;
-    let values = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))))?
-        .filter(|row| row.as_ref().map_or(true, |(u, _)| keys.partition(u) == p))
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    let mut stmt = conn.prepare_cached(
-        "SELECT user_id, session_id, round_id, state FROM rounds
-         WHERE session_id NOT IN (SELECT id FROM sessions)
-         ORDER BY user_id, session_id, round_id",
-    )?;
-    let rounds = stmt
-        .query_map([], |r| {
-            Ok(((r.get::<_, String>(0)?, r.get(1)?), (r.get(2)?, r.get(3)?)))
-        })?
-        .filter(|row| {
-            row.as_ref()
-                .map_or(true, |((u, _), _)| keys.partition(u) == p)
-        })
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok((group_sorted(values), group_sorted(rounds)))
-}
-
-/// The sessions SQLite holds for partition `p`: (id, user id or '').
-pub(crate) fn partition_sessions(conn: &Connection, p: u32) -> Result<Vec<(String, String)>> {
-    let mut stmt = conn.prepare_cached("SELECT id, user_id FROM sessions WHERE partition = ?1")?;
-    let rows = stmt.query_map(params![p], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-/// The decisions of partition `p` SQLite holds without an outcome, oldest first.
-pub(crate) fn open_decisions(conn: &Connection, p: u32) -> Result<Vec<Decision>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, session_id, decision, rationale, planned_action, meta, created_at
-         FROM decisions WHERE id LIKE ?1 AND outcome IS NULL ORDER BY created_at",
-    )?;
-    let rows = stmt.query_map(params![decision_id(p, "%")], |r| {
-        let action: String = r.get(4)?;
-        let meta: String = r.get(5)?;
-        Ok(Decision {
-            id: r.get(0)?,
-            session_id: r.get(1)?,
-            decision: r.get(2)?,
-            rationale: r.get(3)?,
-            planned_action: Some(action).filter(|a| !a.is_empty()),
-            meta: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
-            outcome: None,
-            created_at: r.get(6)?,
-        })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
-}

@@ -1,7 +1,7 @@
 //! The PostgreSQL durable tier (a `postgres://` / `postgresql://` `--db`): a connection pool,
 //! the versioned schema with forward-only migrations, the namespace record, and the cursors
 //! with their fencing tokens. `flush` is the flusher's transaction, `snapshot` the reads a
-//! restore needs. The same tables and rows as SQLite (`super::schema`), so both answer alike.
+//! restore needs. The same tables and rows as SQLite (`durable::sqlite`), so both answer alike.
 
 pub(crate) mod flush;
 pub(crate) mod retention;
@@ -13,10 +13,12 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::config::Namespace;
+use crate::durable::plan::{Cursors, CURSORS_SQL, REBASE_SQL};
 use crate::error::{Error, Result};
+use snapshot::dollar;
 
 /// Forward-only migrations; `schema_version.version` is the number applied so far. Append
-/// new steps, never edit old ones. Step i mirrors SQLite's step i (`super::schema`), so a
+/// new steps, never edit old ones. Step i mirrors SQLite's step i (`durable::sqlite`), so a
 /// schema version means the same tables on both.
 const MIGRATIONS: &[&str] = &[
     // 1: the initial schema.
@@ -257,20 +259,18 @@ impl Pg {
     }
 
     /// The cursors and fencing token PostgreSQL holds for `partition` (defaults when none).
-    pub(crate) async fn cursors(&self, partition: u32) -> Result<(String, String, i64)> {
+    pub(crate) async fn cursors(&self, partition: u32) -> Result<Cursors> {
         let client = self.client().await?;
-        let stmt = client
-            .prepare_cached("SELECT wal, decisions, token FROM cursors WHERE partition = $1")
-            .await?;
+        let stmt = client.prepare_cached(&dollar(CURSORS_SQL)).await?;
         let row = client.query_opt(&stmt, &[&(partition as i64)]).await?;
-        Ok(row.map_or_else(
-            || ("0-0".into(), "0-0".into(), 0),
-            |r| (r.get(0), r.get(1), r.get(2)),
-        ))
+        Ok(row.map_or_else(Cursors::default, |r| Cursors {
+            wal: r.get(0),
+            decisions: r.get(1),
+            token: r.get(2),
+        }))
     }
 
-    /// As `flusher::sqlite::rebase`: points the named cursors back to `0-0` unless a higher
-    /// fencing token owns the partition. Returns false when fenced.
+    /// `durable::plan::REBASE_SQL` on PostgreSQL. Returns false when fenced.
     pub(crate) async fn rebase(
         &self,
         partition: u32,
@@ -281,9 +281,7 @@ impl Pg {
         let client = self.client().await?;
         let n = client
             .execute(
-                "UPDATE cursors SET wal = CASE WHEN $3 THEN '0-0' ELSE wal END,
-                                    decisions = CASE WHEN $4 THEN '0-0' ELSE decisions END
-                 WHERE partition = $1 AND token <= $2",
+                &dollar(REBASE_SQL),
                 &[&(partition as i64), &token, &wal, &decisions],
             )
             .await?;

@@ -1,22 +1,17 @@
 //! Retention: bounds on the durable history. A [`Retention`] policy keeps the last N
 //! checkpoints per session and label, drops archived sessions' history and closed sessions'
-//! tombstones after an age, and caps the decisions kept; [`plan`] lists what a policy
-//! removes (`agentstate gc --dry-run`), [`apply`] removes exactly that in one transaction
-//! and gives the pages back to the filesystem (incremental auto-vacuum, then a WAL
-//! checkpoint). The daemon applies its policy periodically; `agentstate gc` on demand.
+//! tombstones after an age, and caps the decisions kept. Shared by both backends: the reads a
+//! plan makes ([`Retention::queries`], the same SQL on both) and the pure planner
+//! ([`plan_from`]); each backend (`sqlite::retention`, `postgres::retention`) runs the reads
+//! and executes the removals as changes (`plan::removal_changes`). The daemon applies its
+//! policy periodically; `agentstate gc` on demand.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::{params, Connection, TransactionBehavior};
 use serde::Serialize;
 
-use super::flusher::sqlite::delete_sessions;
-use super::rows::{self, TextRows};
-use super::schema;
-use crate::config::Namespace;
-use crate::error::Result;
+use super::rows::TextRows;
 
 /// What the durable history keeps; `None` keeps everything of that kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,7 +53,7 @@ impl Retention {
 /// One thing a policy removes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Removal {
+pub(crate) enum Removal {
     /// An archived session and its whole history.
     Session {
         /// The session id.
@@ -102,7 +97,7 @@ impl std::fmt::Display for Removal {
 
 /// What a gc did (or, dry, would do).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GcReport {
+pub(crate) struct GcReport {
     /// Everything removed, in the order listed.
     pub removed: Vec<Removal>,
     /// Size of the database file before, bytes.
@@ -223,93 +218,4 @@ pub(crate) fn plan_from(policy: &Retention, rows: [TextRows; 5]) -> Vec<Removal>
         );
     }
     out
-}
-
-/// Lists what `policy` removes from the SQLite database now (reads only).
-pub fn plan(conn: &Connection, policy: &Retention) -> Result<Vec<Removal>> {
-    let rows = policy.queries(now_ms()).map(|q| match q {
-        Some((sql, arg)) => rows::sqlite(conn, sql, &arg),
-        None => Ok(Vec::new()),
-    });
-    let [a, b, c, d, e] = rows;
-    Ok(plan_from(policy, [a?, b?, c?, d?, e?]))
-}
-
-/// Removes what `policy` lists now, in one transaction, then returns the freed pages to the
-/// filesystem. Returns what it removed.
-pub fn apply(conn: &mut Connection, policy: &Retention) -> Result<Vec<Removal>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let removed = plan(&tx, policy)?;
-    for r in &removed {
-        match r {
-            Removal::Session { id } => {
-                delete_sessions(&tx, std::slice::from_ref(id), i64::MAX)?;
-                tx.execute("DELETE FROM rounds WHERE session_id = ?1", params![id])?;
-                tx.execute(
-                    "UPDATE sessions SET parent = '' WHERE parent = ?1",
-                    params![id],
-                )?;
-            }
-            Removal::Tombstone { id } => {
-                tx.execute("DELETE FROM tombstones WHERE session_id = ?1", params![id])?;
-            }
-            Removal::Checkpoint { id, .. } => {
-                tx.execute("DELETE FROM checkpoints WHERE id = ?1", params![id])?;
-            }
-            Removal::Decision { id, .. } => {
-                tx.execute("DELETE FROM decisions WHERE id = ?1", params![id])?;
-            }
-        }
-    }
-    tx.commit()?;
-    if !removed.is_empty() {
-        reclaim(conn)?;
-    }
-    Ok(removed)
-}
-
-/// Gives free pages back to the filesystem: incremental vacuum, then a WAL checkpoint that
-/// truncates the `-wal` file (a reader may block it: the next gc finishes it).
-fn reclaim(conn: &Connection) -> Result<()> {
-    // Each step of the pragma frees one page: run it to the end.
-    let mut stmt = conn.prepare("PRAGMA incremental_vacuum")?;
-    let mut rows = stmt.query([])?;
-    while rows.next()?.is_some() {}
-    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
-    if busy != 0 {
-        tracing::debug!("gc: wal checkpoint blocked by a reader; the file shrinks at the next one");
-    }
-    Ok(())
-}
-
-/// Bytes the database takes on disk: the file and its `-wal`.
-fn file_size(path: &Path) -> u64 {
-    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    size(path) + size(Path::new(&format!("{}-wal", path.display())))
-}
-
-/// `agentstate gc`: applies `policy` to the database at `path` (or, `dry`, only lists what it
-/// would remove, opening the file read-only).
-pub fn collect_garbage(
-    path: &Path,
-    ns: &Namespace,
-    policy: &Retention,
-    dry: bool,
-) -> Result<GcReport> {
-    let bytes_before = file_size(path);
-    if dry {
-        let conn = schema::open_read_only(path, ns)?;
-        return Ok(GcReport {
-            removed: plan(&conn, policy)?,
-            bytes_before,
-            bytes_after: bytes_before,
-        });
-    }
-    let mut conn = schema::open_writer(path, ns)?;
-    let removed = apply(&mut conn, policy)?;
-    Ok(GcReport {
-        removed,
-        bytes_before,
-        bytes_after: file_size(path),
-    })
 }

@@ -1,16 +1,17 @@
-//! Retention on PostgreSQL: the same plan as SQLite's (`spill::retention`, the same SQL and
+//! Retention on PostgreSQL: the same plan as SQLite's (`durable::retention`, the same SQL and
 //! the same pure planner), read and applied in one transaction. PostgreSQL gives deleted
 //! rows' space back to itself (autovacuum makes it reusable), not to the filesystem; the
 //! database's size shrinks only with `VACUUM FULL` (docs/operations.md says when to run it).
 
 use deadpool_postgres::Transaction;
 
-use super::flush::delete_sessions;
+use super::flush::execute;
 use super::snapshot::text_query;
 use super::Pg;
+use crate::durable::plan::removal_changes;
+use crate::durable::retention::{now_ms, plan_from, Removal, Retention};
+use crate::durable::rows::TextRows;
 use crate::error::Result;
-use crate::spill::retention::{now_ms, plan_from, Removal, Retention};
-use crate::spill::rows::TextRows;
 
 /// Runs the plan's reads in `tx` (each `?1` bound as text).
 async fn plan_in(tx: &Transaction<'_>, policy: &Retention) -> Result<Vec<Removal>> {
@@ -32,35 +33,15 @@ impl Pg {
     }
 
     /// Removes what `policy` lists now, planned and deleted in one transaction (as SQLite's
-    /// `retention::apply`). Returns what it removed.
+    /// `sqlite::retention::apply`). Returns what it removed.
     pub(crate) async fn retain(&self, policy: &Retention) -> Result<Vec<Removal>> {
         let mut client = self.client().await?;
         // Read committed: the flusher may update a planned row meanwhile (a repeatable-read
         // transaction would then fail); the deletes go by id either way.
         let tx = client.transaction().await?;
         let removed = plan_in(&tx, policy).await?;
-        for r in &removed {
-            match r {
-                Removal::Session { id } => {
-                    delete_sessions(&tx, std::slice::from_ref(id), i64::MAX).await?;
-                    tx.execute("DELETE FROM rounds WHERE session_id = $1", &[id])
-                        .await?;
-                    tx.execute("UPDATE sessions SET parent = '' WHERE parent = $1", &[id])
-                        .await?;
-                }
-                Removal::Tombstone { id } => {
-                    tx.execute("DELETE FROM tombstones WHERE session_id = $1", &[id])
-                        .await?;
-                }
-                Removal::Checkpoint { id, .. } => {
-                    tx.execute("DELETE FROM checkpoints WHERE id = $1", &[id])
-                        .await?;
-                }
-                Removal::Decision { id, .. } => {
-                    tx.execute("DELETE FROM decisions WHERE id = $1", &[id])
-                        .await?;
-                }
-            }
+        for change in removed.iter().flat_map(removal_changes) {
+            execute(&tx, &change).await?;
         }
         tx.commit().await?;
         Ok(removed)

@@ -1,14 +1,12 @@
-//! Snapshot reads from PostgreSQL: the same queries as SQLite's (`restore::snapshot`), made
-//! into the same restore image by `restore::snapshot::assemble`.
+//! Snapshot reads from PostgreSQL: the same queries as SQLite's (`durable::snapshot::sql`), made
+//! into the same restore image by `durable::snapshot::assemble`.
 
 use super::Pg;
-use crate::decisions::Decision;
-use crate::error::Result;
-use crate::records::decision_id;
-use crate::restore::snapshot::{
+use crate::durable::rows::TextRows;
+use crate::durable::snapshot::{
     assemble, group_sorted, sql, SessionRow, SessionRows, Snapshot, UserData,
 };
-use crate::spill::rows::TextRows;
+use crate::error::Result;
 
 /// SQLite's `?N` placeholders in PostgreSQL's spelling, `$N`.
 pub(crate) fn dollar(sql: &str) -> String {
@@ -126,35 +124,6 @@ impl Pg {
             )
             .await?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
-    /// The decisions of partition `p` without an outcome, oldest first.
-    pub(crate) async fn open_decisions(&self, p: u32) -> Result<Vec<Decision>> {
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT id, session_id, decision, rationale, planned_action, meta, created_at
-                 FROM decisions WHERE id LIKE $1 AND outcome IS NULL ORDER BY created_at",
-                &[&decision_id(p, "%")],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let action: String = r.get(4);
-                let meta: String = r.get(5);
-                Decision {
-                    id: r.get(0),
-                    session_id: r.get(1),
-                    decision: r.get(2),
-                    rationale: r.get(3),
-                    planned_action: Some(action).filter(|a| !a.is_empty()),
-                    meta: serde_json::from_str(&meta).unwrap_or(serde_json::Value::Null),
-                    outcome: None,
-                    created_at: r.get(6),
-                }
-            })
-            .collect())
     }
 }
 

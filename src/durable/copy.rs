@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::postgres::Pg;
-use super::schema;
+use super::sqlite as schema;
 use crate::config::Namespace;
 use crate::error::{Error, Result};
 
@@ -40,7 +40,7 @@ const CHUNK: usize = 2000;
 
 /// One table's rows in the source and, after the copy, in the target.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TableCount {
+pub(crate) struct TableCount {
     /// The table.
     pub table: &'static str,
     /// Rows in the SQLite file (the snapshot copied).
@@ -61,7 +61,7 @@ enum Read {
 /// Copies the SQLite durable tier at `source` into the PostgreSQL database at `url`
 /// (creating its schema), then compares row counts. `progress` hears each table's name
 /// and total, then the rows done so far.
-pub async fn sqlite_to_postgres(
+pub(crate) async fn sqlite_to_postgres(
     source: &Path,
     url: &str,
     progress: &(dyn Fn(&str, u64, u64) + Sync),

@@ -1,22 +1,20 @@
 //! The flusher: reads a batch of a partition's `wal` and `decisions` streams after its
-//! cursors (the Redis half, here) and commits it in one transaction of the durable tier (SQLite or PostgreSQL) with the new
-//! cursors (`Durable::apply`: [`sqlite::apply`] or PostgreSQL's), then publishes the committed ids in
-//! `<prefix>:{p}:committed`. Every entry lands exactly once whenever the process dies.
-
-pub(crate) mod records;
-pub(crate) mod sqlite;
+//! cursors (the Redis half, here) and commits it in one transaction of the durable tier with
+//! the new cursors (`Durable::apply`: the shared interpreter, `crate::durable::plan`, run by
+//! either backend), then publishes the committed ids in `<prefix>:{p}:committed`. Every entry
+//! lands exactly once whenever the process dies.
 
 use std::collections::{BTreeSet, HashMap};
 
 use super::{lease, SpillDaemon};
+use crate::durable::plan::{Applied, Batch};
 use crate::error::Result;
 use crate::records::{committed, wal_field, Entry, WalEntry, WalOp, WalRecord};
 use crate::scripts;
 use crate::store::Store;
-use sqlite::{Applied, Batch};
 
 impl SpillDaemon {
-    /// Reads up to a batch from both streams of `p` and commits it to SQLite. Returns the
+    /// Reads up to a batch from both streams of `p` and commits it to the durable tier. Returns the
     /// entries committed, or `None` when the partition turned out to belong to another daemon
     /// or this Redis lost its state (the lease went with it): the batch is read in the same
     /// round trip as the lease, so entries of a new timeline are never read after an old
@@ -110,7 +108,7 @@ impl SpillDaemon {
     }
 }
 
-/// Sets `fields` of `<prefix>:{p}:committed` (the last ids of both streams SQLite committed,
+/// Sets `fields` of `<prefix>:{p}:committed` (the last ids of both streams the durable tier committed,
 /// which durable callers poll and the trimmer never cuts above; `seeded`) while `lease` still
 /// holds the partition; false (nothing written) when it does not.
 pub(super) async fn publish_committed(

@@ -1,26 +1,45 @@
-//! The durable tier as the daemon and the CLI see it: one interface, `Durable`, over its
-//! two implementations — a SQLite file (`flusher::sqlite`, `schema`, `restore::snapshot`,
-//! `retention`; run on the blocking pool) and a PostgreSQL database (`postgres`; async).
-//! `--db` / `AGENTSTATE_DB` choose: a `postgres://` or `postgresql://` URL, else a path.
-//! Callers never ask which one they hold; each operation is one match here.
+//! The durable tier (cargo feature `spill`): one interface, [`Durable`], over two thin
+//! backends — a SQLite file (`sqlite`; run on the blocking pool) and a PostgreSQL database
+//! (`postgres`; async). `--db` / `AGENTSTATE_DB` choose: a `postgres://` or `postgresql://`
+//! URL, else a path. Callers never ask which one they hold; each operation is one match here.
+//!
+//! What both backends share lives beside this file, so they cannot drift apart:
+//! - `plan`: the flush's one interpreter (a batch → typed changes) and the fence on cursors;
+//!   each backend executes the changes with one arm per change kind.
+//! - `payloads`: the wal records' payloads as the interpreter reads them.
+//! - `retention`: retention policies, the SQL of a plan's reads and the pure planner.
+//! - `snapshot`: the SQL of a restore's reads and the image made of their rows.
+//! - `rows`: rows read as text, the shape in which both answer the same SQL.
+//! - `copy`: `agentstate db copy`, SQLite into PostgreSQL.
+
+pub(crate) mod copy;
+pub(crate) mod payloads;
+pub(crate) mod plan;
+pub(crate) mod postgres;
+pub(crate) mod retention;
+pub(crate) mod rows;
+pub(crate) mod snapshot;
+pub(crate) mod sqlite;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::database::{self, with_db, Database, Db};
-use super::flusher::sqlite::{self, Applied, Batch};
-use super::postgres::{self, Pg};
-use super::rows::{self, TextRows};
-use super::{retention, schema};
 use crate::config::Namespace;
 use crate::decisions::Decision;
 use crate::error::{Error, Result};
-use crate::restore::snapshot::{self, Snapshot, UserData};
+use crate::records::decision_id;
+use plan::{Applied, Batch, Cursors};
+use postgres::Pg;
+use rows::TextRows;
+use snapshot::{Snapshot, UserData};
+use sqlite::database::{self, with_db, Database, Db};
+use sqlite::flush;
+use sqlite::snapshot as sqlite_snapshot;
 
 /// Where the durable tier lives, as `--db` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location<'a> {
+pub(crate) enum Location<'a> {
     /// A SQLite file.
     Sqlite(&'a Path),
     /// A PostgreSQL database URL.
@@ -29,7 +48,7 @@ pub enum Location<'a> {
 
 impl<'a> Location<'a> {
     /// Reads `--db`: a `postgres://` / `postgresql://` URL, else a SQLite path.
-    pub fn of(db: &'a Path) -> Location<'a> {
+    pub(crate) fn of(db: &'a Path) -> Location<'a> {
         match db.to_str() {
             Some(url) if postgres::is_url(url) => Location::Postgres(url),
             _ => Location::Sqlite(db),
@@ -37,7 +56,7 @@ impl<'a> Location<'a> {
     }
 
     /// The tier's name for people: "SQLite" or "PostgreSQL".
-    pub fn tier(&self) -> &'static str {
+    pub(crate) fn tier(&self) -> &'static str {
         match self {
             Location::Sqlite(_) => "SQLite",
             Location::Postgres(_) => "PostgreSQL",
@@ -45,7 +64,7 @@ impl<'a> Location<'a> {
     }
 
     /// The location for messages and logs (a URL's password redacted).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             Location::Sqlite(path) => path.display().to_string(),
             Location::Postgres(url) => crate::address::redacted_db(url),
@@ -74,7 +93,7 @@ impl Durable {
             Location::Sqlite(path) => {
                 let (path, ns) = (path.to_path_buf(), ns.clone());
                 let db = tokio::task::spawn_blocking(move || {
-                    schema::open_writer(&path, &ns)
+                    sqlite::open_writer(&path, &ns)
                         .map_err(|e| database::classify(e, &path))
                         .and_then(|conn| Database::new(conn, &path))
                 })
@@ -91,7 +110,7 @@ impl Durable {
         match Location::of(db) {
             Location::Postgres(url) => Ok(Durable::Postgres(Pg::open(url, ns, false).await?)),
             Location::Sqlite(path) => {
-                let conn = schema::open_read_only(path, ns)?;
+                let conn = sqlite::open_read_only(path, ns)?;
                 let db = Database::new(conn, path)?;
                 Ok(Durable::Sqlite(Arc::new(Mutex::new(db))))
             }
@@ -105,7 +124,7 @@ impl Durable {
         match self {
             Durable::Sqlite(db) => {
                 let (sql, arg) = (sql.to_string(), arg.to_string());
-                with_db(db, move |c| rows::sqlite(c, &sql, &arg)).await
+                with_db(db, move |c| sqlite::text_rows(c, &sql, &arg)).await
             }
             Durable::Postgres(pg) => pg.text_rows(sql, arg).await,
         }
@@ -123,9 +142,9 @@ impl Durable {
     }
 
     /// The cursors and fencing token recorded for `p` (defaults when none).
-    pub(crate) async fn cursors(&self, p: u32) -> Result<(String, String, i64)> {
+    pub(crate) async fn cursors(&self, p: u32) -> Result<Cursors> {
         match self {
-            Durable::Sqlite(db) => with_db(db, move |c| sqlite::cursors(c, p)).await,
+            Durable::Sqlite(db) => with_db(db, move |c| flush::cursors(c, p)).await,
             Durable::Postgres(pg) => pg.cursors(p).await,
         }
     }
@@ -134,9 +153,7 @@ impl Durable {
     /// when fenced.
     pub(crate) async fn rebase(&self, p: u32, token: i64, wal: bool, dec: bool) -> Result<bool> {
         match self {
-            Durable::Sqlite(db) => {
-                with_db(db, move |c| sqlite::rebase(c, p, token, wal, dec)).await
-            }
+            Durable::Sqlite(db) => with_db(db, move |c| flush::rebase(c, p, token, wal, dec)).await,
             Durable::Postgres(pg) => pg.rebase(p, token, wal, dec).await,
         }
     }
@@ -148,9 +165,9 @@ impl Durable {
         match self {
             Durable::Sqlite(db) => {
                 with_db(db, move |c| {
-                    let applied = sqlite::apply(c, &batch)?;
+                    let applied = flush::apply(c, &batch)?;
                     if applied.as_ref().is_some_and(|a| a.erased) {
-                        sqlite::truncate_wal_file(c);
+                        flush::truncate_wal_file(c);
                     }
                     Ok(applied)
                 })
@@ -166,7 +183,7 @@ impl Durable {
         policy: retention::Retention,
     ) -> Result<Vec<retention::Removal>> {
         match self {
-            Durable::Sqlite(db) => with_db(db, move |c| retention::apply(c, &policy)).await,
+            Durable::Sqlite(db) => with_db(db, move |c| sqlite::retention::apply(c, &policy)).await,
             Durable::Postgres(pg) => pg.retain(&policy).await,
         }
     }
@@ -176,7 +193,7 @@ impl Durable {
         match self {
             Durable::Sqlite(db) => {
                 let sid = sid.to_string();
-                with_db(db, move |c| snapshot::load_snapshot(c, &sid)).await
+                with_db(db, move |c| sqlite_snapshot::load_snapshot(c, &sid)).await
             }
             Durable::Postgres(pg) => pg.load_snapshot(sid).await,
         }
@@ -191,7 +208,7 @@ impl Durable {
         match self {
             Durable::Sqlite(db) => {
                 let keys = keys.clone();
-                with_db(db, move |c| snapshot::load_user_data(c, &keys, p)).await
+                with_db(db, move |c| sqlite_snapshot::load_user_data(c, &keys, p)).await
             }
             Durable::Postgres(pg) => pg.load_user_data(keys, p).await,
         }
@@ -200,17 +217,19 @@ impl Durable {
     /// The sessions of partition `p`: (id, user id or '').
     pub(crate) async fn partition_sessions(&self, p: u32) -> Result<Vec<(String, String)>> {
         match self {
-            Durable::Sqlite(db) => with_db(db, move |c| snapshot::partition_sessions(c, p)).await,
+            Durable::Sqlite(db) => {
+                with_db(db, move |c| sqlite_snapshot::partition_sessions(c, p)).await
+            }
             Durable::Postgres(pg) => pg.partition_sessions(p).await,
         }
     }
 
     /// The decisions of partition `p` without an outcome, oldest first.
     pub(crate) async fn open_decisions(&self, p: u32) -> Result<Vec<Decision>> {
-        match self {
-            Durable::Sqlite(db) => with_db(db, move |c| snapshot::open_decisions(c, p)).await,
-            Durable::Postgres(pg) => pg.open_decisions(p).await,
-        }
+        let rows = self
+            .text_rows(OPEN_DECISIONS_SQL, &decision_id(p, "%"))
+            .await?;
+        Ok(rows.iter().map(|r| decision_of(r)).collect())
     }
 }
 
@@ -222,7 +241,7 @@ pub(crate) async fn recorded_identity(db: &Path) -> Result<Option<String>> {
         Location::Sqlite(path) => {
             let path = path.to_path_buf();
             tokio::task::spawn_blocking(move || {
-                schema::recorded_identity(&path).map_err(|e| database::classify(e, &path))
+                sqlite::recorded_identity(&path).map_err(|e| database::classify(e, &path))
             })
             .await
             .map_err(|e| Error::sqlite(e.to_string()))?
@@ -240,8 +259,8 @@ pub(crate) async fn read_snapshot(
     match Location::of(db) {
         Location::Postgres(url) => Pg::open(url, ns, false).await?.load_snapshot(sid).await,
         Location::Sqlite(path) => {
-            let conn = schema::open_read_only(path, ns)?;
-            snapshot::load_snapshot(&conn, sid)
+            let conn = sqlite::open_read_only(path, ns)?;
+            sqlite_snapshot::load_snapshot(&conn, sid)
         }
     }
 }
@@ -262,7 +281,7 @@ pub(crate) async fn collect_garbage(
             }
             let (path, ns) = (path.to_path_buf(), ns.clone());
             tokio::task::spawn_blocking(move || {
-                retention::collect_garbage(&path, &ns, &policy, dry)
+                sqlite::retention::collect_garbage(&path, &ns, &policy, dry)
             })
             .await
             .map_err(|e| Error::sqlite(e.to_string()))?
@@ -286,5 +305,28 @@ pub(crate) async fn collect_garbage(
                 bytes_after,
             })
         }
+    }
+}
+
+/// A partition's decisions without an outcome (`?1`: `decision_id(p, "%")`), oldest first,
+/// in the columns [`decision_of`] reads. The same text on both backends.
+const OPEN_DECISIONS_SQL: &str =
+    "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
+            CAST(created_at AS TEXT)
+     FROM decisions WHERE id LIKE ?1 AND outcome IS NULL ORDER BY created_at";
+
+/// A decision from a row of `id, session_id, decision, rationale, planned_action, meta,
+/// outcome, created_at` read as text ([`OPEN_DECISIONS_SQL`], the console's session view).
+pub(crate) fn decision_of(row: &[Option<String>]) -> Decision {
+    let text = |i: usize| row[i].clone().unwrap_or_default();
+    Decision {
+        id: text(0),
+        session_id: text(1),
+        decision: text(2),
+        rationale: text(3),
+        planned_action: Some(text(4)).filter(|a| !a.is_empty()),
+        meta: serde_json::from_str(&text(5)).unwrap_or(serde_json::Value::Null),
+        outcome: row[6].clone(),
+        created_at: text(7).parse().unwrap_or(0),
     }
 }

@@ -1,15 +1,15 @@
-//! Restore, the daemon side (cargo feature `spill`): serves the restore requests agents queue
-//! by writing a SQLite [`Snapshot`] back with `restore_session.lua` in one atomic, idempotent
+//! Restore, the daemon side: serves the restore requests agents queue (`crate::store::restore`) by
+//! writing a durable tier's [`Snapshot`] back with `restore_session.lua` in one atomic, idempotent
 //! step, and after a Redis loss puts back the session indexes, open decisions, user values
 //! and rounds. The spill daemon calls these for the partitions it owns.
 
 use std::time::Instant;
 
-use super::snapshot::Snapshot;
+use super::metrics;
+use crate::durable::snapshot::Snapshot;
+use crate::durable::Durable;
 use crate::error::{Error, Result};
 use crate::scripts;
-use crate::spill::durable::Durable;
-use crate::spill::metrics;
 use crate::store::Store;
 
 /// Graph log values written back per `restore_graph.lua` call.
@@ -176,16 +176,16 @@ pub(crate) async fn serve_requests(store: &Store, db: &Durable, p: u32) -> Resul
     Ok(restored)
 }
 
-/// Restores session `sid` from the SQLite file at `db_path` straight into Redis, without a
-/// daemon (the file is opened read-only). Returns the number of messages restored, or `None`
-/// when SQLite does not know the session or it is live already.
-pub async fn restore_from_sqlite(
+/// Restores session `sid` from the durable tier `durable` (`--db`: a SQLite path, opened
+/// read-only, or a PostgreSQL URL) straight into Redis, without a daemon. Returns the number
+/// of messages restored, or `None` when the durable tier does not know the session or it is
+/// live already.
+pub async fn restore_from_durable(
     store: &Store,
-    db_path: &std::path::Path,
+    durable: &std::path::Path,
     sid: &str,
 ) -> Result<Option<usize>> {
-    let snapshot =
-        crate::spill::durable::read_snapshot(db_path, &store.config().namespace, sid).await?;
+    let snapshot = crate::durable::read_snapshot(durable, &store.config().namespace, sid).await?;
     match snapshot {
         Some(s) if write_snapshot(store, sid, &s).await? => Ok(Some(s.image.messages.len())),
         _ => Ok(None),

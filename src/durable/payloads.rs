@@ -1,11 +1,11 @@
-//! The payloads of wal records (`d`) the durable stores apply, parsed once for both
-//! (`flusher::sqlite`, `postgres::flush`).
+//! The payloads of wal records (`d`) as the interpreter (`durable::plan`) reads them.
 
 use std::collections::HashMap;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+/// `session_create`: the new session's settings.
 #[derive(Deserialize)]
 pub(crate) struct CreateRecord<'a> {
     pub user_id: Option<String>,
@@ -24,6 +24,7 @@ pub(crate) struct CreateRecord<'a> {
     pub created_at: i64,
 }
 
+/// `msg` / `msg_replace`: the message's seq and time.
 #[derive(Deserialize)]
 pub(crate) struct Stamped {
     #[serde(default)]
@@ -38,7 +39,8 @@ pub(crate) struct PopRecord {
     pub updated_at: i64,
 }
 
-#[derive(Deserialize)]
+/// `compact`: the compaction's number, range and time.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub(crate) struct CompactRecord {
     pub compact_seq: i64,
     pub from_seq: i64,
@@ -46,20 +48,23 @@ pub(crate) struct CompactRecord {
     pub created_at: i64,
 }
 
+/// `usage`: the round and time.
 #[derive(Deserialize)]
 pub(crate) struct UsageRecord {
     pub round_index: i64,
     pub created_at: i64,
 }
 
-#[derive(Deserialize)]
+/// `checkpoint`: its id, label and time.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub(crate) struct CheckpointRecord {
     pub id: String,
     pub label: String,
     pub created_at: i64,
 }
 
-#[derive(Deserialize)]
+/// `round`: a StateService round.
+#[derive(Debug, Clone, Deserialize)]
 pub(crate) struct RoundRecord<'a> {
     pub user_id: String,
     pub session_id: String,
@@ -69,11 +74,30 @@ pub(crate) struct RoundRecord<'a> {
     pub state: &'a RawValue,
 }
 
+/// Equal when every field is, the state compared as its JSON text.
+impl PartialEq for RoundRecord<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |r: &Self| {
+            (
+                r.user_id.clone(),
+                r.session_id.clone(),
+                r.round_id,
+                r.created_at,
+            )
+        };
+        key(self) == key(other) && self.state.get() == other.state.get()
+    }
+}
+
+impl Eq for RoundRecord<'_> {}
+
+/// `user_set` / `user_del`: the key (the value stays in Redis).
 #[derive(Deserialize)]
 pub(crate) struct KeyRecord {
     pub key: String,
 }
 
+/// `session_close`: whether descendants go too.
 #[derive(Deserialize)]
 pub(crate) struct CloseRecord {
     pub cascade: bool,
@@ -101,16 +125,26 @@ pub(crate) struct GraphDropRecord {
     pub blobs: Vec<String>,
 }
 
+/// A value `session_update` sets, typed as the column stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ColumnValue {
+    /// A text column (`status`, `parent`, `pending`).
+    Text(String),
+    /// An integer column (`round_index`).
+    Int(i64),
+}
+
 /// A `session_update` record (`{updated_at, status?, parent? (null = none), pending? (null =
 /// none), round_index?}`) as the columns it sets.
 pub(crate) struct SessionUpdate {
     /// The write's time, ms.
     pub updated_at: Option<i64>,
-    /// (column, value as SQLite and PostgreSQL store it); columns from a fixed list.
-    pub columns: Vec<(&'static str, String)>,
+    /// (column, value); columns from a fixed list.
+    pub columns: Vec<(&'static str, ColumnValue)>,
 }
 
 impl SessionUpdate {
+    /// Reads a record's payload; unknown fields are skipped with a warning.
     pub(crate) fn parse(d: &str) -> crate::error::Result<SessionUpdate> {
         let fields: HashMap<String, &RawValue> = serde_json::from_str(d)?;
         let mut update = SessionUpdate {
@@ -119,19 +153,21 @@ impl SessionUpdate {
         };
         for (name, raw) in &fields {
             let text = raw.get();
-            let (column, value): (&'static str, String) = match name.as_str() {
+            let (column, value): (&'static str, ColumnValue) = match name.as_str() {
                 "updated_at" => {
                     update.updated_at = Some(text.parse().unwrap_or(0));
                     continue;
                 }
-                "status" => ("status", serde_json::from_str(text)?),
+                "status" => ("status", ColumnValue::Text(serde_json::from_str(text)?)),
                 "parent" => (
                     "parent",
-                    serde_json::from_str::<Option<String>>(text)?.unwrap_or_default(),
+                    ColumnValue::Text(
+                        serde_json::from_str::<Option<String>>(text)?.unwrap_or_default(),
+                    ),
                 ),
-                "pending" if text == "null" => ("pending", String::new()),
-                "pending" => ("pending", text.to_string()),
-                "round_index" => ("round_index", text.to_string()),
+                "pending" if text == "null" => ("pending", ColumnValue::Text(String::new())),
+                "pending" => ("pending", ColumnValue::Text(text.to_string())),
+                "round_index" => ("round_index", ColumnValue::Int(serde_json::from_str(text)?)),
                 other => {
                     tracing::warn!(field = other, "skipping unknown session field");
                     continue;
