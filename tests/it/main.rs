@@ -24,6 +24,7 @@ mod messages;
 mod network_cut;
 mod operator;
 mod rounds;
+mod scripts;
 mod server;
 mod sessions;
 mod smoke;
