@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentstate::*;
 
-use crate::cluster_support::Cluster;
+use crate::support::cluster::Cluster;
 use crate::support::{daemon_pass, sqlite_messages, wait_until};
 
 /// A store on `cluster`, checked against a fresh SQLite file by one daemon pass.
@@ -237,7 +237,7 @@ async fn a_master_restarted_empty_is_a_redis_loss_that_restore_covers() {
 /// the daemon (`spill --once`) and `restore` after the namespace was lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_works_on_a_cluster() {
-    let cluster = tokio::task::block_in_place(crate::cluster_support::shared);
+    let cluster = tokio::task::block_in_place(crate::support::cluster::shared);
     let dir = tempfile::tempdir().unwrap();
     let prefix = format!("cli{}", std::process::id());
     let cli = |args: &[&str]| {
@@ -302,7 +302,7 @@ async fn the_cli_works_on_a_cluster() {
 /// The narrated demo, on the cluster (its "Redis lost" deletes its namespace on every master).
 #[test]
 fn the_demo_passes_on_a_cluster() {
-    let cluster = crate::cluster_support::shared();
+    let cluster = crate::support::cluster::shared();
     let dir = tempfile::tempdir().unwrap();
     let out = crate::support::cli_at(
         &cluster.url(),
@@ -317,7 +317,7 @@ fn the_demo_passes_on_a_cluster() {
 /// than half of the partitions.
 #[test]
 fn sixteen_partitions_spread_over_three_masters() {
-    let cluster = crate::cluster_support::shared();
+    let cluster = crate::support::cluster::shared();
     let keys = agentstate::internals::keys::Keys::new("as", 16);
     let mut per_master = [0usize; 3];
     for p in 0..16 {

@@ -12,7 +12,7 @@ use agentstate::internals::redis_server::RedisServer;
 use agentstate::*;
 use serde_json::json;
 
-use crate::cluster_support;
+use crate::support::cluster as cluster_support;
 
 /// Where a flow runs.
 pub enum Deployment {

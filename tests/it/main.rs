@@ -1,13 +1,11 @@
 //! Integration tests: one binary, a module per capability. Every test starts its own
 //! `redis-server` through `support` and never touches the shared instance on 6379.
 
-mod pg_server;
 mod support;
 
 mod bad_input;
 mod cli;
 mod cluster;
-mod cluster_support;
 mod concurrency;
 mod consumer;
 mod decisions;

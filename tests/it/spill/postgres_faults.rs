@@ -10,7 +10,7 @@ use agentstate::*;
 
 use super::daemon::{sessions_over_partitions, writer};
 use super::{keep_ledger, ledger_seqs, replays, spill_process};
-use crate::pg_server::PgServer;
+use crate::support::pg_server::PgServer;
 use crate::support::{env_in, wait_until, Durable, PgDatabase, TestEnv};
 
 /// The warning a daemon logs once per PostgreSQL outage, and the line that ends it.

@@ -2,7 +2,7 @@
 //! only: `require` encrypts, `disable` is turned away, `verify-full` checks the chain and the
 //! host name against `sslrootcert` (or the platform's roots), `verify-ca` the chain only.
 
-use crate::pg_server::PgServer;
+use crate::support::pg_server::PgServer;
 use crate::support::{env_without_daemon, PgDatabase, TestEnv};
 use crate::tls::{private_ca, private_ca_for};
 
