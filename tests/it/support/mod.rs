@@ -13,16 +13,22 @@ use agentstate::{
 
 mod cli;
 pub mod cluster;
+mod daemon;
+mod deployed;
 mod durable;
 mod env;
 mod http;
 mod monitor;
 pub mod pg_server;
+mod spill;
 mod wait;
 
 pub use cli::*;
+pub use daemon::*;
+pub use deployed::*;
 pub use durable::*;
 pub use env::*;
 pub use http::*;
 pub use monitor::*;
+pub use spill::*;
 pub use wait::*;
