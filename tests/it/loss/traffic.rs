@@ -9,7 +9,7 @@
 //! names the partitions it could not drain.
 //!
 //! The soak is the same run, longer and with more of everything:
-//! `AGENTSTATE_SOAK_SECS=600 cargo test --locked --test it traffic::soak -- --ignored --nocapture`.
+//! `AGENTSTATE_SOAK_SECS=600 cargo test --locked --test it loss::traffic::soak -- --ignored --nocapture`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

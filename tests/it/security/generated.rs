@@ -3,7 +3,7 @@
 //! script that rejects its arguments leaves Redis byte for byte unchanged.
 //!
 //! The default run is bounded (`DEFAULT_CASES` per property, a few seconds each); a longer
-//! one: `PROPTEST_CASES=5000 cargo test --locked --test it hardening::generated`. A failure
+//! one: `PROPTEST_CASES=5000 cargo test --locked --test it security::generated`. A failure
 //! found becomes a named regression test at the end of this file.
 
 use proptest::prelude::*;
