@@ -12,7 +12,7 @@ use crate::support::on_both_backends;
 use crate::support::{
     count, keep_ledger, ledger_seqs, no_lease_held, owned_by, replays, spill_process,
 };
-use crate::support::{env, wait_until, TestEnv};
+use crate::support::{env, wait_until, TestEnv, HANG};
 
 /// An embedded daemon on the test's durable tier: its owner id and its task.
 async fn spawn_daemon(t: &TestEnv) -> (String, tokio::task::JoinHandle<Result<()>>) {
@@ -55,7 +55,7 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
         })
     };
     let mut owner = spawn_daemon(&t).await;
-    wait_until("the first daemon owns every partition", || {
+    wait_until("the first daemon owns every partition", HANG, || {
         owned_by(&t, &owner.0).len() == 16
     })
     .await;
@@ -65,19 +65,21 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
     for death in 1..=6 {
         let standby = spawn_daemon(&t).await;
         let at_start = written.load(Ordering::SeqCst);
-        wait_until("the writer writes beside both daemons", || {
+        wait_until("the writer writes beside both daemons", HANG, || {
             written.load(Ordering::SeqCst) > at_start + 20
         })
         .await;
         let before_death = written.load(Ordering::SeqCst);
         owner.1.abort();
         let _ = owner.1.await;
-        wait_until(&format!("standby {death} owns every partition"), || {
-            owned_by(&t, &standby.0).len() == 16
-        })
+        wait_until(
+            &format!("standby {death} owns every partition"),
+            HANG,
+            || owned_by(&t, &standby.0).len() == 16,
+        )
         .await;
         let since = written.load(Ordering::SeqCst).max(before_death + 1);
-        wait_until(&format!("standby {death} flushed the writes"), || {
+        wait_until(&format!("standby {death} flushed the writes"), HANG, || {
             committed_seq(&t, &sid) >= since
         })
         .await;
@@ -165,7 +167,7 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
         let owner = started["owner"].as_str().unwrap().to_string();
         // Each daemon takes over (the killed one's leases lapse) before it is killed, at a
         // varying instant of its work.
-        wait_until(&format!("daemon {kills} owns a partition"), || {
+        wait_until(&format!("daemon {kills} owns a partition"), HANG, || {
             !owned_by(&t, &owner).is_empty()
         })
         .await;
@@ -183,7 +185,7 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
         &sids[2],
     );
     assert!(flushed_by_killed > 0, "the killed daemons flushed nothing");
-    wait_until("the last killed daemon's leases lapse", || {
+    wait_until("the last killed daemon's leases lapse", HANG, || {
         no_lease_held(&t)
     })
     .await;

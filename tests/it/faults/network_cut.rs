@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agentstate::internals::redis_server::ping;
 
-use crate::support::wait_until;
+use crate::support::{wait_until, HANG};
 
 /// How long a test waits for the daemon's line about a cut or its healing: a few seconds'
 /// work (the daemon's calls time out after its lease time, at least 2 s), with room for a
@@ -204,7 +204,7 @@ async fn a_daemon_cut_off_from_redis_says_so_within_seconds_and_again_when_it_he
     };
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(&redis.url, &dir.path().join("agentstate.db"));
-    wait_until("the daemon starts", || {
+    wait_until("the daemon starts", HANG, || {
         daemon.said("spill daemon started") == 1
     })
     .await;

@@ -10,7 +10,7 @@ use agentstate::*;
 
 use crate::durability::daemon::{sessions_over_partitions, writer};
 use crate::support::pg_server::PgServer;
-use crate::support::{env_in, wait_until, Durable, PgDatabase, TestEnv};
+use crate::support::{env_in, wait_until, Durable, PgDatabase, TestEnv, HANG};
 use crate::support::{keep_ledger, ledger_seqs, replays, spill_process};
 
 /// The warning a daemon logs once per PostgreSQL outage, and the line that ends it.
@@ -57,6 +57,7 @@ fn lines_with(log: &str, needle: &str) -> usize {
 async fn wait_for_rows(t: &TestEnv, sids: &[String], n: i64) {
     wait_until(
         &format!("{n} messages of each session in PostgreSQL"),
+        HANG,
         || {
             sids.iter().all(|sid| {
                 t.durable_ints("SELECT count(*) FROM messages WHERE session_id = ?1", sid)[0] == n
@@ -86,7 +87,7 @@ async fn postgresql_restarted_twice_during_flushes_loses_and_duplicates_nothing(
     for _ in 0..2 {
         // Restart while the daemon is committing: wait until it has flushed something new.
         let before = t.durable_ints("SELECT count(*) FROM messages", "")[0];
-        wait_until("the daemon flushes", || {
+        wait_until("the daemon flushes", HANG, || {
             t.durable_ints("SELECT count(*) FROM messages", "")[0] > before
         })
         .await;

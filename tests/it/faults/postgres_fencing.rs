@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use agentstate::*;
 
 use crate::durability::daemon::sessions_over_partitions;
-use crate::support::{env_on, wait_until, Backend, Durable, TestEnv};
+use crate::support::{env_on, wait_until, Backend, Durable, TestEnv, HANG};
 use crate::support::{keep_ledger, ledger_seqs, replays, spill_process};
 
 /// The daemons' lease time, ms.
@@ -212,9 +212,11 @@ async fn an_owner_paused_inside_its_transaction_holds_its_partition_about_a_leas
     stop.store(true, Ordering::Relaxed);
     let counts = writing.await.unwrap();
     for (sid, n) in sids.iter().zip(&counts) {
-        wait_until(&format!("{n} messages of {sid} in PostgreSQL"), || {
-            t.durable_ints("SELECT count(*) FROM messages WHERE session_id = ?1", sid)[0] == *n
-        })
+        wait_until(
+            &format!("{n} messages of {sid} in PostgreSQL"),
+            HANG,
+            || t.durable_ints("SELECT count(*) FROM messages WHERE session_id = ?1", sid)[0] == *n,
+        )
         .await;
     }
     for d in [&mut old, &mut successor] {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use agentstate::*;
 
 use crate::support::Daemon;
-use crate::support::{env, TestEnv};
+use crate::support::{env, wait_until_blocking, TestEnv, HANG};
 
 /// A mount point that is unmounted (lazily) when dropped.
 struct Mount {
@@ -124,15 +124,6 @@ fn stop(mut daemon: Daemon) {
     daemon.terminate();
 }
 
-/// Waits until `f` holds (20 s at most: the deadline only bounds a hang).
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The seqs SQLite at `db` holds for `sid` (none while the file or its schema is missing).
 fn sqlite_seqs(db: &Path, sid: &str) -> Vec<i64> {
     let Ok(conn) =
@@ -213,7 +204,7 @@ async fn a_full_filesystem_stops_commits_trims_nothing_uncommitted_and_catches_u
     let d = daemon(&t, &db, &log);
     crate::support::create(&t, "full", None, None).await;
     append(&t, "full", 5, 100).await;
-    wait_until("the first messages committed", || {
+    wait_until_blocking("the first messages committed", HANG, || {
         sqlite_seqs(&db, "full").len() == 5
     });
     // The daemon publishes what it committed just after the commit: wait for the id of the
@@ -221,7 +212,7 @@ async fn a_full_filesystem_stops_commits_trims_nothing_uncommitted_and_catches_u
     let wal = t.store.keys().wal(t.store.keys().partition("full"));
     let newest: Vec<(String, Vec<(String, String)>)> =
         t.cmd(&["XREVRANGE", &wal, "+", "-", "COUNT", "1"]);
-    wait_until("the commit published", || {
+    wait_until_blocking("the commit published", HANG, || {
         committed(&t, "full").as_deref() == Some(newest[0].0.as_str())
     });
     let last_good = committed(&t, "full");
@@ -229,14 +220,14 @@ async fn a_full_filesystem_stops_commits_trims_nothing_uncommitted_and_catches_u
     let filler = fs.point.join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 4 << 20]);
     append(&t, "full", 200, 4000).await;
-    wait_until("the daemon reports the full disk", || {
+    wait_until_blocking("the daemon reports the full disk", HANG, || {
         std::fs::read_to_string(&log).unwrap().contains("full")
     });
     // The daemon goes on with its passes (it renewed the partition's lease twice since,
     // each renewal a pass that retries the flush), and still commits nothing.
     let lease = t.store.keys().lease(t.store.keys().partition("full"));
     let (mut last, mut renewals) = (i64::MAX, 0);
-    wait_until("two more passes of the daemon", || {
+    wait_until_blocking("two more passes of the daemon", HANG, || {
         let left: i64 = t.cmd(&["PTTL", &lease]);
         renewals += usize::from(left > last);
         last = left;
@@ -251,11 +242,11 @@ async fn a_full_filesystem_stops_commits_trims_nothing_uncommitted_and_catches_u
     assert!(log_text.contains("database or disk is full"), "{log_text}");
     // Space again: the daemon catches up on its own, every message exactly once.
     std::fs::remove_file(&filler).unwrap();
-    wait_until("the backlog committed", || {
+    wait_until_blocking("the backlog committed", HANG, || {
         sqlite_seqs(&db, "full").len() == 205
     });
     assert_eq!(sqlite_seqs(&db, "full"), (1..=205).collect::<Vec<_>>());
-    wait_until("the wal trimmed", || wal_len(&t, "full") == 1);
+    wait_until_blocking("the wal trimmed", HANG, || wal_len(&t, "full") == 1);
     stop(d);
 }
 
@@ -268,7 +259,7 @@ async fn a_database_removed_under_the_daemon_stops_it_and_redis_keeps_the_backlo
     let mut d = daemon(&t, &db, &log);
     crate::support::create(&t, "gone", None, None).await;
     append(&t, "gone", 5, 10).await;
-    wait_until("committed", || sqlite_seqs(&db, "gone").len() == 5);
+    wait_until_blocking("committed", HANG, || sqlite_seqs(&db, "gone").len() == 5);
     let last_good = committed(&t, "gone");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
@@ -334,7 +325,7 @@ async fn another_writer_holding_the_file_delays_commits_and_a_second_daemon_stan
     let d1 = daemon(&t, &db, &log1);
     crate::support::create(&t, "two", None, None).await;
     append(&t, "two", 5, 10).await;
-    wait_until("committed", || sqlite_seqs(&db, "two").len() == 5);
+    wait_until_blocking("committed", HANG, || sqlite_seqs(&db, "two").len() == 5);
     // A second daemon on the same file: a standby (the lease holder writes).
     let d2 = daemon(&t, &db, &log2);
     // Another writer takes SQLite's write lock and holds it past the daemon's busy timeout.
@@ -342,7 +333,7 @@ async fn another_writer_holding_the_file_delays_commits_and_a_second_daemon_stan
     locker.execute_batch("BEGIN IMMEDIATE").unwrap();
     let last_good = committed(&t, "two");
     append(&t, "two", 20, 10).await;
-    wait_until("the daemon reports the lock", || {
+    wait_until_blocking("the daemon reports the lock", HANG, || {
         std::fs::read_to_string(&log1)
             .unwrap()
             .contains("database is locked")
@@ -354,7 +345,7 @@ async fn another_writer_holding_the_file_delays_commits_and_a_second_daemon_stan
     assert!(wal_len(&t, "two") >= 20, "nothing uncommitted trimmed");
     locker.execute_batch("COMMIT").unwrap();
     drop(locker);
-    wait_until("the backlog committed", || {
+    wait_until_blocking("the backlog committed", HANG, || {
         sqlite_seqs(&db, "two").len() == 25
     });
     assert_eq!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentstate::*;
 
 use crate::support::cluster::Cluster;
-use crate::support::{daemon_pass, sqlite_messages, wait_until};
+use crate::support::{daemon_pass, sqlite_messages, wait_until, HANG};
 
 /// A store on `cluster`, checked against a fresh SQLite file by one daemon pass.
 pub(crate) async fn store_on(cluster: &Cluster, db: &std::path::Path) -> (Store, SpillConfig) {
@@ -117,7 +117,7 @@ async fn resharding_a_busy_partition_loses_and_duplicates_nothing() {
         .collect();
     let first_half = writers * (per_writer / 2);
     // Nothing of the second half went before the move: each writer waits for it.
-    wait_until("every writer's first half", || {
+    wait_until("every writer's first half", HANG, || {
         done.load(Ordering::Relaxed) >= first_half
     })
     .await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use agentstate::*;
 use serde_json::Value;
 
-use crate::support::{env, json_lines, record_decisions, sessions, wait_until};
+use crate::support::{env, json_lines, record_decisions, sessions, wait_until, HANG};
 
 /// Options for fast tests: short idle and block times.
 pub(crate) fn fast() -> ConsumerOptions {
@@ -123,7 +123,7 @@ async fn a_blocked_consumer_receives_a_decision_recorded_afterwards() {
         let info: String = t.cmd(&["INFO", "clients"]);
         info.lines().any(|l| l.trim() == "blocked_clients:1")
     };
-    wait_until("the consumer's read blocks in Redis", blocked).await;
+    wait_until("the consumer's read blocks in Redis", HANG, blocked).await;
     assert!(!reader.is_finished());
     // The store's pool is not stalled by the blocked read.
     let id = s

@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::support::on_both_backends;
 use crate::support::TestEnv;
 use crate::support::{count, rich_session};
-use crate::support::{create, env, env_with, seqs, wait_until};
+use crate::support::{create, env, env_with, seqs, wait_until, HANG};
 
 on_both_backends!(redis_lost_after_a_flush_restores_every_session_exactly);
 async fn redis_lost_after_a_flush_restores_every_session_exactly(mut t: TestEnv) {
@@ -96,7 +96,7 @@ async fn a_session_that_expired_rehydrates_on_the_next_call_with_empty_working_s
     let ckpt = s.checkpoint(&sid, "c1", None).await.unwrap();
     let (stop, daemon) = t.start_daemon().await;
     let meta = s.keys().session(&sid).meta;
-    wait_until("the session expires", || {
+    wait_until("the session expires", HANG, || {
         t.cmd::<i64>(&["EXISTS", &meta]) == 0
     })
     .await;
@@ -141,7 +141,7 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .await
         .unwrap();
     let meta = s.keys().session(&gone).meta;
-    wait_until("the session expires", || {
+    wait_until("the session expires", HANG, || {
         t.cmd::<i64>(&["EXISTS", &meta]) == 0
     })
     .await;

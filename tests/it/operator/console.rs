@@ -6,7 +6,7 @@
 use agentstate::internals::redis_server::free_port;
 use agentstate::*;
 
-use crate::support::{env, http_get, http_get_as, wait_until, TestEnv};
+use crate::support::{env, http_get, http_get_as, wait_until, TestEnv, HANG};
 use crate::support::{on_both_backends, spill_process};
 
 /// An `agentstate ui` process on `t` and its port, once it answers.
@@ -16,7 +16,7 @@ async fn console(t: &TestEnv) -> (std::process::Child, u16) {
     let child = spill_process(t, &["ui", "--listen", &addr])
         .spawn()
         .unwrap();
-    wait_until("the console answers", || {
+    wait_until("the console answers", HANG, || {
         http_get(port, "/sessions", &[]).is_some_and(|(status, _)| status == 200)
     })
     .await;
@@ -183,7 +183,7 @@ async fn on_loopback_without_a_token_only_requests_naming_this_server_are_served
         .spawn()
         .unwrap();
     let bearer = ["Authorization: Bearer s3cret"];
-    wait_until("the console answers", || {
+    wait_until("the console answers", HANG, || {
         http_get(port, "/sessions", &bearer).is_some_and(|(status, _)| status == 200)
     })
     .await;

@@ -5,7 +5,9 @@ use agentstate::internals::redis_server::free_port;
 use agentstate::*;
 
 use crate::support::spill_process;
-use crate::support::{env, http_get, http_get_as, metric, metric_values, wait_until, TestEnv};
+use crate::support::{
+    env, http_get, http_get_as, metric, metric_values, wait_until, TestEnv, HANG,
+};
 
 /// An `agentstate spill --metrics` process of `t` and the port it serves on; waits until
 /// `/readyz` says ready.
@@ -22,7 +24,7 @@ async fn daemon_with_metrics(t: &TestEnv) -> (std::process::Child, u16) {
         &addr,
     ];
     let child = spill_process(t, &args).spawn().unwrap();
-    wait_until("the daemon is ready", || {
+    wait_until("the daemon is ready", HANG, || {
         http_get(port, "/readyz", &[]).is_some_and(|(status, _)| status == 200)
     })
     .await;
@@ -58,6 +60,7 @@ async fn pending_and_lag_rise_while_the_daemon_cannot_flush_and_fall_to_zero_aft
     // The gauge of owned partitions is set at the end of a pass: wait for a whole one.
     wait_until(
         "the session's creation is committed and a pass is done",
+        HANG,
         || {
             let body = scrape(port);
             pending(&body) == 0.0 && metric(&body, "agentstate_partitions_owned") == Some(16.0)
@@ -93,7 +96,7 @@ async fn pending_and_lag_rise_while_the_daemon_cannot_flush_and_fall_to_zero_aft
             "60000",
         ]);
     }
-    wait_until("the daemon lets go of its partitions", || {
+    wait_until("the daemon lets go of its partitions", HANG, || {
         metric(&scrape(port), "agentstate_partitions_owned") == Some(0.0)
     })
     .await;
@@ -103,10 +106,14 @@ async fn pending_and_lag_rise_while_the_daemon_cannot_flush_and_fall_to_zero_aft
             .await
             .unwrap();
     }
-    wait_until("the seven appends are pending and have waited", || {
-        let body = scrape(port);
-        pending(&body) == 7.0 && max_lag(&body) > 0.0
-    })
+    wait_until(
+        "the seven appends are pending and have waited",
+        HANG,
+        || {
+            let body = scrape(port);
+            pending(&body) == 7.0 && max_lag(&body) > 0.0
+        },
+    )
     .await;
     let paused = scrape(port);
     let p = keys.partition(&sid);
@@ -130,7 +137,7 @@ async fn pending_and_lag_rise_while_the_daemon_cannot_flush_and_fall_to_zero_aft
     for p in 0..keys.partitions() {
         let _: () = t.cmd(&["DEL", &keys.lease(p)]);
     }
-    wait_until("everything is committed again", || {
+    wait_until("everything is committed again", HANG, || {
         let body = scrape(port);
         pending(&body) == 0.0 && max_lag(&body) == 0.0
     })
@@ -165,7 +172,10 @@ async fn a_restore_counts_once_however_many_callers_wait_for_it() {
         .await
         .unwrap();
     let (mut daemon, port) = daemon_with_metrics(&t).await;
-    wait_until("the session is committed", || pending(&scrape(port)) == 0.0).await;
+    wait_until("the session is committed", HANG, || {
+        pending(&scrape(port)) == 0.0
+    })
+    .await;
     t.expire_session(&sid);
     // Four callers open the expired session at once.
     let opens: Vec<_> = (0..4)
@@ -201,7 +211,7 @@ async fn readyz_says_503_with_the_reason_when_redis_stops_and_healthz_stays_up()
     let (status, body) = http_get_as(port, "attacker.example", "/metrics", &[]).unwrap();
     assert_eq!(status, 403, "{body}");
     t.server.kill();
-    wait_until("readyz reports Redis", || {
+    wait_until("readyz reports Redis", HANG, || {
         http_get(port, "/readyz", &[])
             .is_some_and(|(status, body)| status == 503 && body.starts_with("not ready: redis"))
     })

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use agentstate::*;
 use serde_json::Value;
 
-use crate::support::{env, on_terminal, wait_until, TestEnv};
+use crate::support::{env, on_terminal, wait_until, TestEnv, HANG};
 
 /// Sends SIGINT to a child process (Ctrl-C).
 fn interrupt(child: &std::process::Child) {
@@ -48,7 +48,10 @@ async fn stats_lag_is_how_long_the_oldest_uncommitted_entry_has_waited() {
     let committed = newest_entry_ms(&t, &wal);
     // An idle spell (800 ms of Redis' clock), then one write: the lag counts from that
     // write — the old "newest minus last committed" would have counted the idle spell.
-    wait_until("an idle spell passes", || redis_ms(&t) >= committed + 800).await;
+    wait_until("an idle spell passes", HANG, || {
+        redis_ms(&t) >= committed + 800
+    })
+    .await;
     t.store
         .append("lagging", &NewMessage::new("user").content("after a pause"))
         .await
@@ -59,7 +62,10 @@ async fn stats_lag_is_how_long_the_oldest_uncommitted_entry_has_waited() {
     assert_eq!(fresh["lag_ms"].as_u64().unwrap(), at - written, "{fresh}");
     assert!(written >= committed + 800, "the write came after the spell");
     // Nobody flushes: the lag grows with the wait, so it can be alerted on.
-    wait_until("the write waits 600 ms", || redis_ms(&t) >= written + 600).await;
+    wait_until("the write waits 600 ms", HANG, || {
+        redis_ms(&t) >= written + 600
+    })
+    .await;
     let waited = stats_of(&t, p);
     let at = waited["at"].as_u64().unwrap();
     assert_eq!(waited["lag_ms"].as_u64().unwrap(), at - written, "{waited}");
@@ -182,7 +188,7 @@ async fn the_daemon_logs_start_and_stop_in_plain_text_and_one_line_per_event() {
     // Redis dies and comes back empty. Waiting for the lease keys instead raced the first
     // pass: partition 15's key is set by claim_lease before the pass has finished taking
     // the partition, and a Redis killed in between made the start line say owns=0-14.
-    wait_until("the daemon logs its start", || {
+    wait_until("the daemon logs its start", HANG, || {
         std::fs::read_to_string(&log)
             .unwrap()
             .contains("spill daemon started")
@@ -295,18 +301,18 @@ async fn a_daemon_joining_is_a_routine_rebalance_and_a_lease_taken_over_says_by_
     let (first_log, second_log) = (t.server.path("first.log"), t.server.path("second.log"));
     let read = |log: &std::path::Path| std::fs::read_to_string(log).unwrap();
     let mut first = daemon_logging_to(&t, &first_log);
-    wait_until("the first daemon owns every partition", || {
+    wait_until("the first daemon owns every partition", HANG, || {
         lease_owners(&t) == [(first.id().to_string(), 16)].into()
     })
     .await;
     let mut second = daemon_logging_to(&t, &second_log);
     let halves: std::collections::BTreeMap<String, usize> =
         [(first.id().to_string(), 8), (second.id().to_string(), 8)].into();
-    wait_until("the two daemons own 8 partitions each", || {
+    wait_until("the two daemons own 8 partitions each", HANG, || {
         lease_owners(&t) == halves
     })
     .await;
-    wait_until("the first daemon logs what it gave up", || {
+    wait_until("the first daemon logs what it gave up", HANG, || {
         read(&first_log).contains("the partition leases")
     })
     .await;
@@ -327,12 +333,12 @@ async fn a_daemon_joining_is_a_routine_rebalance_and_a_lease_taken_over_says_by_
     // first, resumed, warns that its leases went to another daemon, naming it.
     // SAFETY: signals our own child, not reaped yet.
     unsafe { libc::kill(first.id() as libc::pid_t, libc::SIGSTOP) };
-    wait_until("the second daemon owns every partition", || {
+    wait_until("the second daemon owns every partition", HANG, || {
         lease_owners(&t) == [(second.id().to_string(), 16)].into()
     })
     .await;
     unsafe { libc::kill(first.id() as libc::pid_t, libc::SIGCONT) };
-    wait_until("the resumed daemon warns", || {
+    wait_until("the resumed daemon warns", HANG, || {
         read(&first_log).contains("lost the partition leases")
     })
     .await;

@@ -39,7 +39,7 @@ impl Monitor {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("redis-cli (redis-tools) runs MONITOR");
-        wait_until("MONITOR starts", || {
+        wait_until("MONITOR starts", HANG, || {
             std::fs::read_to_string(&feed).is_ok_and(|f| f.starts_with("OK"))
         })
         .await;
@@ -60,7 +60,7 @@ impl Monitor {
             .unwrap();
         let _: String = redis::cmd("ECHO").arg(&marker).query(&mut c).unwrap();
         let feed = self.feed.clone();
-        wait_until("MONITOR shows the end marker", || {
+        wait_until("MONITOR shows the end marker", HANG, || {
             std::fs::read_to_string(&feed).is_ok_and(|f| f.contains(&marker))
         })
         .await;

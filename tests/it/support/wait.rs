@@ -1,18 +1,92 @@
-//! Waiting for a condition: the one poll loop of the tests.
+//! Waiting for a condition: the one poll loop of the tests. A test waits for what it checks,
+//! never for a time: the timeout only bounds a hang, and when it passes the panic says what
+//! was awaited and what the last look saw.
+
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
 
 /// How long a test waits for a condition before it calls the wait a hang. Generous: it only
 /// bounds a hang; what a test checks is the condition, never the time it took.
-pub const HANG: std::time::Duration = std::time::Duration::from_secs(30);
+pub const HANG: Duration = Duration::from_secs(30);
 
-/// Waits until `ready()` holds, polling every few milliseconds; panics naming `what` after
-/// [`HANG`].
-pub async fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + HANG;
-    while !ready() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+/// How long the wait sleeps between two looks.
+const EVERY: Duration = Duration::from_millis(10);
+
+/// What one look saw: the condition holds (with a value), or what was seen instead.
+pub trait Seen {
+    /// What the wait returns once the condition holds.
+    type Value;
+    /// `Ok(value)` once the condition holds, else a description of what was seen.
+    fn seen(self) -> std::result::Result<Self::Value, String>;
+}
+
+/// A condition that holds or not.
+impl Seen for bool {
+    type Value = ();
+    fn seen(self) -> std::result::Result<(), String> {
+        if self {
+            Ok(())
+        } else {
+            Err("false".into())
+        }
     }
+}
+
+/// A value once there is one.
+impl<T> Seen for Option<T> {
+    type Value = T;
+    fn seen(self) -> std::result::Result<T, String> {
+        self.ok_or_else(|| "nothing yet".into())
+    }
+}
+
+/// A value once there is one, else the observation the error carries (reported on a hang).
+impl<T, E: Debug> Seen for std::result::Result<T, E> {
+    type Value = T;
+    fn seen(self) -> std::result::Result<T, String> {
+        self.map_err(|e| format!("{e:?}"))
+    }
+}
+
+/// Polls `observe` until what it returns holds ([`Seen`]) and returns its value; panics after
+/// `timeout` naming `what` and the last observation. Async: a tokio test must not block its
+/// runtime while it waits (the store's and the daemon's tasks run on it).
+pub async fn wait_until<S: Seen>(
+    what: &str,
+    timeout: Duration,
+    mut observe: impl FnMut() -> S,
+) -> S::Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match observe().seen() {
+            Ok(value) => return value,
+            Err(last) => hung_past(deadline, what, timeout, &last),
+        }
+        tokio::time::sleep(EVERY).await;
+    }
+}
+
+/// [`wait_until`] for code without a tokio runtime (a plain `#[test]`, a fixture's
+/// constructor): it sleeps the thread between looks.
+pub fn wait_until_blocking<S: Seen>(
+    what: &str,
+    timeout: Duration,
+    mut observe: impl FnMut() -> S,
+) -> S::Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match observe().seen() {
+            Ok(value) => return value,
+            Err(last) => hung_past(deadline, what, timeout, &last),
+        }
+        std::thread::sleep(EVERY);
+    }
+}
+
+/// Panics, naming `what` and the `last` observation, once `deadline` has passed.
+fn hung_past(deadline: Instant, what: &str, timeout: Duration, last: &str) {
+    assert!(
+        Instant::now() < deadline,
+        "timed out after {timeout:?} waiting until {what}; last seen: {last}"
+    );
 }
