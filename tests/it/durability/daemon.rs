@@ -293,8 +293,8 @@ fn lease_pids(t: &TestEnv) -> Vec<Option<u32>> {
 /// Waits until every partition is leased by one of `pids`, each holding between `lo` and
 /// `hi` of them; panics with the leases after `within`.
 async fn wait_for_spread(t: &TestEnv, pids: &[u32], lo: usize, hi: usize, within: Duration) {
-    let deadline = std::time::Instant::now() + within;
-    loop {
+    let what = format!("daemons {pids:?} hold {lo}..={hi} leases each, and all of them");
+    wait_until(&what, within, || {
         let leases = lease_pids(t);
         let counts: Vec<usize> = pids
             .iter()
@@ -303,14 +303,11 @@ async fn wait_for_spread(t: &TestEnv, pids: &[u32], lo: usize, hi: usize, within
         if counts.iter().sum::<usize>() == leases.len()
             && counts.iter().all(|n| (lo..=hi).contains(n))
         {
-            return;
+            return Ok(());
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "leases {leases:?}, daemons {pids:?}: counts {counts:?}, wanted {lo}..={hi} each"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        Err(format!("leases {leases:?}: counts {counts:?}"))
+    })
+    .await;
 }
 
 /// Appends `n` messages to each of `sids` with a short pause between rounds.

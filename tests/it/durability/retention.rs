@@ -4,7 +4,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentstate::*;
 use serde_json::json;
@@ -187,14 +187,12 @@ async fn the_daemon_applies_its_retention_policy(t: TestEnv) {
             .await
             .unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while column(&t, "SELECT id FROM checkpoints WHERE session_id = 's'") != [last.clone()] {
-        assert!(
-            Instant::now() < deadline,
-            "the daemon kept the old checkpoints"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::support::wait_until(
+        "the daemon removes the old checkpoints",
+        Duration::from_secs(20),
+        || column(&t, "SELECT id FROM checkpoints WHERE session_id = 's'") == [last.clone()],
+    )
+    .await;
     assert!(daemon.terminate().success());
 }
 

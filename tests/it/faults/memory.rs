@@ -5,7 +5,7 @@
 
 use std::io::Read;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentstate::internals::scripts;
 use agentstate::*;
@@ -107,14 +107,9 @@ async fn the_daemon_warns_at_start_when_redis_may_evict_the_namespace() {
 fn daemon_start_log(t: &TestEnv) -> String {
     let mut daemon = crate::support::spill_daemon(t, &t.db(), &[], true, Stdio::piped());
     // The first JSON line on stdout comes before the first pass; wait for a pass to end.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while t
-        .cmd::<Option<String>>(&["HGET", &t.store.keys().spill_stats(0), "owner"])
-        .is_none()
-    {
-        assert!(Instant::now() < deadline, "the daemon did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::support::wait_until_blocking("the daemon starts", Duration::from_secs(10), || {
+        t.cmd::<Option<String>>(&["HGET", &t.store.keys().spill_stats(0), "owner"])
+    });
     assert!(daemon.terminate().success());
     let mut log = String::new();
     daemon

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agentstate::internals::redis_server::ping;
 
-use crate::support::{wait_until, HANG};
+use crate::support::{wait_until, wait_until_blocking, HANG};
 
 /// How long a test waits for the daemon's line about a cut or its healing: a few seconds'
 /// work (the daemon's calls time out after its lease time, at least 2 s), with room for a
@@ -103,15 +103,11 @@ impl CutOffRedis {
             url: format!("redis://{there}:6379"),
             _dir: dir,
         };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !ping(&cut.url) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no redis-server answers in {}",
-                cut.ns
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until_blocking(
+            &format!("a redis-server answers in {}", cut.ns),
+            Duration::from_secs(10),
+            || ping(&cut.url),
+        );
         Some(cut)
     }
 
@@ -175,15 +171,16 @@ impl Daemon {
 
     /// Waits up to `within` for a line containing `text`.
     async fn wait_for(&self, text: &str, within: Duration) {
-        let deadline = tokio::time::Instant::now() + within;
-        while self.said(text) == 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no line {text:?} within {within:?}; the daemon said:\n{}",
+        wait_until(&format!("a line {text:?}"), within, || {
+            if self.said(text) > 0 {
+                return Ok(());
+            }
+            Err(format!(
+                "the daemon said:\n{}",
                 self.lines.lock().unwrap().join("\n")
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            ))
+        })
+        .await;
     }
 }
 

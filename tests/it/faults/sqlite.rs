@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentstate::*;
 
@@ -266,14 +266,9 @@ async fn a_database_removed_under_the_daemon_stops_it_and_redis_keeps_the_backlo
     }
     append(&t, "gone", 10, 10).await;
     // The daemon stops by itself with exit 1 and one error line naming the file.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = d.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "the daemon kept running");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_until_blocking("the daemon stops", Duration::from_secs(10), || {
+        d.0.try_wait().unwrap()
+    });
     assert_eq!(status.code(), Some(1));
     let text = std::fs::read_to_string(&log).unwrap();
     let error = text.lines().last().unwrap();

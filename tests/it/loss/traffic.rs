@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use agentstate::internals::keys::Keys;
 use agentstate::internals::redis_server::RedisServer;
 
-use crate::support::{cli_command_at, cli_output, sqlite_messages, CliOutput, HANG};
+use crate::support::{
+    cli_command_at, cli_output, sqlite_messages, wait_until_blocking, CliOutput, HANG,
+};
 
 /// How big a run is.
 struct Scale {
@@ -461,8 +463,7 @@ fn spill_once_after_killed_daemons_drains_every_partition_or_names_the_rest() {
     }
     // The four share the partitions before they die.
     let mut c = d.server.connection();
-    let deadline = Instant::now() + HANG;
-    loop {
+    wait_until_blocking("the four daemons share the partitions", HANG, || {
         let owners: std::collections::BTreeSet<String> = (0..d.keys.partitions())
             .filter_map(|p| {
                 let v: Option<String> = redis::cmd("GET")
@@ -473,15 +474,10 @@ fn spill_once_after_killed_daemons_drains_every_partition_or_names_the_rest() {
             })
             .collect();
         if owners.len() == 4 {
-            break;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
-            "the daemons did not share: {owners:?}\n{}",
-            d.daemon_logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        Err(format!("owners {owners:?}\n{}", d.daemon_logs()))
+    });
     for i in 0..4 {
         d.kill_daemon(i);
     }

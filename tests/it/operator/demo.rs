@@ -332,14 +332,11 @@ fn the_private_redis_goes_with_the_command_even_when_it_is_killed() {
     // SIGKILL: no destructor runs; the kernel still takes the redis-server along.
     watch.kill().unwrap();
     watch.wait().unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while agentstate::internals::redis_server::ping(&url) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the private redis-server outlived its command"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::support::wait_until_blocking(
+        "the private redis-server goes with its command",
+        std::time::Duration::from_secs(5),
+        || !agentstate::internals::redis_server::ping(&url),
+    );
 }
 
 #[test]

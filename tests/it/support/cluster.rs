@@ -6,7 +6,7 @@
 
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentstate::internals::redis_server::RedisServer;
 
@@ -47,21 +47,15 @@ impl Cluster {
 
     /// Waits (up to 20 s) until every node reports `cluster_state:ok` and agrees on the slots.
     pub fn wait_ok(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let ok = self.nodes.iter().all(|n| {
+        super::wait_until_blocking("the cluster is ok", Duration::from_secs(20), || {
+            self.nodes.iter().all(|n| {
                 let info: String = redis::cmd("CLUSTER")
                     .arg("INFO")
                     .query(&mut n.connection())
                     .unwrap_or_default();
                 info.contains("cluster_state:ok")
-            });
-            if ok {
-                return;
-            }
-            assert!(Instant::now() < deadline, "the cluster did not become ok");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            })
+        });
     }
 
     /// `redis+cluster://` URL naming every node.

@@ -150,26 +150,19 @@ impl TestEnv {
     /// hash has its `seeded` field), so a Redis that lost its state has its session indexes,
     /// user values and rounds back.
     pub async fn wait_for_daemon(&self) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let keys = self.store.keys();
-        loop {
+        let what = "the spill daemon takes its partitions";
+        wait_until(what, std::time::Duration::from_secs(10), || {
             let mut c = self.redis();
-            let ready = (0..keys.partitions()).all(|p| {
+            (0..keys.partitions()).all(|p| {
                 redis::cmd("HEXISTS")
                     .arg(keys.committed(p))
                     .arg("seeded")
                     .query::<bool>(&mut c)
                     .unwrap()
-            });
-            if ready {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the spill daemon did not take its partitions"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+            })
+        })
+        .await;
     }
 
     /// Unbinds the namespace from its durable tier, as an operator does to move it to

@@ -2,7 +2,7 @@
 //! never for a time: the timeout only bounds a hang, and when it passes the panic says what
 //! was awaited and what the last look saw.
 
-use std::fmt::Debug;
+use std::fmt::Display;
 use std::time::{Duration, Instant};
 
 /// How long a test waits for a condition before it calls the wait a hang. Generous: it only
@@ -41,10 +41,10 @@ impl<T> Seen for Option<T> {
 }
 
 /// A value once there is one, else the observation the error carries (reported on a hang).
-impl<T, E: Debug> Seen for std::result::Result<T, E> {
+impl<T, E: Display> Seen for std::result::Result<T, E> {
     type Value = T;
     fn seen(self) -> std::result::Result<T, String> {
-        self.map_err(|e| format!("{e:?}"))
+        self.map_err(|e| e.to_string())
     }
 }
 
