@@ -56,13 +56,12 @@ pub async fn wait_until<S: Seen>(
     timeout: Duration,
     mut observe: impl FnMut() -> S,
 ) -> S::Value {
-    let deadline = Instant::now() + timeout;
+    let wait = Wait::new(what, timeout);
     loop {
-        match observe().seen() {
-            Ok(value) => return value,
-            Err(last) => hung_past(deadline, what, timeout, &last),
+        match wait.look(&mut observe) {
+            Some(value) => return value,
+            None => tokio::time::sleep(EVERY).await,
         }
-        tokio::time::sleep(EVERY).await;
     }
 }
 
@@ -73,20 +72,45 @@ pub fn wait_until_blocking<S: Seen>(
     timeout: Duration,
     mut observe: impl FnMut() -> S,
 ) -> S::Value {
-    let deadline = Instant::now() + timeout;
+    let wait = Wait::new(what, timeout);
     loop {
-        match observe().seen() {
-            Ok(value) => return value,
-            Err(last) => hung_past(deadline, what, timeout, &last),
+        if let Some(value) = wait.look(&mut observe) {
+            return value;
         }
         std::thread::sleep(EVERY);
     }
 }
 
-/// Panics, naming `what` and the `last` observation, once `deadline` has passed.
-fn hung_past(deadline: Instant, what: &str, timeout: Duration, last: &str) {
-    assert!(
-        Instant::now() < deadline,
-        "timed out after {timeout:?} waiting until {what}; last seen: {last}"
-    );
+/// One wait: what it waits for and until when.
+struct Wait<'a> {
+    what: &'a str,
+    timeout: Duration,
+    deadline: Instant,
+}
+
+impl<'a> Wait<'a> {
+    fn new(what: &'a str, timeout: Duration) -> Wait<'a> {
+        Wait {
+            what,
+            timeout,
+            deadline: Instant::now() + timeout,
+        }
+    }
+
+    /// One look: the value once the condition holds, `None` while it does not; panics,
+    /// naming what it waits for and what it saw, once the deadline has passed.
+    fn look<S: Seen>(&self, observe: &mut impl FnMut() -> S) -> Option<S::Value> {
+        match observe().seen() {
+            Ok(value) => Some(value),
+            Err(last) => {
+                assert!(
+                    Instant::now() < self.deadline,
+                    "timed out after {:?} waiting until {}; last seen: {last}",
+                    self.timeout,
+                    self.what
+                );
+                None
+            }
+        }
+    }
 }
