@@ -1,6 +1,6 @@
 //! What only a cluster does: a busy partition's slot moves to another master while agents
-//! append and the daemon flushes, and one master restarts empty. Each test has a cluster of
-//! its own (the flows both deployments share are in `deployments`).
+//! append and the daemon flushes (a master restarted empty is in `loss::cluster`). Each test
+//! has a cluster of its own (the flows both deployments share are in `deployments`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! Decision consumers: consumer groups across partitions, ack, claim after a crash (a real
-//! SIGKILLed `agentstate tail` process), dead letters, blocking reads, `tail`.
+//! SIGKILLed `agentstate tail` process), dead letters, blocking reads, `tail` (rejoining after
+//! Redis lost the streams is in `loss::consumers`).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,7 @@
 //! Graph checkpoint logs (LangGraph threads): puts and reads in one EVALSHA each, pending
 //! writes (repeats kept, special writes overwritten, scoped by namespace and checkpoint),
-//! lists newest first in pages, prune / delete runs / copy, exact SQLite rows after a flush,
-//! and the same thread back after Redis loses everything.
+//! lists newest first in pages, prune / delete runs / copy (the SQLite mirror and the thread
+//! back after Redis loses everything are in `loss::graphs`).
 
 use std::collections::BTreeMap;
 

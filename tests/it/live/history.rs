@@ -1,7 +1,7 @@
 //! Editing a session's history (what framework adapters need): appending several messages in
 //! one step, removing the newest message, replacing one message, and checkpoints with a given
-//! payload — exact seqs and wal records in Redis, exact rows in SQLite after a flush, and the
-//! same history back after Redis loses everything.
+//! payload — exact seqs and wal records in Redis, exact rows in SQLite after a flush (the same
+//! history back after Redis loses everything is in `loss::history`).
 
 use agentstate::*;
 use serde_json::json;
