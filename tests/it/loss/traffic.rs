@@ -141,19 +141,15 @@ impl Deployment {
     fn wait_until_checked(&self) -> Duration {
         let started = Instant::now();
         let mut c = self.server.connection();
-        loop {
-            let checked = (0..self.keys.partitions()).all(|p| {
+        wait_until_blocking("a daemon checked this Redis", HANG, || {
+            (0..self.keys.partitions()).all(|p| {
                 redis::cmd("EXISTS")
                     .arg(self.keys.committed(p))
                     .query::<bool>(&mut c)
                     .unwrap_or(false)
-            });
-            if checked {
-                return started.elapsed();
-            }
-            assert!(started.elapsed() < HANG, "no daemon checked this Redis");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            })
+        });
+        started.elapsed()
     }
 
     fn kill_daemon(&mut self, i: usize) {
