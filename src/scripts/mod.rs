@@ -1,5 +1,6 @@
-//! The Lua scripts and their calls: every file in `lua/` embedded once (prefixed with what
-//! it uses of the shared `_prelude.lua`), hashed once, and one typed function per script
+//! The Lua scripts and their calls: every file in `lua/` embedded once and built by the one
+//! loader (`loader.rs`: the prelude helpers its `-- @include` lines name prepended, and a map
+//! of its lines back to the files for errors), hashed once, and one typed function per script
 //! that builds its KEYS and ARGV as the script's header documents them, in a file per
 //! capability named as the library's modules are (`sessions`, `messages`, `working`,
 //! `checkpoints`, `rounds`, `decisions`, `users`, `graphs`) plus the daemon's (`daemon`,
@@ -43,7 +44,7 @@ pub use working::*;
 
 /// A registered script: the redis-rs [`Script`] of its built text (which it derefs to) and
 /// where that text's lines came from.
-pub struct Loaded {
+struct Loaded {
     script: Script,
     built: loader::Built,
 }
