@@ -1,6 +1,9 @@
 --[[
-  _prelude: helpers a script gets prepended, those it names and theirs (src/scripts/mod.rs,
-  prelude_for: every definition carried runs again on each call); not a script on its own.
+  _prelude: helpers prepended to the scripts that include them; not a script on its own.
+  A script names the helpers its code uses on `-- @include a, b` lines after its header, and a
+  helper those it uses on one in its comment; src/scripts/loader.rs prepends the named ones
+  and theirs, in this file's order, and no other (every definition carried runs again on
+  each call). A test fails on a name used but not included or included but not used.
   Session scripts receive the session's keys as KEYS[1..9], in this order:
     KEYS[1] meta hash          <prefix>:{p}:s:<sid>
     KEYS[2] working state hash <prefix>:{p}:s:<sid>:work
@@ -24,6 +27,7 @@ end
 -- now_ms() and its decimal text, for the write paths that store the moment: a Lua number
 -- given to redis.call is formatted by libc's %.17g (and by %.14g when concatenated), several
 -- times the cost of formatting it once here and passing the text.
+-- @include now_ms
 local function clock()
   local now = now_ms()
   return now, string.format('%d', now)
@@ -85,6 +89,7 @@ end
 -- The TTL rule (refresh_ttl) for a script given a session's graph log in KEYS[10] (values)
 -- and KEYS[11] (index): they expire with the session's eight keys. They may be new in this
 -- call, so between refreshes they get the others' expiry (two PEXPIREATs).
+-- @include refresh_ttl
 local function touch_graph(ttl, now, due)
   refresh_ttl(KEYS, ttl, now, due, {10, 11}, {10, 11})
 end
@@ -105,6 +110,7 @@ end
 -- groups of `step`, e.g. 2 for pairs); nil when it does. Every script checks its count
 -- before its first write: a missing argument would otherwise fail only at the command that
 -- reads it, after the writes before that command.
+-- @include fail
 local function bad_argc(n, step)
   local extra = #ARGV - n
   if extra < 0 or (step == nil and extra ~= 0) or (step and extra % step ~= 0) then
@@ -115,6 +121,7 @@ local function bad_argc(n, step)
 end
 
 -- The error reply for a size limit that is not a whole number of bytes; nil when it is one.
+-- @include fail
 local function bad_limit(limit)
   if not limit or #limit > 15 or not string.find(limit, '^%d+$') then
     return fail('BAD_INPUT', 'size limit must be a whole number of bytes')
@@ -123,6 +130,7 @@ local function bad_limit(limit)
 end
 
 -- The error reply for a working-state op other than set, del or clear; nil when it is one.
+-- @include fail
 local function bad_working_op(op)
   if op ~= 'set' and op ~= 'del' and op ~= 'clear' then
     return fail('BAD_INPUT', 'working-state op must be set, del or clear')
@@ -135,6 +143,7 @@ end
 -- a body as its tail: the JSON object text without its opening brace (`"role":"user"}` for
 -- `{"role":"user"}`), so that message_element can put its own fields in front without
 -- cutting a copy of the body here (Redis' Lua hashes every byte of every string it makes).
+-- @include fail
 local function bad_message_body(tail, limit)
   if #tail + 1 > limit + 0 then
     return fail('TOO_LARGE', (#tail + 1) .. ' ' .. limit)
@@ -150,6 +159,7 @@ end
 -- the latest of its label, refreshes the session, and logs it; returns the wal entry id.
 -- Session keys in KEYS[1..9]; `meta` is {ttl, ttl_at} of the session's meta hash; `created`
 -- (nil or a list) the key indexes the caller's own writes created, for refresh_ttl.
+-- @include now_ms, refresh_ttl
 local function store_checkpoint(sid, id, label, payload, meta, created)
   local now = now_ms()
   local record = '{"id":"' .. id .. '","session_id":"' .. sid .. '","label":"' .. label
@@ -182,6 +192,7 @@ end
 -- whose id is returned; a list: the record is added to it as the field and value it has in a
 -- batch entry (see log_messages), for the caller to write with the others of its batch, and
 -- nil is returned. Returns the wal entry id (or nil) and `created`.
+-- @include message_element
 local function write_message(k, sid, seq, tail, idem, now_text, created, log)
   local element = message_element(seq, 'active', now_text, tail)
   if redis.call('RPUSH', k[3], element) == 1 then
@@ -243,6 +254,7 @@ local DEFERRED = {}
 -- error reply NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>. Several
 -- values rather than a table: a batch calls this per item, and a table is an allocation
 -- its garbage collector pays for again.
+-- @include fail, refresh_ttl, bad_message_body, write_message, DEFERRED
 local function append_one(k, sid, tail, idem, expected, limit, now, now_text, log)
   local bad = bad_message_body(tail, limit)
   if bad then
@@ -277,6 +289,7 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text, lo
 end
 
 -- The open-decision JSON kept in <prefix>:{p}:open_decisions (record_decision, restore_session).
+-- @include json_str_or_null
 local function decision_record(id, sid, decision, rationale, action, meta, created_at)
   return '{"id":"' .. id .. '","session_id":"' .. sid .. '","decision":' .. cjson.encode(decision)
     .. ',"rationale":' .. cjson.encode(rationale) .. ',"planned_action":' .. json_str_or_null(action)
@@ -287,6 +300,7 @@ end
 -- decisions hash k[11]): the body of record_decision.lua and of a batch item. `now`,
 -- `now_text` are the script's clock(). Returns the decision id "<partition>:<stream entry
 -- id>", or NO_SESSION.
+-- @include fail, refresh_ttl, decision_record
 local function decision_one(k, sid, partition, decision, rationale, action, meta_json, now,
                             now_text)
   local meta = redis.call('HMGET', k[1], 'ttl', 'ttl_at')
@@ -310,6 +324,7 @@ end
 -- check first, as for append_one. `now`, `now_text` are the script's clock().
 -- Returns the new version, or BAD_INPUT / NO_SESSION / TOO_LARGE / CONFLICT <expected>
 -- <current>.
+-- @include fail, refresh_ttl
 local function working_one(k, sid, op, key, value, if_version, limit, now, now_text)
   local meta = redis.call('HMGET', k[1], 'version', 'ttl_at')
   if not meta[1] then

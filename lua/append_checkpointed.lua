@@ -15,6 +15,7 @@
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check runs before the first write.
 ]]
+-- @include clock, fail, bad_argc, bad_limit, bad_message_body, store_checkpoint, write_message
 local bad_args = bad_argc(8) or bad_limit(ARGV[4]) or bad_limit(ARGV[8])
   or bad_message_body(ARGV[2], ARGV[4])
 if bad_args then

@@ -13,6 +13,7 @@
   Atomic: every check runs before the first write (the body is append_one in _prelude,
   shared with session_batch.lua; its writes are write_message, shared with append_messages).
 ]]
+-- @include clock, bad_argc, bad_limit, append_one
 local bad_args = bad_argc(5) or bad_limit(ARGV[5])
 if bad_args then
   return bad_args

@@ -14,6 +14,7 @@
   Atomic: every check (of every body) runs before the first write. Each message is written
   by write_message in _prelude, as append_message and a batch item write theirs.
 ]]
+-- @include clock, fail, refresh_ttl, bad_argc, bad_message_body, write_message, log_messages
 local bad_args = bad_argc(4, 1)
 if bad_args then
   return bad_args

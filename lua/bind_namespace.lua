@@ -10,6 +10,7 @@
   caller's when it was unbound)
   Errors:  BAD_INPUT (an identity that is not 1-64 hex digits; checked before any write)
 ]]
+-- @include fail, bad_argc
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

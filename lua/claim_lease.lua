@@ -12,6 +12,7 @@
   owner holds the lease or after a release
   Errors:  BAD_INPUT (lease time or floor not a whole number; checked before any write)
 ]]
+-- @include fail, bad_argc
 local bad_args = bad_argc(3)
 if bad_args then
   return bad_args

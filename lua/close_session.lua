@@ -12,6 +12,7 @@
   Returns: {1 if the session was live else 0, wal entry id}
   Errors:  none (closing a session that is not live still reaches SQLite through the wal)
 ]]
+-- @include bad_argc, index_as_zset
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -13,6 +13,7 @@
   agrees with the state of every element; load_messages relies on it.
   Atomic: every check runs before the first write.
 ]]
+-- @include clock, fail, refresh_ttl, json_num_or_null, bad_argc, message_element, merge_compacted
 local bad_args = bad_argc(7)
 if bad_args then
   return bad_args

@@ -9,6 +9,7 @@
   Errors:  NO_SESSION, TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
+-- @include fail, bad_argc, store_checkpoint
 local bad_args = bad_argc(4, 1)
 if bad_args then
   return bad_args

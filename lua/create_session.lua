@@ -17,6 +17,7 @@
            is not a whole number of seconds
   Atomic: the existence checks run before the first write.
 ]]
+-- @include now_ms, fail, refresh_ttl, json_str_or_null, bad_argc, index_as_zset
 local bad_args = bad_argc(11)
 if bad_args then
   return bad_args

@@ -7,6 +7,7 @@
   Returns: the number of live members after the call (integer)
   Errors:  BAD_INPUT (lifetime not a whole number; checked before any write)
 ]]
+-- @include fail
 local ttl = tonumber(ARGV[2])
 if not ttl or ttl < 0 or ttl > 2147483647 or ttl ~= math.floor(ttl) then
   return fail('BAD_INPUT', 'heartbeat lifetime must be a whole number of milliseconds')

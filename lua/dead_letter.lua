@@ -13,6 +13,7 @@
            NOGROUP
   Atomic: each entry is checked (still pending in the group) before it is written.
 ]]
+-- @include now_ms, fail, bad_argc
 local bad_args = bad_argc(3, 1)
 if bad_args then
   return bad_args

@@ -6,6 +6,7 @@
   Returns: {1, wal entry id} when a value was removed, {0, ''} when there was none (nothing
   is logged then)
 ]]
+-- @include bad_argc
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

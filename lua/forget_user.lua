@@ -12,6 +12,7 @@
   Errors:  BAD_INPUT (the TTL is not a whole number of seconds in 1..2^31)
   Atomic: the TTL is checked before the first write.
 ]]
+-- @include now_ms, fail, bad_argc
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -13,6 +13,7 @@
   Returns: the number of checkpoints removed (nothing is logged when 0)
   Errors:  NO_SESSION
 ]]
+-- @include now_ms, fail, touch_graph, bad_argc
 local bad_args = bad_argc(2, 1)
 if bad_args then
   return bad_args

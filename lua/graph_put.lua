@@ -26,6 +26,7 @@
   Errors:  NO_SESSION, BAD_INPUT
   Atomic: every argument is read and checked before the first write.
 ]]
+-- @include now_ms, fail, touch_graph, bad_argc
 local bad_args = bad_argc(2, 1)
 if bad_args then
   return bad_args

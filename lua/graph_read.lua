@@ -28,6 +28,7 @@
   to their checkpoints by the caller (a pattern match and a lookup per write, here, were a
   fifth of the script's instructions; callgrind).
 ]]
+-- @include fail, bad_argc
 local bad_args = bad_argc(2, 1)
 if bad_args then
   return bad_args

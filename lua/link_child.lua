@@ -7,6 +7,7 @@
   Errors:  NO_SESSION when adding to a parent that is not live
   Atomic: the parent's existence is checked before the first write.
 ]]
+-- @include now_ms, fail, refresh_ttl, bad_argc
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -11,6 +11,7 @@
   Never transfers compacted messages in 'active' mode: it reads only the active intervals,
   the complement of the meta `compacted` ranges.
 ]]
+-- @include fail, bad_argc
 local bad_args = bad_argc(4)
 if bad_args then
   return bad_args

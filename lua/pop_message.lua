@@ -12,6 +12,7 @@
   Cost: O(1), plus O(idempotency keys of the session) when it has any.
   Atomic: every check runs before the first write.
 ]]
+-- @include now_ms, fail, refresh_ttl, bad_argc
 local bad_args = bad_argc(1)
 if bad_args then
   return bad_args

@@ -10,6 +10,7 @@
   ARGV[2..] field, value pairs to set (wal, decisions, seeded)
   Returns: 1 when written, 0 when the caller no longer holds the lease (nothing written)
 ]]
+-- @include bad_argc
 local bad_args = bad_argc(1, 2)
 if bad_args then
   return bad_args

@@ -9,6 +9,7 @@
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT
   Atomic: every check runs before the first write.
 ]]
+-- @include fail, bad_argc, store_checkpoint
 local bad_args = bad_argc(5)
 if bad_args then
   return bad_args

@@ -4,6 +4,7 @@
   ARGV[1] round id, or '' for the latest (highest) round
   Returns: the state JSON, or false when absent
 ]]
+-- @include bad_argc
 local bad_args = bad_argc(1)
 if bad_args then
   return bad_args

@@ -7,6 +7,7 @@
   Returns: {version, value or false} for one key; {version, {k1, v1, k2, v2, ...}} for all
   Errors:  NO_SESSION
 ]]
+-- @include fail, bad_argc
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -12,6 +12,7 @@
   Atomic: the existence check runs before the first write (the body is decision_one in
   _prelude, shared with session_batch.lua).
 ]]
+-- @include clock, bad_argc, decision_one
 local bad_args = bad_argc(6)
 if bad_args then
   return bad_args

@@ -11,6 +11,7 @@
   Errors:  NO_DECISION when the decision is neither open nor in the stream
   Atomic: every check runs before the first write.
 ]]
+-- @include now_ms, fail, bad_argc
 local bad_args = bad_argc(3)
 if bad_args then
   return bad_args

@@ -12,6 +12,7 @@
            message is compacted out)
   Atomic: every check runs before the first write.
 ]]
+-- @include now_ms, fail, refresh_ttl, bad_argc, bad_message_body, message_element
 local bad_args = bad_argc(4)
 if bad_args then
   return bad_args

@@ -16,6 +16,7 @@
   Returns: the number of values written, or -1 when the caller no longer holds the lease
   Cost: O(values + wal entries after ARGV[2]).
 ]]
+-- @include bad_argc
 local bad_args = bad_argc(3, 2)
 if bad_args then
   return bad_args

@@ -17,6 +17,7 @@
   Errors:  BAD_INPUT (counts that do not match the arguments, a TTL that is not a positive
            integer), checked before the first write
 ]]
+-- @include fail, bad_argc
 local bad_args = bad_argc(5, 1)
 if bad_args then
   return bad_args

@@ -6,6 +6,7 @@
   ARGV[2..] (round id, state JSON) pairs
   Returns: 1 when restored, 0 when the hash was live already
 ]]
+-- @include bad_argc
 local bad_args = bad_argc(1, 2)
 if bad_args then
   return bad_args

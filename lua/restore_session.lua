@@ -21,6 +21,7 @@
   Errors:  BAD_INPUT (a section count or compaction record that does not fit; nothing written)
   Atomic: one script; the meta hash (what makes a session live) is written last.
 ]]
+-- @include now_ms, fail, refresh_ttl, bad_argc, decision_record, merge_compacted, index_as_zset
 local bad_args = bad_argc(4, 1)
 if bad_args then
   return bad_args

@@ -13,6 +13,7 @@
   Errors:  TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
+-- @include now_ms, fail, bad_argc
 local bad_args = bad_argc(5)
 if bad_args then
   return bad_args

@@ -42,6 +42,8 @@
   Atomic: every item's arguments are checked before the first write of any item, so
   a bad limit in item 2 fails before item 1 is written.
 ]]
+-- @include clock, fail, bad_limit, bad_working_op, log_messages, DEFERRED, append_one
+-- @include decision_one, working_one
 -- KEYS and ARGV are globals (a hash lookup on every use): locals here, read ~15 times an item
 local KEYS, ARGV = KEYS, ARGV
 -- Arguments after the op, and KEYS, of an item of each op.

@@ -8,6 +8,7 @@
   Returns: the wal entry id
   Errors:  TOO_LARGE
 ]]
+-- @include fail, bad_argc
 local bad_args = bad_argc(4)
 if bad_args then
   return bad_args

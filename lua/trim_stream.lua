@@ -9,6 +9,7 @@
   Returns: the number of entries trimmed, or -1 when the caller no longer holds the lease
   (nothing trimmed)
 ]]
+-- @include bad_argc
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -11,6 +11,7 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
+-- @include now_ms, fail, refresh_ttl, bad_argc
 local bad_args = bad_argc(2, 2)
 if bad_args then
   return bad_args

@@ -14,6 +14,7 @@
   Atomic: every check runs before the first write (the body is working_one in _prelude,
   shared with session_batch.lua).
 ]]
+-- @include clock, bad_argc, bad_limit, bad_working_op, working_one
 local bad_args = bad_argc(6) or bad_working_op(ARGV[2]) or bad_limit(ARGV[6])
 if bad_args then
   return bad_args

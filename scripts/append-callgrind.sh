@@ -17,34 +17,19 @@ PORT=${PORT:-6412}; N=${N:-200}; B=${B:-16}; S=${S:-16}; P=${P:-16}
 TMP=$(mktemp -d)
 trap 'redis-cli -p $PORT shutdown nosave >/dev/null 2>&1 || true; redis-cli -p $((PORT + 1)) shutdown nosave >/dev/null 2>&1 || true; rm -rf "$TMP"' EXIT
 
+cargo build --release --locked --bin agentstate --example append_callgrind
+BIN=${CARGO_TARGET_DIR:-target}/release
+for name in create_session session_batch append_message; do
+  "$BIN/agentstate" bench --print-script "$name" >"$TMP/$name.lua"
+done
+
 # The command files: RESP, so bodies and scripts go byte-exact.
 python3 - "$TMP" "$N" "$B" "$S" "$P" <<'EOF'
-import hashlib, re, sys
+import hashlib, sys
 out, N, B, S, P = sys.argv[1], *map(int, sys.argv[2:6])
 def script(name):
-    # as src/scripts/mod.rs::prelude_for builds it: the prelude definitions the script's
-    # code names (comments do not count), and theirs, in order
-    lines = open('lua/_prelude.lua').read().splitlines(keepends=True)
-    body = open('lua/' + name + '.lua').read()
-    defs = []
-    for i, line in enumerate(lines):
-        m = re.match(r'local function (\w+)|local (\w+) =', line)
-        if m:
-            start = i
-            while start > 0 and lines[start - 1].startswith('--'):
-                start -= 1
-            if defs:
-                defs[-1][2] = start
-            defs.append([m.group(1) or m.group(2), start, len(lines)])
-    need, todo = set(), [body]
-    while todo:
-        code = re.sub(r'--[^\n]*', '', re.sub(r'--\[\[.*?\]\]', '', todo.pop(), flags=re.S))
-        words = set(re.findall(r'\w+', code))
-        for d in defs:
-            if d[0] not in need and d[0] in words:
-                need.add(d[0])
-                todo.append(''.join(lines[d[1]:d[2]]))
-    return ''.join(''.join(lines[a:b]) for n, a, b in defs if n in need) + body
+    # as the library runs it: built by the one loader (agentstate bench --print-script)
+    return open(out + '/' + name + '.lua').read()
 def resp(*args):
     parts = [b'*%d\r\n' % len(args)]
     for a in args:
@@ -103,12 +88,11 @@ awk -v i="$(total "${files[0]}")" -v n=$((N * B)) -v b="$B" 'BEGIN { printf "bat
 awk -v i="$(total "${files[1]}")" -v n=$((N * B / 3)) 'BEGIN { printf "lone append:                       %.1fk instructions\n", i / n / 1000 }'
 
 echo "== client (examples/append_callgrind.rs under callgrind, 8 tasks x 1,000 appends)"
-cargo build --release --locked --bin agentstate --example append_callgrind
 redis-server --port $((PORT + 1)) --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
   --logfile "$TMP/plain.log" >/dev/null
 until redis-cli -p $((PORT + 1)) ping >/dev/null 2>&1; do sleep 0.2; done
 URL=redis://127.0.0.1:$((PORT + 1))
-target/release/agentstate --redis "$URL" --prefix cg --db "$TMP/cg.db" spill --once >/dev/null 2>&1
+"$BIN/agentstate" --redis "$URL" --prefix cg --db "$TMP/cg.db" spill --once >/dev/null 2>&1
 valgrind --tool=callgrind --callgrind-out-file="$TMP/client.out" \
-  target/release/examples/append_callgrind "$URL" cg >/dev/null 2>&1
+  "$BIN/examples/append_callgrind" "$URL" cg >/dev/null 2>&1
 awk -v i="$(total "$TMP/client.out")" 'BEGIN { printf "append, this process:             %.1fk instructions (connect included)\n", i / 8000 / 1000 }'

@@ -9,8 +9,9 @@ PORT=${PORT:-6411}; N=${N:-50000}
 cd "$(dirname "$0")/.."
 BASE=${BASE:-f75ce83}
 TMP=$(mktemp -d)
+# BASE prepended the whole prelude; the working tree's script is built by the library's loader.
 git show "$BASE:lua/_prelude.lua" > "$TMP/old.lua"; git show "$BASE:lua/append_message.lua" >> "$TMP/old.lua"
-cat lua/_prelude.lua lua/append_message.lua > "$TMP/new.lua"
+cargo run --quiet --locked --bin agentstate -- bench --print-script append_message > "$TMP/new.lua"
 redis-server --port $PORT --save '' --appendonly no --daemonize yes --pidfile "$TMP/rs.pid" --logfile "$TMP/rs.log"
 sleep 0.5
 R="redis-cli -p $PORT"

@@ -329,7 +329,8 @@ impl Error {
             }
         } else {
             Error::Redis {
-                message: err.to_string(),
+                // A script's runtime error names its line in the built script: say the file's.
+                message: crate::scripts::locate_lines(&err.to_string()).into_owned(),
                 source: Some(Box::new(err)),
             }
         }

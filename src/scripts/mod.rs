@@ -1,5 +1,6 @@
-//! The Lua scripts and their calls: every file in `lua/` embedded once (prefixed with what
-//! it uses of the shared `_prelude.lua`), hashed once, and one typed function per script
+//! The Lua scripts and their calls: every file in `lua/` embedded once and built by the one
+//! loader (`loader.rs`: the prelude helpers its `-- @include` lines name prepended, and a map
+//! of its lines back to the files for errors), hashed once, and one typed function per script
 //! that builds its KEYS and ARGV as the script's header documents them, in a file per
 //! capability named as the library's modules are (`sessions`, `messages`, `working`,
 //! `checkpoints`, `rounds`, `decisions`, `users`, `graphs`) plus the daemon's (`daemon`,
@@ -22,6 +23,7 @@ mod checkpoints;
 mod daemon;
 mod decisions;
 mod graphs;
+mod loader;
 mod messages;
 mod restore;
 mod rounds;
@@ -40,104 +42,46 @@ pub use sessions::*;
 pub use users::*;
 pub use working::*;
 
-/// `lua/_prelude.lua`, the scripts' shared library.
-const PRELUDE: &str = include_str!("../../lua/_prelude.lua");
-
-/// The prelude's top-level definitions (`local function name` / `local name =`, each with the
-/// comment lines above it) that `body`'s code names, and those their code names in turn, in
-/// the prelude's order. A script carries only these: each definition it carries is run again
-/// on every call (a closure made per function), which cost a lone append ~4 % of its Redis
-/// instructions with the whole prelude. Names in comments do not count (`write_working.lua`
-/// carried `append_one` and five more because comments mention them).
-fn prelude_for(body: &str) -> String {
-    let lines: Vec<&str> = PRELUDE.split_inclusive('\n').collect();
-    let name_at = |line: &str| -> Option<String> {
-        let rest = line.strip_prefix("local function ").or_else(|| {
-            line.strip_prefix("local ")
-                .filter(|r| r.split_whitespace().nth(1) == Some("="))
-        })?;
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        (!name.is_empty()).then_some(name)
-    };
-    // (name, first line, end line) of each definition, its comment lines included.
-    let mut defs: Vec<(String, usize, usize)> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if let Some(name) = name_at(line) {
-            let mut start = i;
-            while start > 0 && lines[start - 1].starts_with("--") {
-                start -= 1;
-            }
-            if let Some(last) = defs.last_mut() {
-                last.2 = start;
-            }
-            defs.push((name, start, lines.len()));
-        }
-    }
-    let words = |text: &str| -> std::collections::HashSet<String> {
-        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .map(str::to_string)
-            .collect()
-    };
-    let text_of = |&(_, a, b): &(String, usize, usize)| lines[a..b].concat();
-    let mut needed = vec![false; defs.len()];
-    let mut todo = vec![body.to_string()];
-    while let Some(text) = todo.pop() {
-        let named = words(&without_comments(&text));
-        for (i, def) in defs.iter().enumerate() {
-            if !needed[i] && named.contains(&def.0) {
-                needed[i] = true;
-                todo.push(text_of(def));
-            }
-        }
-    }
-    defs.iter()
-        .zip(needed)
-        .filter(|(_, n)| *n)
-        .map(|(def, _)| text_of(def))
-        .collect()
+/// A registered script: the redis-rs [`Script`] of its built text (which it derefs to) and
+/// where that text's lines came from.
+struct Loaded {
+    script: Script,
+    built: loader::Built,
 }
 
-/// `text` without its Lua comments: `--[[ … ]]` blocks and `--` to the end of a line. (No
-/// script has `--` inside a string literal, and a name lost that way would fail every test
-/// of its script at its first call.)
-fn without_comments(text: &str) -> String {
-    let mut code = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("--") {
-        code.push_str(&rest[..at]);
-        let comment = &rest[at..];
-        let end = if comment.starts_with("--[[") {
-            comment.find("]]").map_or(comment.len(), |e| e + 2)
-        } else {
-            comment.find('\n').unwrap_or(comment.len())
-        };
-        rest = &comment[end..];
+impl Loaded {
+    /// Builds `lua/<file>.lua` with the loader; an unknown include panics at the first use
+    /// (the tests build every script).
+    fn new(file: &str, body: &str, flags: Option<&str>) -> Loaded {
+        let built = loader::build(file, body, flags).unwrap_or_else(|e| panic!("{e}"));
+        Loaded {
+            script: Script::new(&built.text),
+            built,
+        }
     }
-    code.push_str(rest);
-    code
+}
+
+impl std::ops::Deref for Loaded {
+    type Target = Script;
+
+    fn deref(&self) -> &Script {
+        &self.script
+    }
 }
 
 /// Registers each script: `NAME => "file"`, or `NAME => "file" #!"flags"` for a script that
-/// declares Redis 7 script flags in a shebang line (put before the prelude: it must be the
-/// first line).
+/// declares Redis 7 script flags in a shebang line.
 macro_rules! lua_scripts {
     ($($name:ident => $file:literal $(#! $flags:literal)?),* $(,)?) => {
         $(
             #[doc = concat!("`lua/", $file, ".lua`")]
-            static $name: LazyLock<Script> = LazyLock::new(|| {
-                let body = include_str!(concat!("../../lua/", $file, ".lua"));
-                Script::new(&format!(
-                    "{}{}{body}",
-                    concat!($("#!lua flags=", $flags, "\n",)? ""),
-                    prelude_for(body)
-                ))
+            static $name: LazyLock<Loaded> = LazyLock::new(|| {
+                let flags: Option<&str> = [$($flags)?].first().copied();
+                Loaded::new($file, include_str!(concat!("../../lua/", $file, ".lua")), flags)
             });
         )*
         /// Every script with its file name (pre-loading, readable benchmark output, tests).
-        fn all() -> Vec<(&'static str, &'static Script)> {
+        fn all() -> Vec<(&'static str, &'static Loaded)> {
             vec![$(($file, &*$name)),*]
         }
     };
@@ -281,6 +225,34 @@ pub fn name_of(sha: &str) -> Option<&'static str> {
         .into_iter()
         .find(|(_, script)| script.get_hash().eq_ignore_ascii_case(sha))
         .map(|(name, _)| name)
+}
+
+/// The text Redis runs for `lua/<name>.lua` (the benchmarks send it themselves).
+pub fn text_of(name: &str) -> Option<&'static str> {
+    all()
+        .into_iter()
+        .find(|(file, _)| *file == name)
+        .map(|(_, loaded)| loaded.built.text.as_str())
+}
+
+/// `message`, a Redis error's text, with each line of a registered script it names
+/// (`user_script:NN`, counted in the built text) as the file and line it came from
+/// (`lua/<file>.lua:MM`, `lua/_prelude.lua:MM` for a helper). The script is the one whose SHA1
+/// follows `script: `, as Redis 7 writes it after a runtime error; other text is unchanged.
+pub fn locate_lines(message: &str) -> std::borrow::Cow<'_, str> {
+    let sha = message.match_indices("script: ").find_map(|(at, tag)| {
+        let sha = message.get(at + tag.len()..at + tag.len() + 40)?;
+        sha.bytes().all(|b| b.is_ascii_hexdigit()).then_some(sha)
+    });
+    let loaded = sha.and_then(|sha| {
+        all()
+            .into_iter()
+            .find(|(_, loaded)| loaded.get_hash().eq_ignore_ascii_case(sha))
+    });
+    match loaded {
+        Some((_, loaded)) => loader::map_lines(message, &loaded.built).into(),
+        None => message.into(),
+    }
 }
 
 /// `''` for `None`: scripts take optional numbers as empty strings.
@@ -490,13 +462,13 @@ mod tests {
         );
     }
 
-    /// A script carries the prelude definitions its code names and theirs, in order, and no
+    /// A script carries the prelude definitions it includes and theirs, in order, and no
     /// other: the lone append has `append_one` and what it calls, not the graph or
     /// compaction helpers, nor `log_messages`, which only a comment of `write_message` names.
     /// A working-state write carries nothing of an append's.
     #[test]
     fn a_script_carries_only_the_prelude_it_uses() {
-        let text = super::prelude_for(include_str!("../../lua/append_message.lua"));
+        let text = super::text_of("append_message").unwrap();
         let defined: Vec<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("local function "))
@@ -524,7 +496,7 @@ mod tests {
         }
         let at = |name: &str| defined.iter().position(|d| *d == name).unwrap();
         assert!(at("refresh_ttl") < at("append_one"), "prelude order");
-        let working = super::prelude_for(include_str!("../../lua/write_working.lua"));
+        let working = super::text_of("write_working").unwrap();
         assert!(working.contains("local function working_one("));
         for name in ["append_one", "write_message", "message_element"] {
             assert!(
@@ -535,6 +507,109 @@ mod tests {
         assert!(
             text.contains("local DEFERRED = {}"),
             "a value definition is carried too"
+        );
+    }
+
+    /// The prelude names `text`'s code uses (comments do not count): what its `@include`
+    /// lines must say.
+    fn prelude_names_used(text: &str) -> BTreeSet<&'static str> {
+        // Comments out: `--[[ … ]]` blocks and `--` to the end of a line. (No script has
+        // `--` inside a string literal.)
+        let mut code = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("--") {
+            code.push_str(&rest[..at]);
+            let comment = &rest[at..];
+            let end = if comment.starts_with("--[[") {
+                comment.find("]]").map_or(comment.len(), |e| e + 2)
+            } else {
+                comment.find('\n').unwrap_or(comment.len())
+            };
+            rest = &comment[end..];
+        }
+        code.push_str(rest);
+        let words: BTreeSet<&str> = code
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .collect();
+        super::loader::DEFS
+            .iter()
+            .map(|d| d.name)
+            .filter(|n| words.contains(n))
+            .collect()
+    }
+
+    /// Each script includes exactly the prelude names its code uses, and each helper those
+    /// its code uses (other than itself), all defined before it: a name used but not
+    /// included would fail only at the script's first call, one included but not used costs
+    /// every call.
+    #[test]
+    fn includes_are_the_prelude_names_the_code_uses() {
+        for (file, _) in super::all() {
+            let path = format!("{}/lua/{file}.lua", env!("CARGO_MANIFEST_DIR"));
+            let body = std::fs::read_to_string(path).unwrap();
+            let said: BTreeSet<&str> = super::loader::includes_of(&body).into_iter().collect();
+            assert_eq!(said, prelude_names_used(&body), "lua/{file}.lua's @include");
+        }
+        let defs = &*super::loader::DEFS;
+        for (i, def) in defs.iter().enumerate() {
+            let said: BTreeSet<&str> = super::loader::includes_of(def.text).into_iter().collect();
+            let mut used = prelude_names_used(def.text);
+            used.remove(def.name);
+            assert_eq!(said, used, "{}'s @include in _prelude.lua", def.name);
+            for name in said {
+                let at = defs.iter().position(|d| d.name == name).unwrap();
+                assert!(at < i, "{} includes {name}, defined after it", def.name);
+            }
+        }
+    }
+
+    /// A name the prelude does not define is an error of the build, naming who included it.
+    #[test]
+    fn an_unknown_include_is_an_error() {
+        let err = super::loader::build("x", "-- @include bad_argc, no_such\n", None).unwrap_err();
+        assert_eq!(
+            err,
+            "lua/x.lua includes `no_such`, which lua/_prelude.lua does not define"
+        );
+    }
+
+    /// Every line of every built script maps back to a file and line holding that very text
+    /// (the shebang to itself): what turns Redis' `user_script:NN` into a place in `lua/`.
+    #[test]
+    fn every_built_line_maps_back_to_its_file() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        for (file, loaded) in super::all() {
+            for (i, line) in loaded.built.text.lines().enumerate() {
+                let place = loaded.built.locate(i + 1).unwrap();
+                let (path, at) = place.rsplit_once(':').unwrap();
+                if path == "(shebang)" {
+                    assert!(i == 0 && line.starts_with("#!lua"), "{file}: {place}");
+                    continue;
+                }
+                let source = std::fs::read_to_string(format!("{root}/{path}")).unwrap();
+                let at: usize = at.parse().unwrap();
+                assert_eq!(
+                    source.lines().nth(at - 1),
+                    Some(line),
+                    "{file} line {}",
+                    i + 1
+                );
+            }
+        }
+        let loaded = super::all()
+            .into_iter()
+            .find(|(f, _)| *f == "claim_lease")
+            .unwrap()
+            .1;
+        let message = format!(
+            "user_script:2: boom script: {}, on @user_script:2.",
+            loaded.get_hash()
+        );
+        let first = loaded.built.locate(2).unwrap();
+        assert!(first.starts_with("lua/_prelude.lua:"), "{first}");
+        assert_eq!(
+            super::locate_lines(&message),
+            format!("{first}: boom script: {}, on @{first}.", loaded.get_hash())
         );
     }
 

@@ -1,34 +1,13 @@
-//! Integration tests: one binary, a module per capability. Every test starts its own
+//! Integration tests: one binary, a module per family of guarantees, so the test of a
+//! guarantee is found from the guarantee (`live`, `durability`, `loss`, `faults`,
+//! `operator`, `security`); `support` holds the fixtures. Every test starts its own
 //! `redis-server` through `support` and never touches the shared instance on 6379.
 
-mod pg_server;
 mod support;
 
-mod bad_input;
-mod cli;
-mod cluster;
-mod cluster_support;
-mod concurrency;
-mod consumer;
-mod decisions;
-mod demo;
-mod deployments;
+mod durability;
 mod faults;
-mod graphs;
-mod group_commit;
-mod hardening;
-mod history;
-mod key_protocol;
+mod live;
 mod loss;
-mod messages;
-mod network_cut;
 mod operator;
-mod rounds;
-mod server;
-mod sessions;
-mod smoke;
-mod spill;
-mod tls;
-mod traffic;
-mod users;
-mod working;
+mod security;

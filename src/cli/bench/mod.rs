@@ -51,11 +51,22 @@ pub struct BenchArgs {
     /// SQLite and PostgreSQL, one and two daemons), not W1–W6 on Redis.
     #[arg(long)]
     tiers_only: bool,
+    /// Print the text Redis runs for `lua/NAME.lua` (the prelude helpers it includes
+    /// prepended, as the library builds it) and run nothing: the shell benchmarks send it
+    /// themselves.
+    #[arg(long, value_name = "NAME")]
+    print_script: Option<String>,
 }
 
 /// Runs on `--redis` when given (prefix `asbench` unless --prefix is set), else on a private
 /// redis-server so the figures are not disturbed by other clients.
 pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
+    if let Some(name) = &args.print_script {
+        let text = crate::scripts::text_of(name)
+            .ok_or_else(|| Error::InvalidInput(format!("no script lua/{name}.lua")))?;
+        print!("{text}");
+        return Ok(());
+    }
     let durable = global.db.as_ref().and_then(|db| match Location::of(db) {
         Location::Postgres(url) => Some(url.to_string()),
         Location::Sqlite(_) => None,

@@ -1,0 +1,10 @@
+//! The durable tier's guarantees: the spill daemon flushes every entry exactly once (one
+//! owner per partition, standbys, repeated kills), trims what is committed, erases a user,
+//! moves a tier into PostgreSQL, and retention removes only what its policy says.
+
+mod copy;
+pub(crate) mod daemon;
+mod erasure;
+mod flush;
+mod retention;
+mod trim;

@@ -1,0 +1,261 @@
+//! What an empty Redis gets back besides sessions: user values, state rounds and open decisions, without resurrecting forgotten users or overwriting newer values.
+
+use agentstate::*;
+use serde_json::json;
+
+use crate::support::count;
+use crate::support::create;
+use crate::support::on_both_backends;
+use crate::support::TestEnv;
+
+on_both_backends!(user_values_and_state_rounds_come_back_after_redis_restarts_empty);
+async fn user_values_and_state_rounds_come_back_after_redis_restarts_empty(mut t: TestEnv) {
+    let (stop, daemon) = t.start_daemon().await;
+    let durable = t.store.with_durability(Durability::Durable);
+    durable
+        .set_user_value("ann", "email", &json!("ann@example.org"))
+        .await
+        .unwrap();
+    durable
+        .set_user_value("ann", "prefs", &json!({"tz": "UTC"}))
+        .await
+        .unwrap();
+    durable
+        .set_user_value("ben", "email", &json!("ben@example.org"))
+        .await
+        .unwrap();
+    for r in 1..=2 {
+        durable
+            .save_state("ann", &json!({"r": r}), None, None)
+            .await
+            .unwrap();
+    }
+    durable
+        .save_state("ben", &json!({"x": 1}), Some("chat"), Some(7))
+        .await
+        .unwrap();
+    // The same running daemon re-takes the partitions of the empty Redis.
+    t.lose_redis().await;
+    t.wait_for_daemon().await;
+    let s = &t.store;
+    assert_eq!(
+        s.user_value("ann", "email").await.unwrap(),
+        Some(json!("ann@example.org"))
+    );
+    assert_eq!(
+        s.user_value("ann", "prefs").await.unwrap(),
+        Some(json!({"tz": "UTC"}))
+    );
+    assert_eq!(
+        s.user_value("ben", "email").await.unwrap(),
+        Some(json!("ben@example.org"))
+    );
+    assert_eq!(
+        s.export_state("ann", None, None).await.unwrap(),
+        Some(json!({"r": 2}))
+    );
+    assert_eq!(
+        s.export_state("ann", None, Some(1)).await.unwrap(),
+        Some(json!({"r": 1}))
+    );
+    assert_eq!(
+        s.export_state("ben", Some("chat"), None).await.unwrap(),
+        Some(json!({"x": 1}))
+    );
+    assert_eq!(t.ttl(&s.keys().rounds("ann", "default")), -1);
+    // The round counter came back too: the next append continues after 2.
+    assert_eq!(
+        s.save_state("ann", &json!({"r": 3}), None, None)
+            .await
+            .unwrap(),
+        3
+    );
+    // Through the CLI as well.
+    assert_eq!(
+        t.cli_ok(&["user", "get", "ben", "email"]),
+        "\"ben@example.org\"\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["state", "export", "ben", "--session", "chat"]),
+        "{\"x\":1}\n"
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+on_both_backends!(after_redis_loss_a_forget_stays_forgotten_and_a_newer_value_wins);
+async fn after_redis_loss_a_forget_stays_forgotten_and_a_newer_value_wins(mut t: TestEnv) {
+    let (stop, daemon) = t.start_daemon().await;
+    let durable = t.store.with_durability(Durability::Durable);
+    durable
+        .set_user_value("ann", "email", &json!("old@example.org"))
+        .await
+        .unwrap();
+    durable
+        .set_user_value("ann", "tz", &json!("UTC"))
+        .await
+        .unwrap();
+    for user in ["bob", "dan"] {
+        durable
+            .set_user_value(user, "ssn", &json!(format!("{user}-secret")))
+            .await
+            .unwrap();
+    }
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+    // Redis is lost; before any daemon re-takes the partitions, agents forget bob and write
+    // a newer value for ann.
+    t.lose_redis().await;
+    let s = &t.store;
+    assert_eq!(s.forget_user("bob").await.unwrap().removed_keys.len(), 0);
+    assert_eq!(s.forget_user("dan").await.unwrap().removed_keys.len(), 0);
+    // dan's daemon comes back after his tombstone expired: the flush before the re-seed is
+    // what keeps him forgotten.
+    assert!(t.cmd::<bool>(&["DEL", &s.keys().user_forgotten("dan")]));
+    s.set_user_value("ann", "email", &json!("new@example.org"))
+        .await
+        .unwrap();
+    let (stop, daemon) = t.start_daemon().await;
+    for user in ["bob", "dan"] {
+        assert_eq!(s.user_value(user, "ssn").await.unwrap(), None);
+        assert!(!t.cmd::<bool>(&["EXISTS", &s.keys().user(user)]));
+    }
+    assert_eq!(
+        s.user_value("ann", "email").await.unwrap(),
+        Some(json!("new@example.org"))
+    );
+    assert_eq!(s.user_value("ann", "tz").await.unwrap(), Some(json!("UTC")));
+    let rows = |user: &str| -> Vec<(String, String)> {
+        t.durable_rows(
+            "SELECT key, value FROM user_values WHERE user_id = ?1 ORDER BY key",
+            user,
+        )
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].clone()))
+        .collect()
+    };
+    assert_eq!(rows("bob"), []);
+    assert_eq!(rows("dan"), []);
+    assert_eq!(
+        rows("ann"),
+        [
+            ("email".to_string(), "\"new@example.org\"".to_string()),
+            ("tz".to_string(), "\"UTC\"".to_string()),
+        ]
+    );
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}
+
+on_both_backends!(the_user_reseed_script_never_overwrites_or_resurrects);
+/// `reseed_user_values.lua` on its own, at the moment between the daemon's flush (SQLite
+/// still holds the values) and its re-seed: what agents did since is left alone.
+async fn the_user_reseed_script_never_overwrites_or_resurrects(t: TestEnv) {
+    let s = &t.store;
+    let script =
+        redis::Script::new(agentstate::test_support::scripts::text_of("reseed_user_values").unwrap());
+    // The caller holds every partition's lease as "me 7".
+    for p in 0..s.keys().partitions() {
+        let _: () = t.cmd(&["SET", &s.keys().lease(p), "me 7"]);
+    }
+    let reseed_as = |lease: &str, user: &str, cursor: &str, pairs: &[(&str, &str)]| -> i64 {
+        let p = s.keys().partition(user);
+        let mut inv = script.prepare_invoke();
+        inv.key(s.keys().user(user))
+            .key(s.keys().user_forgotten(user))
+            .key(s.keys().wal(p))
+            .key(s.keys().lease(p))
+            .arg(user)
+            .arg(cursor)
+            .arg(lease);
+        for (k, v) in pairs {
+            inv.arg(*k).arg(*v);
+        }
+        inv.invoke(&mut t.redis()).unwrap()
+    };
+    let reseed =
+        |user: &str, cursor: &str, pairs: &[(&str, &str)]| reseed_as("me 7", user, cursor, pairs);
+    s.set_user_value("ann", "email", &json!("new"))
+        .await
+        .unwrap();
+    s.set_user_value("ann", "tz", &json!("CET")).await.unwrap();
+    s.set_user_value("bob", "ssn", &json!("x")).await.unwrap();
+    // Everything up to here is "flushed"; then ann deletes tz and bob is forgotten.
+    let p = s.keys().partition("ann");
+    let last: Vec<(String, Vec<String>)> =
+        t.cmd(&["XREVRANGE", &s.keys().wal(p), "+", "-", "COUNT", "1"]);
+    let cursor = last[0].0.clone();
+    assert!(s.delete_user_value("ann", "tz").await.unwrap());
+    s.forget_user("bob").await.unwrap();
+    let sqlite_ann = [("email", "\"old\""), ("tz", "\"UTC\""), ("lang", "\"en\"")];
+    assert_eq!(reseed("ann", &cursor, &sqlite_ann), 1);
+    assert_eq!(
+        t.hash(&s.keys().user("ann")),
+        [
+            ("email".to_string(), "\"new\"".to_string()),
+            ("lang".to_string(), "\"en\"".to_string()),
+        ]
+        .into_iter()
+        .collect()
+    );
+    assert_eq!(reseed("bob", &cursor, &[("ssn", "\"x\"")]), 0);
+    assert!(!t.cmd::<bool>(&["EXISTS", &s.keys().user("bob")]));
+    // Without a tombstone and with nothing after the cursor, a user comes back whole.
+    let now: Vec<(String, Vec<String>)> = t.cmd(&[
+        "XREVRANGE",
+        &s.keys().wal(s.keys().partition("cy")),
+        "+",
+        "-",
+        "COUNT",
+        "1",
+    ]);
+    let at = now.first().map_or("0-0".to_string(), |e| e.0.clone());
+    // A daemon whose lease lapsed (another owner took the partition) writes nothing.
+    assert_eq!(reseed_as("me 6", "cy", &at, &[("a", "1")]), -1);
+    assert!(!t.cmd::<bool>(&["EXISTS", &s.keys().user("cy")]));
+    assert_eq!(reseed("cy", &at, &[("a", "1"), ("b", "2")]), 2);
+}
+
+on_both_backends!(open_decisions_come_back_after_redis_loss_for_crash_recovery);
+async fn open_decisions_come_back_after_redis_loss_for_crash_recovery(mut t: TestEnv) {
+    create(&t, "dec", None, None).await;
+    let open = t
+        .store
+        .record_decision("dec", &NewDecision::new("open", "pending").action("act"))
+        .await
+        .unwrap();
+    let done = t
+        .store
+        .record_decision("dec", &NewDecision::new("done", "finished"))
+        .await
+        .unwrap();
+    assert!(t.store.record_outcome(&done, "ok").await.unwrap());
+    t.flush().await;
+    t.lose_redis().await;
+    let (stop, daemon) = t.start_daemon().await;
+    let incomplete = t.store.incomplete_decisions(None).await.unwrap();
+    assert_eq!(incomplete.len(), 1, "{incomplete:?}");
+    assert_eq!(incomplete[0].id, open);
+    assert_eq!(incomplete[0].planned_action.as_deref(), Some("act"));
+    assert_eq!(
+        t.store.incomplete_decisions(Some("dec")).await.unwrap(),
+        incomplete
+    );
+    assert!(t
+        .store
+        .record_outcome(&open, "late but recorded")
+        .await
+        .unwrap());
+    assert!(t.store.incomplete_decisions(None).await.unwrap().is_empty());
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+    t.flush().await;
+    assert_eq!(
+        count(
+            &t,
+            "SELECT count(*) FROM decisions WHERE id = ?1 AND outcome = 'late but recorded'",
+            &open
+        ),
+        1
+    );
+}

@@ -1,0 +1,11 @@
+//! What an operator and a newcomer use: the CLI and its contract, the spill daemon's
+//! commands, the web console, metrics, the long-lived server, and the demo.
+
+mod cli;
+mod console;
+mod contract;
+mod demo;
+mod metrics;
+mod server;
+mod spill_cli;
+mod watch;
