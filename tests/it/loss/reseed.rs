@@ -152,8 +152,9 @@ on_both_backends!(the_user_reseed_script_never_overwrites_or_resurrects);
 /// still holds the values) and its re-seed: what agents did since is left alone.
 async fn the_user_reseed_script_never_overwrites_or_resurrects(t: TestEnv) {
     let s = &t.store;
-    let script =
-        redis::Script::new(agentstate::test_support::scripts::text_of("reseed_user_values").unwrap());
+    let script = redis::Script::new(
+        agentstate::test_support::scripts::text_of("reseed_user_values").unwrap(),
+    );
     // The caller holds every partition's lease as "me 7".
     for p in 0..s.keys().partitions() {
         let _: () = t.cmd(&["SET", &s.keys().lease(p), "me 7"]);

@@ -85,7 +85,13 @@ impl Deployed {
     /// Plays "Redis lost this namespace": deletes every one of its keys on every master.
     pub async fn lose_namespace(&self) {
         assert!(self.store.admin().wipe_namespace().await.unwrap() > 0);
-        assert!(self.store.admin().scan_namespace().await.unwrap().is_empty());
+        assert!(self
+            .store
+            .admin()
+            .scan_namespace()
+            .await
+            .unwrap()
+            .is_empty());
     }
 
     /// `(seq, element)` of every message SQLite holds for `sid`.
