@@ -329,8 +329,7 @@ impl Error {
             }
         } else {
             Error::Redis {
-                // A script's runtime error names its line in the built script: say the file's.
-                message: crate::scripts::locate_lines(&err.to_string()).into_owned(),
+                message: err.to_string(),
                 source: Some(Box::new(err)),
             }
         }

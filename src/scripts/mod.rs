@@ -17,6 +17,7 @@ use std::sync::{Arc, LazyLock};
 
 use redis::{aio::ConnectionLike, Cmd, FromRedisValue, RedisResult, Script, ToRedisArgs};
 
+use crate::error::{Error, Result};
 use crate::keys::{Keys, SessionKeys};
 
 mod checkpoints;
@@ -198,16 +199,24 @@ impl ScriptCall {
     }
 
     /// Sends the call (one round trip); on NOSCRIPT (a restarted or flushed Redis) loads the
-    /// script and sends it once more.
-    pub async fn run<T: FromRedisValue>(&self, conn: &mut impl ConnectionLike) -> RedisResult<T> {
-        match self.cmd.query_async(conn).await {
+    /// script and sends it once more. A runtime error names its line in the script's file
+    /// ([`locate_lines`]).
+    pub async fn run<T: FromRedisValue>(&self, conn: &mut impl ConnectionLike) -> Result<T> {
+        let reply = match self.cmd.query_async(conn).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
                 // Boxed: a rare path whose future would otherwise enlarge every call's.
                 Box::pin(self.script.load_async(conn)).await?;
                 self.cmd.query_async(conn).await
             }
             other => other,
-        }
+        };
+        reply.map_err(|err| match Error::from_redis(err) {
+            Error::Redis { message, source } => Error::Redis {
+                message: locate_lines(&message).into_owned(),
+                source,
+            },
+            typed => typed,
+        })
     }
 }
 
