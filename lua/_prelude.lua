@@ -120,6 +120,37 @@ local function bad_argc(n, step)
   return nil
 end
 
+-- The session's meta fields `...` (one HMGET of its meta hash KEYS[1]), or nil and the error
+-- reply NO_SESSION <ARGV[1]> when the session does not exist (the first field named is one
+-- every session has); with no field named, only whether it exists (EXISTS): {} or the error.
+-- The check of every script on one session, before its first write.
+-- @include fail
+local function session_meta(...)
+  if select('#', ...) == 0 then
+    if redis.call('EXISTS', KEYS[1]) == 0 then
+      return nil, fail('NO_SESSION', ARGV[1])
+    end
+    return {}
+  end
+  local meta = redis.call('HMGET', KEYS[1], ...)
+  if not meta[1] then
+    return nil, fail('NO_SESSION', ARGV[1])
+  end
+  return meta
+end
+
+-- The opening of a script on one session with no other check between the two: the argument
+-- count (bad_argc(n, step)), then the session (session_meta(...)). Returns the meta fields,
+-- or nil and the error reply to return.
+-- @include bad_argc, session_meta
+local function open_session(n, step, ...)
+  local bad = bad_argc(n, step)
+  if bad then
+    return nil, bad
+  end
+  return session_meta(...)
+end
+
 -- The error reply for a size limit that is not a whole number of bytes; nil when it is one.
 -- @include fail
 local function bad_limit(limit)

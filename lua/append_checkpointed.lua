@@ -16,6 +16,7 @@
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, bad_argc, bad_limit, bad_message_body, store_checkpoint, write_message
+-- @include session_meta
 local bad_args = bad_argc(8) or bad_limit(ARGV[4]) or bad_limit(ARGV[8])
   or bad_message_body(ARGV[2], ARGV[4])
 if bad_args then
@@ -28,9 +29,9 @@ end
 if string.sub(payload, 1, 1) ~= '{' or string.sub(payload, -1) ~= '}' then
   return fail('BAD_INPUT', 'checkpoint payload must be a JSON object')
 end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+local meta, missing = session_meta('next_seq', 'ttl', 'ttl_at')
+if missing then
+  return missing
 end
 if ARGV[3] ~= '' and ARGV[3] ~= meta[1] then
   return fail('CONFLICT', ARGV[3] .. ' ' .. meta[1])

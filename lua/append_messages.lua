@@ -15,6 +15,7 @@
   by write_message in _prelude, as append_message and a batch item write theirs.
 ]]
 -- @include clock, fail, refresh_ttl, bad_argc, bad_message_body, write_message, log_messages
+-- @include session_meta
 local bad_args = bad_argc(4, 1)
 if bad_args then
   return bad_args
@@ -28,9 +29,9 @@ for i = 4, #ARGV do
     return bad
   end
 end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+local meta, missing = session_meta('next_seq', 'ttl', 'ttl_at')
+if missing then
+  return missing
 end
 local first = tonumber(meta[1])
 if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= first then

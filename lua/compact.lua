@@ -13,15 +13,12 @@
   agrees with the state of every element; load_messages relies on it.
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, refresh_ttl, json_num_or_null, bad_argc, message_element, merge_compacted
-local bad_args = bad_argc(7)
-if bad_args then
-  return bad_args
-end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'last_compact_seq', 'compacted',
+-- @include clock, fail, refresh_ttl, json_num_or_null, message_element, merge_compacted
+-- @include open_session
+local meta, bad = open_session(7, nil, 'next_seq', 'ttl', 'last_compact_seq', 'compacted',
   'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+if bad then
+  return bad
 end
 local from, to, next_seq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(meta[1])
 if from < 1 or to < from or to >= next_seq then

@@ -9,14 +9,10 @@
   Errors:  NO_SESSION, TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
--- @include fail, bad_argc, store_checkpoint
-local bad_args = bad_argc(4, 1)
-if bad_args then
-  return bad_args
-end
-local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+-- @include fail, store_checkpoint, open_session
+local meta, bad = open_session(4, 1, 'ttl', 'ttl_at')
+if bad then
+  return bad
 end
 local parts = {}
 if #ARGV >= 5 then

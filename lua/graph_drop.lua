@@ -13,16 +13,12 @@
   Returns: the number of checkpoints removed (nothing is logged when 0)
   Errors:  NO_SESSION
 ]]
--- @include now_ms, fail, touch_graph, bad_argc
-local bad_args = bad_argc(2, 1)
-if bad_args then
-  return bad_args
+-- @include now_ms, touch_graph, open_session
+local meta, bad = open_session(2, 1, 'ttl', 'ttl_at')
+if bad then
+  return bad
 end
-local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
 local ttl = meta[1]
-if not ttl then
-  return fail('NO_SESSION', ARGV[1])
-end
 local TOP = '\255'
 local mode = ARGV[2]
 local runs = {}

@@ -26,16 +26,12 @@
   Errors:  NO_SESSION, BAD_INPUT
   Atomic: every argument is read and checked before the first write.
 ]]
--- @include now_ms, fail, touch_graph, bad_argc
-local bad_args = bad_argc(2, 1)
-if bad_args then
-  return bad_args
+-- @include now_ms, fail, touch_graph, open_session
+local meta, bad = open_session(2, 1, 'ttl', 'ttl_at')
+if bad then
+  return bad
 end
-local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
 local ttl = meta[1]
-if not ttl then
-  return fail('NO_SESSION', ARGV[1])
-end
 local at = 3
 local function section(width)
   local n = tonumber(ARGV[at])

@@ -28,13 +28,10 @@
   to their checkpoints by the caller (a pattern match and a lookup per write, here, were a
   fifth of the script's instructions; callgrind).
 ]]
--- @include fail, bad_argc
-local bad_args = bad_argc(2, 1)
-if bad_args then
-  return bad_args
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return fail('NO_SESSION', ARGV[1])
+-- @include open_session
+local _, bad = open_session(2, 1)
+if bad then
+  return bad
 end
 local TOP = '\255'
 local CHUNK = 1000 -- fields per HMGET: unpack() of many more overflows Lua's C stack

@@ -11,14 +11,10 @@
   Never transfers compacted messages in 'active' mode: it reads only the active intervals,
   the complement of the meta `compacted` ranges.
 ]]
--- @include fail, bad_argc
-local bad_args = bad_argc(4)
-if bad_args then
-  return bad_args
-end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'compacted')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+-- @include open_session
+local meta, bad = open_session(4, nil, 'next_seq', 'compacted')
+if bad then
+  return bad
 end
 local hi = tonumber(meta[1]) - 1
 local mode, after = ARGV[2], tonumber(ARGV[3])

@@ -12,14 +12,10 @@
   Cost: O(1), plus O(idempotency keys of the session) when it has any.
   Atomic: every check runs before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, bad_argc
-local bad_args = bad_argc(1)
-if bad_args then
-  return bad_args
-end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+-- @include now_ms, fail, refresh_ttl, open_session
+local meta, bad = open_session(1, nil, 'next_seq', 'ttl', 'ttl_at')
+if bad then
+  return bad
 end
 local seq = tonumber(meta[1]) - 1
 if seq < 1 then

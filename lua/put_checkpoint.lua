@@ -9,7 +9,7 @@
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT
   Atomic: every check runs before the first write.
 ]]
--- @include fail, bad_argc, store_checkpoint
+-- @include fail, bad_argc, store_checkpoint, session_meta
 local bad_args = bad_argc(5)
 if bad_args then
   return bad_args
@@ -21,8 +21,8 @@ end
 if string.sub(payload, 1, 1) ~= '{' or string.sub(payload, -1) ~= '}' then
   return fail('BAD_INPUT', 'checkpoint payload must be a JSON object')
 end
-local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+local meta, missing = session_meta('ttl', 'ttl_at')
+if missing then
+  return missing
 end
 return store_checkpoint(ARGV[1], ARGV[2], ARGV[3], payload, meta)

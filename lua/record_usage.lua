@@ -8,14 +8,10 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, bad_argc
-local bad_args = bad_argc(3)
-if bad_args then
-  return bad_args
-end
-local meta = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
+-- @include now_ms, refresh_ttl, open_session
+local meta, bad = open_session(3, nil, 'ttl', 'ttl_at')
+if bad then
+  return bad
 end
 local now = now_ms()
 local record = '{"created_at":' .. now .. ',' .. string.sub(ARGV[3], 2)

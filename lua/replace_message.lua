@@ -12,20 +12,16 @@
            message is compacted out)
   Atomic: every check runs before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, bad_argc, bad_message_body, message_element
-local bad_args = bad_argc(4)
+-- @include now_ms, fail, refresh_ttl, bad_argc, bad_message_body, message_element, session_meta
+local bad_args = bad_argc(4) or bad_message_body(ARGV[3], ARGV[4])
 if bad_args then
   return bad_args
 end
+local meta, missing = session_meta('next_seq', 'ttl', 'ttl_at')
+if missing then
+  return missing
+end
 local body = ARGV[3]
-local bad = bad_message_body(body, ARGV[4])
-if bad then
-  return bad
-end
-local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'ttl', 'ttl_at')
-if not meta[1] then
-  return fail('NO_SESSION', ARGV[1])
-end
 local seq = tonumber(ARGV[2])
 if not seq or seq < 1 or seq >= tonumber(meta[1]) then
   return fail('BAD_RANGE', ARGV[2] .. ' ' .. ARGV[2] .. ' no such message (next seq ' .. meta[1] .. ')')

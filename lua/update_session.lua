@@ -11,13 +11,10 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, bad_argc
-local bad_args = bad_argc(2, 2)
-if bad_args then
-  return bad_args
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return fail('NO_SESSION', ARGV[1])
+-- @include now_ms, refresh_ttl, open_session
+local _, bad = open_session(2, 2)
+if bad then
+  return bad
 end
 local now = now_ms()
 if #ARGV > 2 then
