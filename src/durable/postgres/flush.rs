@@ -429,6 +429,22 @@ mod tests {
         }
     }
 
+    /// Applies partition 0's first batch (token 1, wal entry 1-0) through `pg`.
+    async fn apply_the_first_batch(pg: &Pg) {
+        assert!(pg
+            .apply(&batch(1, "0-0", vec![msg("1-0", "s", 1)]))
+            .await
+            .unwrap()
+            .is_some());
+    }
+
+    /// Locks partition 0's cursor row in `held`, as an owner does inside its transaction.
+    async fn lock_the_cursor_row(held: &Transaction<'_>) {
+        held.execute("SELECT 1 FROM cursors WHERE partition = 0 FOR UPDATE", &[])
+            .await
+            .unwrap();
+    }
+
     #[tokio::test]
     async fn a_stale_fencing_token_writes_nothing_inside_the_transaction() {
         let db = database().await;
@@ -459,17 +475,11 @@ mod tests {
         let pg = Pg::open(db.url(), &Namespace::default(), true)
             .await
             .unwrap();
-        assert!(pg
-            .apply(&batch(1, "0-0", vec![msg("1-0", "s", 1)]))
-            .await
-            .unwrap()
-            .is_some());
+        apply_the_first_batch(&pg).await;
         // The old owner, paused inside its transaction with the cursor row locked.
         let mut paused = pg.client().await.unwrap();
         let held = paused.transaction().await.unwrap();
-        held.execute("SELECT 1 FROM cursors WHERE partition = 0 FOR UPDATE", &[])
-            .await
-            .unwrap();
+        lock_the_cursor_row(&held).await;
         let err = pg
             .apply(&batch(2, "1-0", vec![msg("2-0", "s", 2)]))
             .await
@@ -485,17 +495,11 @@ mod tests {
         let pg = Pg::open_flusher(db.url(), &Namespace::default(), lease)
             .await
             .unwrap();
-        assert!(pg
-            .apply(&batch(1, "0-0", vec![msg("1-0", "s", 1)]))
-            .await
-            .unwrap()
-            .is_some());
+        apply_the_first_batch(&pg).await;
         // The old owner, paused between two statements with the cursor row locked.
         let mut paused = pg.client().await.unwrap();
         let held = paused.transaction().await.unwrap();
-        held.execute("SELECT 1 FROM cursors WHERE partition = 0 FOR UPDATE", &[])
-            .await
-            .unwrap();
+        lock_the_cursor_row(&held).await;
         // Its successor's passes fail on the lock until the server ends the paused session.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
