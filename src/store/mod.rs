@@ -286,7 +286,7 @@ impl Store {
     async fn send_script<T: FromRedisValue>(&self, call: &ScriptCall, retry: bool) -> Result<T> {
         self.retrying(retry, || async {
             let mut conn = self.conn().await?;
-            Ok(call.run(&mut conn).await?)
+            call.run(&mut conn).await
         })
         .await
     }
