@@ -158,14 +158,14 @@ impl Durable {
         }
     }
 
-    /// The flusher's transaction: applies `batch` and advances the cursors together, or
+    /// The flusher's transaction: writes `batch` and advances the cursors together, or
     /// writes nothing (`None`) when a higher fencing token or moved cursors show another
     /// daemon owns the partition.
-    pub(crate) async fn apply(&self, batch: Batch) -> Result<Option<Applied>> {
+    pub(crate) async fn flush(&self, batch: Batch) -> Result<Option<Applied>> {
         match self {
             Durable::Sqlite(db) => {
                 with_db(db, move |c| {
-                    let applied = flush::apply(c, &batch)?;
+                    let applied = flush::flush(c, &batch)?;
                     if applied.as_ref().is_some_and(|a| a.erased) {
                         flush::truncate_wal_file(c);
                     }
@@ -173,7 +173,7 @@ impl Durable {
                 })
                 .await
             }
-            Durable::Postgres(pg) => pg.apply(&batch).await,
+            Durable::Postgres(pg) => pg.flush(&batch).await,
         }
     }
 
@@ -183,7 +183,9 @@ impl Durable {
         policy: retention::Retention,
     ) -> Result<Vec<retention::Removal>> {
         match self {
-            Durable::Sqlite(db) => with_db(db, move |c| sqlite::retention::apply(c, &policy)).await,
+            Durable::Sqlite(db) => {
+                with_db(db, move |c| sqlite::retention::retain(c, &policy)).await
+            }
             Durable::Postgres(pg) => pg.retain(&policy).await,
         }
     }

@@ -82,7 +82,7 @@ impl SpillDaemon {
             user_values,
         };
         let started = std::time::Instant::now();
-        let applied = self.db.apply(batch).await?;
+        let applied = self.db.flush(batch).await?;
         let Some(Applied { wal, decisions, .. }) = applied else {
             // Fenced: another daemon owns the partition now.
             self.lost_lease(p);

@@ -15,9 +15,9 @@ use crate::durable::plan::{self, Applied, Batch, Change, Cursors};
 use crate::error::{Error, Result};
 
 impl Pg {
-    /// Applies `batch` in one transaction. Returns `None`, writing nothing, when PostgreSQL
+    /// Flushes `batch` in one transaction. Returns `None`, writing nothing, when PostgreSQL
     /// shows another daemon owns the partition now (a higher fencing token or moved cursors).
-    pub(crate) async fn apply(&self, batch: &Batch) -> Result<Option<Applied>> {
+    pub(crate) async fn flush(&self, batch: &Batch) -> Result<Option<Applied>> {
         // Planned before the transaction opens: inside it the statements follow one another,
         // so the session is never idle in it for long (a flusher's session is ended after a
         // lease time idle in a transaction: `Limits::flusher`) and the cursor row is locked
@@ -432,7 +432,7 @@ mod tests {
     /// Applies partition 0's first batch (token 1, wal entry 1-0) through `pg`.
     async fn apply_the_first_batch(pg: &Pg) {
         assert!(pg
-            .apply(&batch(1, "0-0", vec![msg("1-0", "s", 1)]))
+            .flush(&batch(1, "0-0", vec![msg("1-0", "s", 1)]))
             .await
             .unwrap()
             .is_some());
@@ -452,10 +452,10 @@ mod tests {
             .await
             .unwrap();
         // The successor (token 2) committed first...
-        let applied = pg.apply(&batch(2, "0-0", vec![msg("1-0", "s", 1)])).await;
+        let applied = pg.flush(&batch(2, "0-0", vec![msg("1-0", "s", 1)])).await;
         assert!(applied.unwrap().is_some());
         // ...the paused old owner (token 1) resumes with a batch after the same cursor.
-        let stale = pg.apply(&batch(1, "1-0", vec![msg("2-0", "s", 2)])).await;
+        let stale = pg.flush(&batch(1, "1-0", vec![msg("2-0", "s", 2)])).await;
         assert_eq!(stale.unwrap(), None);
         let client = pg.client().await.unwrap();
         let row = client
@@ -481,7 +481,7 @@ mod tests {
         let held = paused.transaction().await.unwrap();
         lock_the_cursor_row(&held).await;
         let err = pg
-            .apply(&batch(2, "1-0", vec![msg("2-0", "s", 2)]))
+            .flush(&batch(2, "1-0", vec![msg("2-0", "s", 2)]))
             .await
             .unwrap_err();
         assert!(err.to_string().contains("55P03"), "{err}");
@@ -503,7 +503,7 @@ mod tests {
         // Its successor's passes fail on the lock until the server ends the paused session.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
-            match pg.apply(&batch(2, "1-0", vec![msg("2-0", "s", 2)])).await {
+            match pg.flush(&batch(2, "1-0", vec![msg("2-0", "s", 2)])).await {
                 Ok(applied) => {
                     assert!(applied.is_some());
                     break;

@@ -33,7 +33,7 @@ impl Pg {
     }
 
     /// Removes what `policy` lists now, planned and deleted in one transaction (as SQLite's
-    /// `sqlite::retention::apply`). Returns what it removed.
+    /// `sqlite::retention::retain`). Returns what it removed.
     pub(crate) async fn retain(&self, policy: &Retention) -> Result<Vec<Removal>> {
         let mut client = self.client().await?;
         // Read committed: the flusher may update a planned row meanwhile (a repeatable-read

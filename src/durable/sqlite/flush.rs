@@ -35,9 +35,9 @@ pub(crate) fn rebase(
     Ok(n == 1)
 }
 
-/// Applies `batch` in one transaction. Returns `None`, writing nothing, when SQLite shows
+/// Flushes `batch` in one transaction. Returns `None`, writing nothing, when SQLite shows
 /// another daemon owns the partition now (a higher fencing token or moved cursors).
-pub(crate) fn apply(conn: &mut Connection, batch: &Batch) -> Result<Option<Applied>> {
+pub(crate) fn flush(conn: &mut Connection, batch: &Batch) -> Result<Option<Applied>> {
     let changes = plan::plan(batch, Error::sqlite)?;
     // IMMEDIATE: take the write lock before reading the cursors. A deferred transaction
     // that reads first cannot wait for another daemon's write lock (SQLITE_BUSY at once,

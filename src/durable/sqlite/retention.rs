@@ -25,7 +25,7 @@ pub(crate) fn plan(conn: &Connection, policy: &Retention) -> Result<Vec<Removal>
 
 /// Removes what `policy` lists now, in one transaction, then returns the freed pages to the
 /// filesystem. Returns what it removed.
-pub(crate) fn apply(conn: &mut Connection, policy: &Retention) -> Result<Vec<Removal>> {
+pub(crate) fn retain(conn: &mut Connection, policy: &Retention) -> Result<Vec<Removal>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let removed = plan(&tx, policy)?;
     for change in removed.iter().flat_map(removal_changes) {
@@ -76,7 +76,7 @@ pub(crate) fn collect_garbage(
         });
     }
     let mut conn = super::open_writer(path, ns)?;
-    let removed = apply(&mut conn, policy)?;
+    let removed = retain(&mut conn, policy)?;
     Ok(GcReport {
         removed,
         bytes_before,
