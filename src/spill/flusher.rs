@@ -1,6 +1,6 @@
 //! The flusher: reads a batch of a partition's `wal` and `decisions` streams after its
 //! cursors (the Redis half, here) and commits it in one transaction of the durable tier with
-//! the new cursors (`Durable::apply`: the shared interpreter, `crate::durable::plan`, run by
+//! the new cursors (`Durable::flush`: the shared interpreter, `crate::durable::plan`, run by
 //! either backend), then publishes the committed ids in `<prefix>:{p}:committed`. Every entry
 //! lands exactly once whenever the process dies.
 
