@@ -109,6 +109,18 @@ mod scripts;
 #[cfg(feature = "cli")]
 mod web;
 
+/// The Rust examples of the guides, compiled by `cargo test --doc` so they cannot drift from
+/// the API they show.
+#[cfg(doctest)]
+mod guides {
+    #[doc = include_str!("../README.md")]
+    struct Readme;
+    #[doc = include_str!("../docs/library.md")]
+    struct Library;
+    #[doc = include_str!("../docs/consumers.md")]
+    struct Consumers;
+}
+
 /// Runs the `agentstate` command line on `args` (the program name first, as
 /// [`std::env::args_os`] gives them) and returns the process exit code: the binary's whole
 /// `main`, and the Python wheel's `agentstate` command. Cargo feature `cli` (on by default).
