@@ -43,6 +43,23 @@ def service(store):
     return AgentStateSessionService(store=store)
 
 
+@pytest.fixture
+def spilled(tmp_path):
+    """A private redis-server (a test may empty it) with a running spill daemon flushing a
+    fresh namespace to ``tmp_path/spill.db``: ``(server, db, service)``."""
+    from agentstate import Store
+
+    server = RedisServer()
+    prefix = "l" + uuid.uuid4().hex[:8]
+    db = tmp_path / "spill.db"
+    daemon = SpillDaemon(server.url, db, prefix)
+    try:
+        yield server, db, AgentStateSessionService(store=Store(server.url, prefix=prefix))
+    finally:
+        daemon.stop()
+        server.close()
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -201,49 +218,39 @@ def test_a_none_is_stored_a_dict_replaces_and_types_survive(service):
     run(go())
 
 
-def test_temp_state_is_seen_by_the_invocation_and_stored_nowhere(tmp_path):
-    server = RedisServer()
-    prefix = "tmp" + uuid.uuid4().hex[:6]
-    db = tmp_path / "spill.db"
-    daemon = SpillDaemon(server.url, db, prefix)
-    try:
-        from agentstate import Store
+def test_temp_state_is_seen_by_the_invocation_and_stored_nowhere(spilled):
+    server, db, service = spilled
 
-        service = AgentStateSessionService(store=Store(server.url, prefix=prefix))
+    async def go():
+        s = await service.create_session(app_name=APP, user_id="u", session_id="s",
+                                         state={"temp:seed": "SECRET-T0"})
+        event = delta(temp__scratch="SECRET-T1", kept="yes")
+        await service.append_event(s, event)
+        assert s.state["temp:scratch"] == "SECRET-T1"  # this invocation sees it
+        assert "temp:scratch" not in event.actions.state_delta
+        got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        assert got.state == {"kept": "yes"}
+        assert "temp:scratch" not in got.events[0].actions.state_delta
 
-        async def go():
-            s = await service.create_session(app_name=APP, user_id="u", session_id="s",
-                                             state={"temp:seed": "SECRET-T0"})
-            event = delta(temp__scratch="SECRET-T1", kept="yes")
-            await service.append_event(s, event)
-            assert s.state["temp:scratch"] == "SECRET-T1"  # this invocation sees it
-            assert "temp:scratch" not in event.actions.state_delta
-            got = await service.get_session(app_name=APP, user_id="u", session_id="s")
-            assert got.state == {"kept": "yes"}
-            assert "temp:scratch" not in got.events[0].actions.state_delta
-
-        asyncio.run(go())
-        wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM messages")[0][0] == 1, what="the flush")
-        wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM checkpoints")[0][0] == 2, what="the flush")
-        # Neither Redis (every key, every value) nor any SQLite table holds a temp: value.
-        dump = subprocess.run(
-            ["redis-cli", "-u", server.url, "--scan"], capture_output=True, text=True, check=True
-        ).stdout.split()
-        for key in dump:
-            kind = subprocess.run(["redis-cli", "-u", server.url, "type", key],
-                                  capture_output=True, text=True).stdout.strip()
-            cmd = {"hash": ["hgetall"], "list": ["lrange", key, "0", "-1"], "string": ["get"],
-                   "stream": ["xrange", key, "-", "+"]}.get(kind, ["type"])
-            args = cmd if len(cmd) > 1 else cmd + [key]
-            out = subprocess.run(["redis-cli", "-u", server.url, *args], capture_output=True, text=True).stdout
-            assert "SECRET-T" not in out and "temp:" not in out, key
-        tables = [r[0] for r in sqlite_rows(db, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        for table in tables:
-            for row in sqlite_rows(db, f"SELECT * FROM {table}"):
-                assert "SECRET-T" not in repr(row), table
-    finally:
-        daemon.stop()
-        server.close()
+    asyncio.run(go())
+    wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM messages")[0][0] == 1, what="the flush")
+    wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM checkpoints")[0][0] == 2, what="the flush")
+    # Neither Redis (every key, every value) nor any SQLite table holds a temp: value.
+    dump = subprocess.run(
+        ["redis-cli", "-u", server.url, "--scan"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    for key in dump:
+        kind = subprocess.run(["redis-cli", "-u", server.url, "type", key],
+                              capture_output=True, text=True).stdout.strip()
+        cmd = {"hash": ["hgetall"], "list": ["lrange", key, "0", "-1"], "string": ["get"],
+               "stream": ["xrange", key, "-", "+"]}.get(kind, ["type"])
+        args = cmd if len(cmd) > 1 else cmd + [key]
+        out = subprocess.run(["redis-cli", "-u", server.url, *args], capture_output=True, text=True).stdout
+        assert "SECRET-T" not in out and "temp:" not in out, key
+    tables = [r[0] for r in sqlite_rows(db, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for table in tables:
+        for row in sqlite_rows(db, f"SELECT * FROM {table}"):
+            assert "SECRET-T" not in repr(row), table
 
 
 def test_get_user_state_is_one_users_state_of_one_app(service):
@@ -440,47 +447,37 @@ def test_eight_appenders_in_two_processes_lose_nothing_and_agree_on_one_order(re
 # -- durability ----------------------------------------------------------------------------
 
 
-def test_a_session_comes_back_whole_after_redis_loses_everything(tmp_path):
-    server = RedisServer()
-    prefix = "l" + uuid.uuid4().hex[:8]
-    db = tmp_path / "spill.db"
-    daemon = SpillDaemon(server.url, db, prefix)
-    try:
-        from agentstate import Store
+def test_a_session_comes_back_whole_after_redis_loses_everything(spilled):
+    server, db, service = spilled
 
-        service = AgentStateSessionService(store=Store(server.url, prefix=prefix))
+    async def write():
+        s = await service.create_session(app_name=APP, user_id="u", session_id="s",
+                                         state={"own": 1, "user:lang": "fr", "app:motd": "hi"})
+        for i in range(5):
+            await service.append_event(s, Event(id=f"e{i}", author="user", timestamp=1000.5 + i,
+                                                actions=EventActions(state_delta={f"k{i}": [i, {"x": i}]})))
+        await service.append_event(s, delta(user__lang="de"))
+        return await service.get_session(app_name=APP, user_id="u", session_id="s")
 
-        async def write():
-            s = await service.create_session(app_name=APP, user_id="u", session_id="s",
-                                             state={"own": 1, "user:lang": "fr", "app:motd": "hi"})
-            for i in range(5):
-                await service.append_event(s, Event(id=f"e{i}", author="user", timestamp=1000.5 + i,
-                                                    actions=EventActions(state_delta={f"k{i}": [i, {"x": i}]})))
-            await service.append_event(s, delta(user__lang="de"))
-            return await service.get_session(app_name=APP, user_id="u", session_id="s")
+    before = asyncio.run(write())
+    wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM messages")[0][0] == 6, what="the flush of 6 events")
+    wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM user_values")[0][0] == 2, what="the flush of user data")
 
-        before = asyncio.run(write())
-        wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM messages")[0][0] == 6, what="the flush of 6 events")
-        wait_until(lambda: sqlite_rows(db, "SELECT count(*) FROM user_values")[0][0] == 2, what="the flush of user data")
+    server.restart_empty()
 
-        server.restart_empty()
+    async def read():
+        after = await service.get_session(app_name=APP, user_id="u", session_id="s")
+        listed = (await service.list_sessions(app_name=APP, user_id="u")).sessions
+        return after, listed
 
-        async def read():
-            after = await service.get_session(app_name=APP, user_id="u", session_id="s")
-            listed = (await service.list_sessions(app_name=APP, user_id="u")).sessions
-            return after, listed
-
-        after, listed = wait_until(lambda: _whole(asyncio.run(read()), before), what="the restore")
-        assert after == before
-        assert after.state == {"own": 1, "user:lang": "de", "app:motd": "hi",
-                               **{f"k{i}": [i, {"x": i}] for i in range(5)}}
-        assert [s.id for s in listed] == ["s"]
-        # The restored session goes on where it stopped.
-        asyncio.run(service.append_event(after, delta(more=1)))
-        assert [m["seq"] for m in service._store.messages(service.session_key(APP, "u", "s"))] == list(range(1, 8))
-    finally:
-        daemon.stop()
-        server.close()
+    after, listed = wait_until(lambda: _whole(asyncio.run(read()), before), what="the restore")
+    assert after == before
+    assert after.state == {"own": 1, "user:lang": "de", "app:motd": "hi",
+                           **{f"k{i}": [i, {"x": i}] for i in range(5)}}
+    assert [s.id for s in listed] == ["s"]
+    # The restored session goes on where it stopped.
+    asyncio.run(service.append_event(after, delta(more=1)))
+    assert [m["seq"] for m in service._store.messages(service.session_key(APP, "u", "s"))] == list(range(1, 8))
 
 
 def _whole(read, before):

@@ -12,20 +12,27 @@ from pathlib import Path
 
 from support import prepare_namespace
 
-_OPENAI_WRITER = textwrap.dedent(
+_PRELUDE = textwrap.dedent(
     """
-    import asyncio, sys, time
+    import sys, time
     from pathlib import Path
     from agentstate import Store
-    from agentstate.openai_agents import AgentStateSession
 
-    url, prefix, name, batches, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+    url, prefix, name, count, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 
     def barrier(folder):
         # both processes start writing together, whatever their import times
         Path(folder, name).touch()
         while len(list(Path(folder).iterdir())) < 2:
             time.sleep(0.001)
+    """
+)
+"""What both child programs start with: their arguments and the barrier."""
+
+_OPENAI_WRITER = _PRELUDE + textwrap.dedent(
+    """
+    import asyncio
+    from agentstate.openai_agents import AgentStateSession
 
     async def other_has_written(session):
         # halfway, each process waits for an item of the other: the two really interleave,
@@ -39,8 +46,8 @@ _OPENAI_WRITER = textwrap.dedent(
     async def main():
         session = AgentStateSession("shared-conv", store=await Store.aconnect(url, prefix=prefix))
         barrier(start)
-        for b in range(batches):
-            if b == batches // 2:
+        for b in range(count):  # count batches
+            if b == count // 2:
                 await other_has_written(session)
             # a batch of 3 items: one add_items call
             await session.add_items([{"role": "user", "content": f"{name}:{b}:{i}"} for i in range(3)])
@@ -49,22 +56,12 @@ _OPENAI_WRITER = textwrap.dedent(
     """
 )
 
-_STRANDS_WRITER = textwrap.dedent(
+_STRANDS_WRITER = _PRELUDE + textwrap.dedent(
     """
-    import sys, time
-    from pathlib import Path
     from strands.types.session import Session, SessionAgent, SessionMessage, SessionType
     from strands.types.exceptions import SessionException
-    from agentstate import Store
     from agentstate.strands import AgentStateSessionRepository
 
-    url, prefix, name, n, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-
-    def barrier(folder):
-        # both processes start writing together, whatever their import times
-        Path(folder, name).touch()
-        while len(list(Path(folder).iterdir())) < 2:
-            time.sleep(0.001)
     repo = AgentStateSessionRepository(store=Store(url, prefix=prefix))
     barrier(start)
     try:
@@ -72,7 +69,7 @@ _STRANDS_WRITER = textwrap.dedent(
     except SessionException:
         pass  # the other process created it first
     repo.create_agent("team", SessionAgent(agent_id=name, state={}, conversation_manager_state={}))
-    for i in range(n):
+    for i in range(count):
         msg = {"role": "user", "content": [{"text": f"{name}:{i}"}]}
         repo.create_message("team", name, SessionMessage(message=msg, message_id=i))
     """

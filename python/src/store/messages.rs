@@ -24,15 +24,13 @@ twins! {
         idempotency_key: Option<String>,
         expect_seq: Option<u64>,
     ) -> u64 {
-        let m = new_message(
-            role,
-            content,
-            name,
-            opt_json(tool_calls.as_ref())?,
-            tool_call_id,
-            round_index,
-            opt_json(meta.as_ref())?,
-        );
+        let mut m = NewMessage::new(role);
+        m.content = content;
+        m.name = name;
+        m.tool_calls = opt_json(tool_calls.as_ref())?;
+        m.tool_call_id = tool_call_id;
+        m.round_index = round_index;
+        m.meta = opt_json(meta.as_ref())?;
 
         let s = self.s();
         async move {
@@ -162,14 +160,10 @@ twins! {
         after_tokens: Option<i64>,
         round_index: Option<i64>,
     ) -> (u64, u64) {
-        let c = compaction(
-            from_seq,
-            to_seq,
-            note,
-            before_tokens,
-            after_tokens,
-            round_index,
-        );
+        let mut c = Compaction::new(from_seq, to_seq, note);
+        c.before_tokens = before_tokens;
+        c.after_tokens = after_tokens;
+        c.round_index = round_index;
         let s = self.s();
         async move { s.compact(&sid, &c).await }
     }
@@ -192,13 +186,9 @@ twins! {
         total_tokens: Option<i64>,
         model: Option<String>,
     ) -> () {
-        let u = usage(
-            round_index,
-            prompt_tokens,
-            completion_tokens,
-            total_tokens,
-            model,
-        );
+        let mut u = Usage::new(round_index, prompt_tokens, completion_tokens);
+        u.total_tokens = total_tokens.or(u.total_tokens); // else the sum
+        u.model = model;
         let s = self.s();
         async move { s.record_usage(&sid, &u).await }
     }
@@ -217,26 +207,6 @@ pub fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<NewMessage> {
         .map_err(|e| errors::InvalidInput::new_err(format!("message: {e}")))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn new_message(
-    role: String,
-    content: Option<String>,
-    name: Option<String>,
-    tool_calls: Option<Value>,
-    tool_call_id: Option<String>,
-    round_index: Option<i64>,
-    meta: Option<Value>,
-) -> NewMessage {
-    let mut m = NewMessage::new(role);
-    m.content = content;
-    m.name = name;
-    m.tool_calls = tool_calls;
-    m.tool_call_id = tool_call_id;
-    m.round_index = round_index;
-    m.meta = meta;
-    m
-}
-
 fn query(all: bool, after: Option<u64>, last: Option<usize>) -> MessageQuery {
     let mut q = if all {
         MessageQuery::all()
@@ -250,36 +220,4 @@ fn query(all: bool, after: Option<u64>, last: Option<usize>) -> MessageQuery {
         q = q.last(n);
     }
     q
-}
-
-fn compaction(
-    from: u64,
-    to: u64,
-    note: String,
-    before: Option<i64>,
-    after: Option<i64>,
-    round: Option<i64>,
-) -> Compaction {
-    let mut c = Compaction::new(from, to, note);
-    c.before_tokens = before;
-    c.after_tokens = after;
-    c.round_index = round;
-    c
-}
-
-fn usage(
-    round: i64,
-    prompt: i64,
-    completion: i64,
-    total: Option<i64>,
-    model: Option<String>,
-) -> Usage {
-    let mut u = Usage::new(round, prompt, completion);
-    if let Some(t) = total {
-        u = u.total(t);
-    }
-    if let Some(m) = model {
-        u = u.model(m);
-    }
-    u
 }

@@ -63,19 +63,64 @@ pub struct PyStore {
     pub(crate) at: Arc<Situation>,
 }
 
-/// The connection settings both constructors take. `url` and `prefix` fall back to
-/// `AGENTSTATE_REDIS_URL` / `AGENTSTATE_PREFIX`, then to the defaults (the CLI's precedence).
-#[derive(Debug)]
-struct Settings {
-    url: Option<String>,
-    prefix: Option<String>,
-    partitions: u32,
-    session_ttl: Option<f64>,
-    pool_size: Option<usize>,
-    daemon_wait: Option<f64>,
-    max_message_bytes: Option<usize>,
-    max_working_value_bytes: Option<usize>,
-    max_state_bytes: Option<usize>,
+/// `Store(...)`, `Store.aconnect(...)` and the [`Settings`] they take from one parameter
+/// list: both constructors turn their arguments into the same connecting future
+/// ([`Settings::connecting`]); `Store(...)` blocks on it, `aconnect` returns it as an
+/// awaitable. (`twins!` cannot write them: PyO3's `#[new]` returns `Self` and neither takes
+/// `self`.)
+macro_rules! constructors {
+    (
+        #[pyo3(signature = $sig:tt)]
+        ($($arg:ident: $ty:ty),* $(,)?)
+    ) => {
+        /// The connection settings both constructors take. `url` and `prefix` fall back to
+        /// `AGENTSTATE_REDIS_URL` / `AGENTSTATE_PREFIX`, then to the defaults (the CLI's
+        /// precedence).
+        #[derive(Debug)]
+        struct Settings {
+            $($arg: $ty),*
+        }
+
+        #[pymethods]
+        impl PyStore {
+            /// Connects (blocking) to `url` and checks the namespace (`prefix`, `partitions`).
+            /// `url` defaults to `AGENTSTATE_REDIS_URL`, else redis://127.0.0.1:6379; `prefix` to
+            /// `AGENTSTATE_PREFIX`, else "as". The `max_*_bytes` limits bound payloads (message
+            /// 1 MiB, working value 512 KiB, state 16 MiB by default).
+            #[new]
+            #[pyo3(signature = $sig)]
+            #[allow(clippy::too_many_arguments)]
+            fn new(py: Python<'_>, $($arg: $ty),*) -> PyResult<Self> {
+                let (at, connecting) = Settings { $($arg),* }.connecting()?;
+                block(py, &at, connecting)
+            }
+
+            /// Connects without blocking the event loop; same arguments as the constructor.
+            #[staticmethod]
+            #[pyo3(signature = $sig)]
+            #[allow(clippy::too_many_arguments)]
+            fn aconnect<'py>(py: Python<'py>, $($arg: $ty),*) -> PyResult<Bound<'py, PyAny>> {
+                let (at, connecting) = Settings { $($arg),* }.connecting()?;
+                awaitable(py, &at, connecting)
+            }
+        }
+    };
+}
+
+constructors! {
+    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
+    (
+        url: Option<String>,
+        prefix: Option<String>,
+        partitions: u32,
+        session_ttl: Option<f64>,
+        pool_size: Option<usize>,
+        daemon_wait: Option<f64>,
+        durable: bool,
+        max_message_bytes: Option<usize>,
+        max_working_value_bytes: Option<usize>,
+        max_state_bytes: Option<usize>,
+    )
 }
 
 /// The Redis URL and key prefix a front end uses: the arguments, else `AGENTSTATE_REDIS_URL` /
@@ -91,6 +136,26 @@ pub fn resolved(url: Option<String>, prefix: Option<String>) -> (String, String)
 }
 
 impl Settings {
+    /// The future that connects (a `PyStore` with the chosen durability), and the situation
+    /// its errors are worded for: what both constructors run, one blocking on it.
+    fn connecting(
+        self,
+    ) -> PyResult<(
+        Arc<Situation>,
+        impl std::future::Future<Output = agentstate::Result<PyStore>> + Send + 'static,
+    )> {
+        let durable = durability(self.durable);
+        let (c, at) = self.config()?;
+        let kept = Arc::clone(&at);
+        Ok((at, async move {
+            let store = agentstate::Store::connect(c).await?;
+            Ok(PyStore {
+                store: store.with_durability(durable),
+                at: kept,
+            })
+        }))
+    }
+
     /// The core configuration, and the situation its errors are worded for. A URL that is
     /// not a Redis URL is refused here, naming where it came from.
     fn config(self) -> PyResult<(Config, Arc<Situation>)> {
@@ -171,84 +236,6 @@ impl PyStore {
 
 #[pymethods]
 impl PyStore {
-    /// Connects (blocking) to `url` and checks the namespace (`prefix`, `partitions`).
-    /// `url` defaults to `AGENTSTATE_REDIS_URL`, else redis://127.0.0.1:6379; `prefix` to
-    /// `AGENTSTATE_PREFIX`, else "as". The `max_*_bytes` limits bound payloads (message
-    /// 1 MiB, working value 512 KiB, state 16 MiB by default).
-    #[new]
-    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        url: Option<String>,
-        prefix: Option<String>,
-        partitions: u32,
-        session_ttl: Option<f64>,
-        pool_size: Option<usize>,
-        daemon_wait: Option<f64>,
-        durable: bool,
-        max_message_bytes: Option<usize>,
-        max_working_value_bytes: Option<usize>,
-        max_state_bytes: Option<usize>,
-    ) -> PyResult<Self> {
-        let (c, at) = Settings {
-            url,
-            prefix,
-            partitions,
-            session_ttl,
-            pool_size,
-            daemon_wait,
-            max_message_bytes,
-            max_working_value_bytes,
-            max_state_bytes,
-        }
-        .config()?;
-        let store = block(py, &at, agentstate::Store::connect(c))?;
-        Ok(PyStore {
-            store: store.with_durability(durability(durable)),
-            at,
-        })
-    }
-
-    /// Connects without blocking the event loop; same arguments as the constructor.
-    #[staticmethod]
-    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn aconnect<'py>(
-        py: Python<'py>,
-        url: Option<String>,
-        prefix: Option<String>,
-        partitions: u32,
-        session_ttl: Option<f64>,
-        pool_size: Option<usize>,
-        daemon_wait: Option<f64>,
-        durable: bool,
-        max_message_bytes: Option<usize>,
-        max_working_value_bytes: Option<usize>,
-        max_state_bytes: Option<usize>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let (c, at) = Settings {
-            url,
-            prefix,
-            partitions,
-            session_ttl,
-            pool_size,
-            daemon_wait,
-            max_message_bytes,
-            max_working_value_bytes,
-            max_state_bytes,
-        }
-        .config()?;
-        let kept = Arc::clone(&at);
-        awaitable(py, &at, async move {
-            let store = agentstate::Store::connect(c).await?;
-            Ok(PyStore {
-                store: store.with_durability(durability(durable)),
-                at: kept,
-            })
-        })
-    }
-
     /// A store sharing this one's pool whose writes return once Redis has them
     /// (`durable=False`) or once SQLite committed them (`durable=True`).
     fn with_durability(&self, durable: bool) -> PyStore {

@@ -20,17 +20,23 @@ twins! {
         config: Option<Bound<'_, PyAny>>,
         metadata: Option<Bound<'_, PyAny>>,
     ) -> String {
-        let n = new_session(
-            id,
-            user,
-            parent,
-            lifecycle,
-            ttl,
-            model,
-            system_prompt,
-            opt_json(config.as_ref())?,
-            opt_json(metadata.as_ref())?,
-        )?;
+        let (config, metadata) = (opt_json(config.as_ref())?, opt_json(metadata.as_ref())?);
+        let mut n = NewSession::new();
+        n.id = id;
+        n.user_id = user;
+        if let Some(p) = parent {
+            let lc: Lifecycle = lifecycle
+                .parse()
+                .map_err(|e| errors::to_py(e, &errors::python()))?;
+            n = n.parent(p, lc);
+        }
+        if let Some(t) = ttl {
+            n = n.ttl(secs("ttl", t)?);
+        }
+        n.model = model;
+        n.system_prompt = system_prompt;
+        n.config = config;
+        n.metadata = metadata;
         let s = self.s();
         async move { s.create_session(&n).await }
     }
@@ -125,47 +131,4 @@ twins! {
         let s = self.s();
         async move { s.pending(&sid).await.map(OptJson) }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn new_session(
-    id: Option<String>,
-    user: Option<String>,
-    parent: Option<String>,
-    lifecycle: &str,
-    ttl: Option<f64>,
-    model: Option<String>,
-    system_prompt: Option<String>,
-    config: Option<Value>,
-    metadata: Option<Value>,
-) -> PyResult<NewSession> {
-    let mut n = NewSession::new();
-    if let Some(id) = id {
-        n = n.id(id);
-    }
-    if let Some(u) = user {
-        n = n.user(u);
-    }
-    if let Some(p) = parent {
-        let lc: Lifecycle = lifecycle
-            .parse()
-            .map_err(|e| errors::to_py(e, &errors::python()))?;
-        n = n.parent(p, lc);
-    }
-    if let Some(t) = ttl {
-        n = n.ttl(secs("ttl", t)?);
-    }
-    if let Some(m) = model {
-        n = n.model(m);
-    }
-    if let Some(s) = system_prompt {
-        n = n.system_prompt(s);
-    }
-    if let Some(c) = config {
-        n = n.config(c);
-    }
-    if let Some(m) = metadata {
-        n = n.metadata(m);
-    }
-    Ok(n)
 }

@@ -21,6 +21,9 @@ import pytest
 
 from support import RedisServer, SpillDaemon, prepare_namespace, sqlite_rows
 
+BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
+"""``AGENTSTATE_SWAP_BROKEN=1``: each plugin swaps in its deliberately broken stand-in."""
+
 _db: List[Path] = []
 
 _current: List[str] = [""]
@@ -83,14 +86,21 @@ def load_deselected(path: Path) -> Dict[str, str]:
 
 
 class SwapPlugin:
-    """Registered by each swap module: deselects its list, tracks stand-in use."""
+    """Registered by each swap module: deselects its list, tracks stand-in use, names the
+    swap in the report header and stops the module's backend (``start_backend``) at the end.
+    ``stand_in`` is the dotted name of the agentstate class swapped in, ``swap`` what the
+    header says of it, with ``{}`` where the stand-in goes."""
 
-    def __init__(self, deselected: Dict[str, str], label: str) -> None:
+    def __init__(
+        self, deselected: Dict[str, str], stand_in: str, swap: str, backend: Tuple[RedisServer, SpillDaemon]
+    ) -> None:
         self.deselected = deselected
         self.patterns = [
             re.compile(re.escape(node).replace(r"\*", ".*")) for node in deselected if "*" in node
         ]
-        self.label = label
+        self.label = ("BROKEN " if BROKEN else "") + stand_in.rsplit(".", 1)[-1]
+        self.header = swap.format("BROKEN stand-in" if BROKEN else stand_in)
+        self.backend = backend
 
     def _deselected(self, nodeid: str) -> bool:
         base = nodeid.split("[", 1)[0]
@@ -122,6 +132,12 @@ class SwapPlugin:
 
     def pytest_sessionfinish(self, session, exitstatus):
         record(_used, _failed)
+
+    def pytest_report_header(self, config):
+        return f"agentstate swap: {self.header} on {self.backend[0].url}"
+
+    def pytest_unconfigure(self, config):
+        stop_backend(*self.backend)
 
     def pytest_terminal_summary(self, terminalreporter):
         terminalreporter.write_line(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.machinery
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -30,12 +29,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _swap import SwapPlugin, mark_used, start_backend, stop_backend  # noqa: E402
+from _swap import BROKEN, SwapPlugin, mark_used, start_backend  # noqa: E402
 
 from agentstate.adk import AgentStateSessionService  # noqa: E402
 
 _server, _daemon, _store = start_backend("adk")
-BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
 REGISTRY = "unittests.sessions._conformance"
 
 
@@ -104,16 +102,6 @@ class _AdkPlugin(SwapPlugin):
 
 
 def pytest_configure(config):
-    config.pluginmanager.register(
-        _AdkPlugin({}, ("BROKEN " if BROKEN else "") + "AgentStateSessionService"),
-        "agentstate-swap",
-    )
-
-
-def pytest_report_header(config):
-    kind = "BROKEN stand-in" if BROKEN else "agentstate.adk.AgentStateSessionService"
-    return f"agentstate swap: _conformance.BACKENDS += {kind} on {_server.url}"
-
-
-def pytest_unconfigure(config):
-    stop_backend(_server, _daemon)
+    stand_in = "agentstate.adk.AgentStateSessionService"
+    plugin = _AdkPlugin({}, stand_in, "_conformance.BACKENDS += {}", (_server, _daemon))
+    config.pluginmanager.register(plugin, "agentstate-swap")

@@ -16,7 +16,6 @@ newest item): the suite must then fail, which proves the tests exercise the swap
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -26,12 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import agents  # noqa: E402
 import agents.memory  # noqa: E402
-from _swap import SwapPlugin, load_deselected, mark_used, start_backend, stop_backend  # noqa: E402
+from _swap import BROKEN, SwapPlugin, load_deselected, mark_used, start_backend  # noqa: E402
 
 from agentstate.openai_agents import AgentStateSession  # noqa: E402
 
 _server, _daemon, _store = start_backend("oai")
-BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
 
 
 def _database(db_path: Any) -> str:
@@ -77,13 +75,6 @@ agents.memory.SQLiteSession = SQLiteSession  # type: ignore[misc]
 
 def pytest_configure(config):
     deselected = load_deselected(Path(__file__).with_name("openai_agents_deselected.txt"))
-    config.pluginmanager.register(SwapPlugin(deselected, ("BROKEN " if BROKEN else "") + "AgentStateSession"), "agentstate-swap")
-
-
-def pytest_report_header(config):
-    kind = "BROKEN stand-in" if BROKEN else "agentstate.openai_agents.AgentStateSession"
-    return f"agentstate swap: SQLiteSession -> {kind} on {_server.url}"
-
-
-def pytest_unconfigure(config):
-    stop_backend(_server, _daemon)
+    stand_in = "agentstate.openai_agents.AgentStateSession"
+    plugin = SwapPlugin(deselected, stand_in, "SQLiteSession -> {}", (_server, _daemon))
+    config.pluginmanager.register(plugin, "agentstate-swap")

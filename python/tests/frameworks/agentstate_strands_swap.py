@@ -15,7 +15,6 @@ loses the newest message): the suite must then fail.
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 import uuid
@@ -24,12 +23,11 @@ from typing import Any, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _swap import SwapPlugin, load_deselected, mark_used, start_backend, stop_backend  # noqa: E402
+from _swap import BROKEN, SwapPlugin, load_deselected, mark_used, start_backend  # noqa: E402
 
 from agentstate.strands import AgentStateSessionRepository  # noqa: E402
 
 _server, _daemon, _store = start_backend("strands")
-BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
 
 
 class MockedSessionRepository(AgentStateSessionRepository):
@@ -58,16 +56,6 @@ sys.modules[_module.__name__] = _module
 
 def pytest_configure(config):
     deselected = load_deselected(Path(__file__).with_name("strands_deselected.txt"))
-    config.pluginmanager.register(
-        SwapPlugin(deselected, ("BROKEN " if BROKEN else "") + "AgentStateSessionRepository"),
-        "agentstate-swap",
-    )
-
-
-def pytest_report_header(config):
-    kind = "BROKEN stand-in" if BROKEN else "agentstate.strands.AgentStateSessionRepository"
-    return f"agentstate swap: MockedSessionRepository -> {kind} on {_server.url}"
-
-
-def pytest_unconfigure(config):
-    stop_backend(_server, _daemon)
+    stand_in = "agentstate.strands.AgentStateSessionRepository"
+    plugin = SwapPlugin(deselected, stand_in, "MockedSessionRepository -> {}", (_server, _daemon))
+    config.pluginmanager.register(plugin, "agentstate-swap")

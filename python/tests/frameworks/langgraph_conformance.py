@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import os
 import sys
 import tempfile
 import traceback
@@ -37,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _swap  # noqa: E402
-from _swap import start_backend, stop_backend  # noqa: E402
+from _swap import BROKEN, start_backend, stop_backend  # noqa: E402
 from support import RedisCluster, SpillDaemon, prepare_namespace, sqlite_rows  # noqa: E402
 
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
@@ -57,7 +56,6 @@ EXPECTED = {
 }
 """Cases per capability in langgraph-checkpoint-conformance 0.0.2 (81 in all)."""
 
-BROKEN = os.environ.get("AGENTSTATE_SWAP_BROKEN") == "1"
 
 
 _calls = [0]
