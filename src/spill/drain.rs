@@ -11,6 +11,11 @@ use super::{PassReport, SpillDaemon};
 use crate::error::{Error, Result};
 use crate::records::{committed, parse_stream_id};
 
+/// The shortest wait before a drain gives up. With short leases a loaded machine can slow the
+/// drain's own passes past them (a lease lapses between passes and is taken again); the wait
+/// only bounds a failure, a drain that succeeds returns at once.
+const MIN_WAIT: Duration = Duration::from_secs(5);
+
 /// The last entry id of a partition's two streams when the drain started (`None`: empty).
 #[derive(Debug, Clone, Default)]
 struct Ends {
@@ -23,7 +28,7 @@ impl SpillDaemon {
     /// start are committed, then releases its leases. [`Error::NotDrained`] when another
     /// daemon still holds some of them uncommitted after the wait: the longer of its own
     /// lease time and the longest lease left at the start (so a dead owner's lapses), plus
-    /// one lease time for a live owner to commit.
+    /// one lease time for a live owner to commit, and at least 5 s.
     pub async fn run_once(mut self) -> Result<PassReport> {
         self.draining = true;
         let result = self.drain().await;
@@ -33,11 +38,12 @@ impl SpillDaemon {
 
     async fn drain(&mut self) -> Result<PassReport> {
         let ends = self.stream_ends().await?;
-        let wait = self
+        let wait = (self
             .longest_foreign_lease()
             .await?
             .max(self.config.lease_ttl)
-            + self.config.lease_ttl;
+            + self.config.lease_ttl)
+            .max(MIN_WAIT);
         let deadline = Instant::now() + wait;
         let mut total = PassReport::default();
         loop {
