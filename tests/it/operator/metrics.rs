@@ -137,10 +137,18 @@ async fn pending_and_lag_rise_while_the_daemon_cannot_flush_and_fall_to_zero_aft
     for p in 0..keys.partitions() {
         let _: () = t.cmd(&["DEL", &keys.lease(p)]);
     }
-    wait_until("everything is committed again", HANG, || {
-        let body = scrape(port);
-        pending(&body) == 0.0 && max_lag(&body) == 0.0
-    })
+    // Every lease taken back too: the partition holding the appends can drain before the
+    // daemon's pass has taken the other fifteen.
+    wait_until(
+        "everything is committed again and every lease retaken",
+        HANG,
+        || {
+            let body = scrape(port);
+            pending(&body) == 0.0
+                && max_lag(&body) == 0.0
+                && metric(&body, "agentstate_lease_changes_total{change=\"taken\"}") >= Some(32.0)
+        },
+    )
     .await;
     let after = scrape(port);
     assert_eq!(
