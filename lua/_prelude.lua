@@ -151,6 +151,96 @@ local function open_session(n, step, ...)
   return session_meta(...)
 end
 
+-- The FENCED error reply when `fence` (a run lease token as text; '' for a write that
+-- carries none) is not the session's current lease: another process acquired the lease
+-- since, or its holder released it. nil when the write may go on. A lease that expired
+-- without a successor still fences for its holder: nobody else can have written under it.
+-- Detail: `<fence> <current token or 0> <current holder or ->`. Reads the meta hash k[1].
+-- @include fail
+local function fenced(k, fence)
+  if fence == '' then
+    return nil
+  end
+  local lease = redis.call('HMGET', k[1], 'lease_owner', 'lease_token')
+  if lease[1] and lease[1] ~= '' and lease[2] == fence then
+    return nil
+  end
+  local holder = (lease[1] and lease[1] ~= '') and lease[1] or '-'
+  return fail('FENCED', fence .. ' ' .. (lease[2] or '0') .. ' ' .. holder)
+end
+
+-- The FENCED error reply unless `owner` holds the session's run lease with token `token`
+-- (lease_owner and lease_token of the meta hash k[1]); nil when it does. What the inbox
+-- scripts of the holder check (claim, deliver) before their first write.
+-- @include fail, fenced
+local function not_holder(k, owner, token)
+  if token == '' then
+    return fail('FENCED', '0 0 -')
+  end
+  local stale = fenced(k, token)
+  if stale then
+    return stale
+  end
+  if redis.call('HGET', k[1], 'lease_owner') ~= owner then
+    return fail('FENCED', token .. ' ' .. token .. ' ' .. redis.call('HGET', k[1], 'lease_owner'))
+  end
+  return nil
+end
+
+-- The TTL rule (refresh_ttl) for a script given a session's inbox in KEYS[10] and its effect
+-- ledger in KEYS[11] (the run scripts: leases, inbox, effects): they expire with the
+-- session's eight keys, as the graph log does (touch_graph).
+-- @include refresh_ttl
+local function touch_run(ttl, now, due)
+  refresh_ttl(KEYS, ttl, now, due, {10, 11}, {10, 11})
+end
+
+-- The error reply for a lease TTL that is not a whole number of milliseconds from 1 to
+-- 2^40; nil when it is one.
+-- @include fail
+local function bad_lease_ttl(ms)
+  local n = tonumber(ms)
+  if not n or n < 1 or n > 1099511627776 or n ~= math.floor(n) or not string.find(ms, '^%d+$') then
+    return fail('BAD_INPUT', 'lease TTL must be a whole number of milliseconds from 1')
+  end
+  return nil
+end
+
+-- The error reply for an id (inbox item, tool call) that is not 1-128 characters of
+-- [A-Za-z0-9._@+-] (keys.rs's validate_id; the scripts put it in JSON as it is); nil when
+-- it is one.
+-- @include fail
+local function bad_id(what, id)
+  if #id < 1 or #id > 128 or not string.find(id, '^[%w%._@%+%-]+$') then
+    return fail('BAD_INPUT', 'invalid ' .. what .. ' id')
+  end
+  return nil
+end
+
+-- An inbox item as stored in <prefix>:{p}:s:<sid>:inbox (field: its item id): a fixed header
+-- the scripts read with one pattern (inbox_header), then the message body the delivery
+-- appends, as the caller gave it (never decoded and encoded again: cjson would rewrite its
+-- numbers). `token` and `seq` are decimal text or '' (null); `body` a JSON object.
+local function inbox_item(item_id, n, state, token, seq, put_at, body)
+  if token == '' then token = 'null' end
+  if seq == '' then seq = 'null' end
+  return '{"item_id":"' .. item_id .. '","n":' .. n .. ',"state":"' .. state .. '","token":'
+    .. token .. ',"seq":' .. seq .. ',"put_at":' .. put_at .. ',"message":' .. body .. '}'
+end
+
+-- The header of an inbox item (inbox_item): n, state, token ('' for null), seq ('' for
+-- null), put_at and the body, or nil for a value that is not one.
+local function inbox_header(item)
+  local n, state, token, seq, put_at, rest = string.match(item,
+    '^{"item_id":"[^"]*","n":(%d+),"state":"(%a+)","token":(%w+),"seq":(%w+),"put_at":(%d+),"message":(.*)}$')
+  if not n then
+    return nil
+  end
+  if token == 'null' then token = '' end
+  if seq == 'null' then seq = '' end
+  return n, state, token, seq, put_at, rest
+end
+
 -- The error reply for a size limit that is not a whole number of bytes; nil when it is one.
 -- @include fail
 local function bad_limit(limit)
@@ -285,8 +375,9 @@ local DEFERRED = {}
 -- error reply NO_SESSION / TOO_LARGE / BAD_INPUT / CONFLICT <expected> <next seq>. Several
 -- values rather than a table: a batch calls this per item, and a table is an allocation
 -- its garbage collector pays for again.
--- @include fail, refresh_ttl, bad_message_body, write_message, DEFERRED
-local function append_one(k, sid, tail, idem, expected, limit, now, now_text, log)
+-- `fence` is a run lease token or '' (see fenced): a stale one is refused before any write.
+-- @include fail, refresh_ttl, bad_message_body, write_message, DEFERRED, fenced
+local function append_one(k, sid, tail, idem, expected, limit, fence, now, now_text, log)
   local bad = bad_message_body(tail, limit)
   if bad then
     return bad
@@ -301,6 +392,10 @@ local function append_one(k, sid, tail, idem, expected, limit, now, now_text, lo
   -- a batch gives four keys (false for the others): a due refresh needs all eight
   if not k[2] and (not due or now >= due) then
     return DEFERRED
+  end
+  local stale = fenced(k, fence)
+  if stale then
+    return stale
   end
   if idem ~= '' then
     local prev = redis.call('HGET', k[5], idem)
@@ -353,13 +448,18 @@ end
 -- version: the body of write_working.lua and of a batch item. Checks before its first write;
 -- the call's shape (`op` one of set/del/clear, `limit` a whole number) is the caller's to
 -- check first, as for append_one. `now`, `now_text` are the script's clock().
+-- `fence` as for append_one.
 -- Returns the new version, or BAD_INPUT / NO_SESSION / TOO_LARGE / CONFLICT <expected>
--- <current>.
--- @include fail, refresh_ttl
-local function working_one(k, sid, op, key, value, if_version, limit, now, now_text)
+-- <current> / FENCED.
+-- @include fail, refresh_ttl, fenced
+local function working_one(k, sid, op, key, value, if_version, limit, fence, now, now_text)
   local meta = redis.call('HMGET', k[1], 'version', 'ttl_at')
   if not meta[1] then
     return fail('NO_SESSION', sid)
+  end
+  local stale = fenced(k, fence)
+  if stale then
+    return stale
   end
   if op == 'set' and #value > limit + 0 then
     return fail('TOO_LARGE', #value .. ' ' .. limit)

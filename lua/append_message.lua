@@ -7,18 +7,20 @@
   ARGV[3] idempotency key or '' (a repeated key returns the original seq and writes nothing)
   ARGV[4] expected seq or '' (the seq the caller believes comes next)
   ARGV[5] size limit, bytes
+  ARGV[6] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: {seq, wal entry id ('' for a repeat), '1' if this was a repeat else '0'}, as text
-  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>, FENCED
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check runs before the first write (the body is append_one in _prelude,
   shared with session_batch.lua; its writes are write_message, shared with append_messages).
 ]]
 -- @include clock, bad_argc, bad_limit, append_one
-local bad_args = bad_argc(5) or bad_limit(ARGV[5])
+local bad_args = bad_argc(6) or bad_limit(ARGV[5])
 if bad_args then
   return bad_args
 end
-local seq, id, repeated = append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], clock())
+local seq, id, repeated = append_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6],
+  clock())
 if not repeated then
   return seq -- an error reply
 end

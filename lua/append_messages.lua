@@ -6,24 +6,25 @@
   ARGV[1] session id
   ARGV[2] expected seq of the first message or '' (the seq the caller believes comes next)
   ARGV[3] size limit of one message body, bytes
-  ARGV[4..] message bodies: JSON objects without seq/state/created_at (validated by the
+  ARGV[4] run lease token or '' (fenced in _prelude: a stale one writes nothing)
+  ARGV[5..] message bodies: JSON objects without seq/state/created_at (validated by the
             caller), each without its opening brace (see bad_message_body in _prelude)
   Returns: {first seq, the (last) wal entry id}
-  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>, FENCED
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check (of every body) runs before the first write. Each message is written
   by write_message in _prelude, as append_message and a batch item write theirs.
 ]]
 -- @include clock, fail, refresh_ttl, bad_argc, bad_message_body, write_message, log_messages
--- @include session_meta
-local bad_args = bad_argc(4, 1)
+-- @include session_meta, fenced
+local bad_args = bad_argc(5, 1)
 if bad_args then
   return bad_args
 end
-if #ARGV < 4 then
+if #ARGV < 5 then
   return fail('BAD_INPUT', 'no messages to append')
 end
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local bad = bad_message_body(ARGV[i], ARGV[3])
   if bad then
     return bad
@@ -33,13 +34,17 @@ local meta, missing = session_meta('next_seq', 'ttl', 'ttl_at')
 if missing then
   return missing
 end
+local stale = fenced(KEYS, ARGV[4])
+if stale then
+  return stale
+end
 local first = tonumber(meta[1])
 if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= first then
   return fail('CONFLICT', ARGV[2] .. ' ' .. first)
 end
 local now, now_text = clock()
 local seq, created, log = first, nil, {}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   created = select(2, write_message(KEYS, ARGV[1], seq, ARGV[i], '', now_text, created, log))
   seq = seq + 1
 end

@@ -7,6 +7,8 @@
   KEYS[12]   open decisions hash       <prefix>:{p}:open_decisions
   KEYS[13]   graph log values          <prefix>:{p}:s:<sid>:graph
   KEYS[14]   graph log index           <prefix>:{p}:s:<sid>:glog
+  KEYS[15]   inbox hash                <prefix>:{p}:s:<sid>:inbox
+  KEYS[16]   effect ledger             <prefix>:{p}:s:<sid>:effects
   ARGV[1] session id
   ARGV[2] '1' when linked descendants are closed with it (recorded for SQLite), else '0'
   Returns: {1 if the session was live else 0, wal entry id}
@@ -21,7 +23,7 @@ index_as_zset(KEYS[10])
 index_as_zset(KEYS[11])
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
-  KEYS[13], KEYS[14])
+  KEYS[13], KEYS[14], KEYS[15], KEYS[16])
 redis.call('ZREM', KEYS[10], ARGV[1])
 redis.call('ZREM', KEYS[11], ARGV[1])
 -- Open decisions of this session: the record starts {"id":"...","session_id":"<sid>"

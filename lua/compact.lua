@@ -7,18 +7,23 @@
   ARGV[4] note body: JSON object without seq/state/created_at, without its opening brace
           (see bad_message_body in _prelude)
   ARGV[5] before_tokens or ''     ARGV[6] after_tokens or ''   ARGV[7] round_index or ''
+  ARGV[8] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: {compact_seq, note_seq, wal entry id}
-  Errors:  NO_SESSION, BAD_RANGE <from> <to> <why>
+  Errors:  NO_SESSION, BAD_RANGE <from> <to> <why>, FENCED
   Invariant: meta `compacted` lists the merged compacted ranges ("a-b,c-d", ascending) and
   agrees with the state of every element; load_messages relies on it.
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, refresh_ttl, json_num_or_null, message_element, merge_compacted
--- @include open_session
-local meta, bad = open_session(7, nil, 'next_seq', 'ttl', 'last_compact_seq', 'compacted',
+-- @include open_session, fenced
+local meta, bad = open_session(8, nil, 'next_seq', 'ttl', 'last_compact_seq', 'compacted',
   'ttl_at')
 if bad then
   return bad
+end
+local stale = fenced(KEYS, ARGV[8])
+if stale then
+  return stale
 end
 local from, to, next_seq = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(meta[1])
 if from < 1 or to < from or to >= next_seq then

@@ -4,19 +4,24 @@
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id      ARGV[2] checkpoint id      ARGV[3] label
   ARGV[4] size limit of the payload, bytes
-  ARGV[5..] working-state keys to include (none = all)
+  ARGV[5] run lease token or '' (fenced in _prelude: a stale one writes nothing)
+  ARGV[6..] working-state keys to include (none = all)
   Returns: the wal entry id
-  Errors:  NO_SESSION, TOO_LARGE
+  Errors:  NO_SESSION, TOO_LARGE, FENCED
   Atomic: every check runs before the first write.
 ]]
--- @include fail, store_checkpoint, open_session
-local meta, bad = open_session(4, 1, 'ttl', 'ttl_at')
+-- @include fail, store_checkpoint, open_session, fenced
+local meta, bad = open_session(5, 1, 'ttl', 'ttl_at')
 if bad then
   return bad
 end
+local stale = fenced(KEYS, ARGV[5])
+if stale then
+  return stale
+end
 local parts = {}
-if #ARGV >= 5 then
-  local names = {unpack(ARGV, 5)}
+if #ARGV >= 6 then
+  local names = {unpack(ARGV, 6)}
   local values = redis.call('HMGET', KEYS[2], unpack(names))
   for i, name in ipairs(names) do
     if values[i] then

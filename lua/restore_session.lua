@@ -6,6 +6,8 @@
   KEYS[10]   partition session index   <prefix>:{p}:sessions
   KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (any key of the slot when no user)
   KEYS[12]   open decisions hash       <prefix>:{p}:open_decisions
+  KEYS[13]   inbox hash                <prefix>:{p}:s:<sid>:inbox
+  KEYS[14]   effect ledger             <prefix>:{p}:s:<sid>:effects
   ARGV, read in order as sections (a count n, then its items):
     session id, user id or '', idle TTL (seconds),
     n meta fields  then n (field, value) pairs, in create_session's field order but for
@@ -17,6 +19,8 @@
     n labels       then n (label, latest checkpoint JSON) pairs
     n children     then n child session ids
     n decisions    then n (id, decision, rationale, planned action or '', meta JSON, created_at)
+    n inbox items  then n (item id, item record) pairs (a claim is not kept: pending again)
+    n effects      then n (tool call id, ledger record) pairs
   Returns: 1 when restored, 0 when the session was live already (nothing written)
   Errors:  BAD_INPUT (a section count or compaction record that does not fit; nothing written)
   Atomic: one script; the meta hash (what makes a session live) is written last.
@@ -34,7 +38,7 @@ do
   if not ttl or ttl < 0 or ttl > 1099511627776 or ttl ~= math.floor(ttl) then
     return fail('BAD_INPUT', 'ttl must be a whole number of seconds')
   end
-  for section, width in ipairs({2, 1, 2, 1, 2, 2, 1, 6}) do
+  for section, width in ipairs({2, 1, 2, 1, 2, 2, 1, 6, 2, 2}) do
     local n = tonumber(ARGV[pos])
     if not n or n < 0 or n ~= math.floor(n) or pos + n * width > #ARGV then
       return fail('BAD_INPUT', 'bad section count at ARGV[' .. pos .. ']')
@@ -74,7 +78,8 @@ local function section(width, write)
   if #chunk > 0 then write(chunk) end
 end
 local sid, user, ttl = take(), take(), tonumber(take())
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[13],
+  KEYS[14])
 local meta = {}
 section(2, function(c) for _, v in ipairs(c) do meta[#meta + 1] = v end end)
 section(1, function(c) redis.call('RPUSH', KEYS[3], unpack(c)) end)
@@ -97,6 +102,8 @@ for _ = 1, n do
   local id, decision, rationale, action, dmeta, created = take(), take(), take(), take(), take(), take()
   redis.call('HSETNX', KEYS[12], id, decision_record(id, sid, decision, rationale, action, dmeta, created))
 end
+section(2, function(c) redis.call('HSET', KEYS[13], unpack(c)) end)
+section(2, function(c) redis.call('HSET', KEYS[14], unpack(c)) end)
 index_as_zset(KEYS[10])
 redis.call('ZADD', KEYS[10], 0, sid)
 if user ~= '' then
@@ -104,5 +111,5 @@ if user ~= '' then
   redis.call('ZADD', KEYS[11], 0, sid)
 end
 redis.call('HSET', KEYS[1], unpack(meta))
-refresh_ttl(KEYS, ttl, now_ms())
+refresh_ttl(KEYS, ttl, now_ms(), nil, nil, {13, 14})
 return 1

@@ -12,13 +12,13 @@
   (On a cluster every item is of one partition, one slot; a single node takes a batch
   spanning partitions.)
   ARGV               per item: its op, then the ARGV of its own script:
-                       'append'   5 (append_message.lua's ARGV[1..5])
+                       'append'   6 (append_message.lua's ARGV[1..6])
                        'decision' 6 (record_decision.lua's ARGV[1..6])
-                       'working'  6 (write_working.lua's ARGV[1..6])
+                       'working'  7 (write_working.lua's ARGV[1..7])
   Returns: one text, a line per item in order (joined by newlines): '1 ' then what its own
   script returns (the three values of an append joined by spaces, the one value of a
   decision or a working-state write), '0 ' then 'CODE detail' for the error its own script
-  would raise (NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT), or '2' for an item not run
+  would raise (NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT, FENCED), or '2' for an item not run
   (Deferred). An item's failure writes nothing for it and does not stop the others. No
   value or error text has a newline, and only an error's has spaces (ids, numbers and wal
   entry ids have none). Text, because Redis converts every table of a reply with several
@@ -47,7 +47,7 @@
 -- KEYS and ARGV are globals (a hash lookup on every use): locals here, read ~15 times an item
 local KEYS, ARGV = KEYS, ARGV
 -- Arguments after the op, and KEYS, of an item of each op.
-local WIDTH = {append = 5, decision = 6, working = 6}
+local WIDTH = {append = 6, decision = 6, working = 7}
 local NKEYS = {append = 4, decision = 11, working = 9}
 -- Each distinct size limit of the batch (its text) as a number: checked and converted once,
 -- not once per item (a text operand costs a strtod at every use; a batch has one or two).
@@ -123,7 +123,7 @@ while a <= #ARGV do
       run_wal = ak[9]
     end
     r, id, repeated = append_one(ak, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4],
-      limits[ARGV[a + 5]], now, now_text, log)
+      limits[ARGV[a + 5]], ARGV[a + 6], now, now_text, log)
   else
     -- A constructor sizes the table once (filling an empty one rehashes it at 1, 2, 4, 8).
     local k = {KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4], KEYS[base + 5],
@@ -134,7 +134,7 @@ while a <= #ARGV do
         ARGV[a + 6], now, now_text)
     else
       r = working_one(k, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5],
-        limits[ARGV[a + 6]], now, now_text)
+        limits[ARGV[a + 6]], ARGV[a + 7], now, now_text)
     end
   end
   if repeated == '0' then

@@ -8,15 +8,17 @@
   ARGV[4] JSON value (for set; validated by the caller)
   ARGV[5] expected version or '' (set_if_version)
   ARGV[6] size limit of the value, bytes
+  ARGV[7] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: the new version (integer)
   Errors:  BAD_INPUT (an op other than set/del/clear, a limit not a whole number),
-           NO_SESSION, TOO_LARGE, CONFLICT <expected> <current>
+           NO_SESSION, TOO_LARGE, CONFLICT <expected> <current>, FENCED
   Atomic: every check runs before the first write (the body is working_one in _prelude,
   shared with session_batch.lua).
 ]]
 -- @include clock, bad_argc, bad_limit, bad_working_op, working_one
-local bad_args = bad_argc(6) or bad_working_op(ARGV[2]) or bad_limit(ARGV[6])
+local bad_args = bad_argc(7) or bad_working_op(ARGV[2]) or bad_limit(ARGV[6])
 if bad_args then
   return bad_args
 end
-return working_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], clock())
+return working_one(KEYS, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7],
+  clock())

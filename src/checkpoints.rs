@@ -46,8 +46,15 @@ impl Store {
         }
         let id = new_checkpoint_id();
         let limit = self.config().limits.state;
-        let call =
-            scripts::create_checkpoint(&keys, sid, &id, label, limit, include_keys.unwrap_or(&[]));
+        let call = scripts::create_checkpoint(
+            &keys,
+            sid,
+            &id,
+            label,
+            limit,
+            self.fence(),
+            include_keys.unwrap_or(&[]),
+        );
         let wal_id: String = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok(id)

@@ -79,6 +79,28 @@ pub enum Error {
         /// Why it was rejected.
         detail: String,
     },
+    /// A fenced write (see `Store::with_fence`) whose run lease token is no longer the
+    /// session's: another process acquired the lease since, or it was released. Nothing was
+    /// written; the run must stop.
+    #[error("fenced: run lease token {token} is no longer the session's (its lease is now {}); nothing was written — stop this run: another process owns the session", match holder { Some(h) => format!("held by {h} with token {current}"), None => "released".to_string() })]
+    Fenced {
+        /// The token the write carried.
+        token: u64,
+        /// The session's current token (0 when none was ever taken).
+        current: u64,
+        /// Who holds the lease now, if anyone.
+        holder: Option<String>,
+    },
+    /// A session's run lease is held by another owner until it expires or is released.
+    #[error("the session's run lease is held by {holder} (token {token}) until {expires_at} ms since the epoch; wait for it to be released or to expire")]
+    Leased {
+        /// The owner holding it.
+        holder: String,
+        /// Its token.
+        token: u64,
+        /// When it expires unless renewed, ms since the epoch (Redis clock).
+        expires_at: i64,
+    },
     /// The session or key already exists where a new one was required.
     #[error("{0} already exists")]
     AlreadyExists(String),
@@ -186,7 +208,7 @@ type MakeError = fn(&str) -> Error;
 /// The codes our Lua scripts raise (`fail('CODE', detail)` in `lua/`), each with the
 /// variant it becomes; [`Error::from_redis`] looks codes up here, so business code never
 /// matches strings. A unit test checks this table against the scripts both ways.
-const LUA_CODES: [(&str, MakeError); 8] = [
+const LUA_CODES: [(&str, MakeError); 11] = [
     ("NO_SESSION", |d| Error::UnknownSession(d.to_string())),
     ("NO_DECISION", |d| {
         Error::InvalidInput(format!("unknown decision {d}"))
@@ -214,6 +236,34 @@ const LUA_CODES: [(&str, MakeError); 8] = [
         waited: Duration::ZERO,
     }),
     ("BAD_INPUT", |d| Error::InvalidInput(d.to_string())),
+    ("FENCED", |d| {
+        let [token, current] = numbers(d);
+        let holder = d.split_whitespace().nth(2).filter(|h| *h != "-");
+        Error::Fenced {
+            token,
+            current,
+            holder: holder.map(str::to_string),
+        }
+    }),
+    ("LEASED", |d| {
+        let mut words = d.split_whitespace();
+        let holder = words.next().unwrap_or_default().to_string();
+        let token = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+        let expires_at = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+        Error::Leased {
+            holder,
+            token,
+            expires_at,
+        }
+    }),
+    ("ARGS_DIFFER", |d| {
+        let mut words = d.split_whitespace();
+        let call = words.next().unwrap_or_default();
+        let digest = words.next().unwrap_or_default();
+        Error::InvalidInput(format!(
+            "tool call {call} was begun with other arguments (digest {digest}); use a new tool call id for new arguments"
+        ))
+    }),
 ];
 
 /// True when Redis answered `OOM` (also as one command of a pipeline, or from inside a

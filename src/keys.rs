@@ -82,6 +82,13 @@ pub struct SessionKeys {
     pub graph: String,
     /// `<prefix>:{p}:s:<sid>:glog` — the graph log's index (sorted set, lexicographic).
     pub glog: String,
+    /// `<prefix>:{p}:s:<sid>:inbox` — the session's inbox: item id → item (see
+    /// `crate::inbox`). Not one of the nine script keys: the run scripts (leases, inbox,
+    /// effects) and close/restore receive it after them.
+    pub inbox: String,
+    /// `<prefix>:{p}:s:<sid>:effects` — the session's tool-effect ledger: tool call id →
+    /// record (see `crate::effects`).
+    pub effects: String,
 }
 
 /// The keys of the sessions a `Store` used lately, each built once: the hot path wants a
@@ -131,8 +138,27 @@ impl SessionKeys {
         ]
     }
 
+    /// The nine keys, then the inbox and the effect ledger: what every run script (leases,
+    /// inbox, effects) receives as KEYS[1..11].
+    pub fn with_run(&self) -> [&str; 11] {
+        let a = self.as_array();
+        [
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            a[4],
+            a[5],
+            a[6],
+            a[7],
+            a[8],
+            &self.inbox,
+            &self.effects,
+        ]
+    }
+
     /// The session's own keys (without the shared wal), e.g. for `agentstate keys`.
-    pub fn own(&self) -> [&str; 10] {
+    pub fn own(&self) -> [&str; 12] {
         let a = self.as_array();
         [
             a[0],
@@ -145,6 +171,8 @@ impl SessionKeys {
             a[7],
             &self.graph,
             &self.glog,
+            &self.inbox,
+            &self.effects,
         ]
     }
 }
@@ -201,6 +229,8 @@ impl Keys {
             children: key(":children"),
             graph: key(":graph"),
             glog: key(":glog"),
+            inbox: key(":inbox"),
+            effects: key(":effects"),
             wal: self.wal(p),
             meta: base,
         }

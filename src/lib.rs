@@ -79,8 +79,11 @@ mod checkpoints;
 mod consumer;
 mod decisions;
 mod durability;
+mod effects;
 mod fork;
 mod graphs;
+mod inbox;
+mod leases;
 mod messages;
 mod rounds;
 mod sessions;
@@ -133,9 +136,12 @@ pub use consumer::{
     Consumer, ConsumerOptions, DeadLetter, DecisionEvent, Delivery, Outcome, StartFrom,
 };
 pub use decisions::{Decision, DecisionId, NewDecision};
+pub use effects::{args_digest, Effect, EffectStart, EffectState};
 pub use error::{Error, Result};
 pub use fork::Fork;
 pub use graphs::{GraphPut, GraphTuple, GraphWrite};
+pub use inbox::{InboxItem, InboxState};
+pub use leases::{Lease, RunLease};
 pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,
     Usage,

@@ -383,6 +383,7 @@ impl Store {
             options.idempotency_key.as_deref(),
             options.expect_seq,
             self.config().limits.message,
+            self.fence(),
         );
         let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_grouped(sid, item).await?;
         if !wal_id.is_empty() {
@@ -439,7 +440,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let limit = self.config().limits.message;
-        let call = scripts::append_messages(&keys, sid, &bodies, expect_seq, limit);
+        let call = scripts::append_messages(&keys, sid, &bodies, expect_seq, limit, self.fence());
         let (first, wal_id): (u64, String) = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok((first..first + bodies.len() as u64).collect())
@@ -543,6 +544,7 @@ impl Store {
             &body,
             (c.before_tokens, c.after_tokens),
             c.round_index,
+            self.fence(),
         );
         let (compact_seq, note_seq, wal_id): (u64, u64, String) =
             self.invoke_session(sid, &call).await?;

@@ -93,6 +93,10 @@ pub enum WalOp {
     /// `graph_drop`: `d` = `{checkpoints: [field], writes: [field], blobs: [field]}` — graph
     /// log values removed.
     GraphDrop,
+    /// `inbox`: `d` = an inbox item's new record (put, delivered, void; see `crate::inbox`).
+    Inbox,
+    /// `effect`: `d` = a tool call's new ledger record (begun, done; see `crate::effects`).
+    Effect,
 }
 
 impl WalOp {
@@ -114,11 +118,13 @@ impl WalOp {
             WalOp::UserForget => "user_forget",
             WalOp::GraphPut => "graph_put",
             WalOp::GraphDrop => "graph_drop",
+            WalOp::Inbox => "inbox",
+            WalOp::Effect => "effect",
         }
     }
 
     /// Every op (a unit test checks it against the ops `lua/` writes).
-    pub const ALL: [WalOp; 15] = [
+    pub const ALL: [WalOp; 17] = [
         WalOp::SessionCreate,
         WalOp::SessionUpdate,
         WalOp::SessionClose,
@@ -134,6 +140,8 @@ impl WalOp {
         WalOp::UserForget,
         WalOp::GraphPut,
         WalOp::GraphDrop,
+        WalOp::Inbox,
+        WalOp::Effect,
     ];
 
     fn parse(op: &str) -> Option<WalOp> {
@@ -393,9 +401,15 @@ mod tests {
             for part in text.split("'op', '").skip(1) {
                 written.insert(part.split('\'').next().unwrap().to_string());
             }
-            // the records of a batch entry (write_message's fields `msg <sid> <seq>`)
-            for part in text.split("log[n + 1], log[n + 2] = '").skip(1) {
-                written.insert(part.split(' ').next().unwrap().to_string());
+            // the records of a batch entry (write_message's fields `msg <sid> <seq>`, the
+            // inbox scripts' `inbox <sid> <item id>`)
+            for form in [
+                "log[n + 1], log[n + 2] = '",
+                "log[#log + 1], log[#log + 2] = '",
+            ] {
+                for part in text.split(form).skip(1) {
+                    written.insert(part.split(' ').next().unwrap().to_string());
+                }
             }
         }
         assert!(written.remove(BATCH_OP), "no script writes a batch entry");

@@ -74,7 +74,16 @@ impl Store {
             }
             WriteOp::Clear => ("clear", "", String::new()),
         };
-        let item = scripts::write_working(keys, sid, name, key, &value, if_version, limit);
+        let item = scripts::write_working(
+            keys,
+            sid,
+            name,
+            key,
+            &value,
+            if_version,
+            limit,
+            self.fence(),
+        );
         self.invoke_grouped(sid, item).await
     }
 

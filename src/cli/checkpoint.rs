@@ -22,6 +22,10 @@ pub enum CheckpointCmd {
         /// Return only once SQLite has committed the checkpoint.
         #[arg(long)]
         durable: bool,
+        /// A run lease token (`agentstate lease acquire`): refused with nothing written once
+        /// another owner acquired the session's lease.
+        #[arg(long, value_name = "TOKEN")]
+        fence: Option<u64>,
     },
     /// Print the latest payload under LABEL, or the payload of checkpoint `--id` (from the
     /// full history), or null.
@@ -53,12 +57,14 @@ pub async fn run(ctx: &Ctx, cmd: CheckpointCmd) -> Result<()> {
             label,
             keys,
             durable,
+            fence,
         } => {
             let names: Option<Vec<&str>> = keys
                 .as_ref()
                 .map(|k| k.iter().map(String::as_str).collect());
             let id = ctx
                 .store_at(durable)
+                .with_fence(fence)
                 .checkpoint(&sid, &label, names.as_deref())
                 .await?;
             ctx.emit(&id, json!({ "id": id }))?;

@@ -210,3 +210,56 @@ pub const USER_FORGET: &str = "\
 Examples:
   agentstate user forget alice                  # -> number of values removed
   agentstate --json user forget alice           # the full receipt";
+
+pub const LEASE_ACQUIRE: &str = "\
+Examples:
+  agentstate lease acquire planner --owner worker-7 --ttl-ms 30000     # prints the token
+  agentstate --json lease acquire planner --owner worker-7 --ttl-ms 30000";
+
+pub const LEASE_RENEW: &str = "\
+Examples:
+  agentstate lease renew planner --owner worker-7 --token 1796544000123 --ttl-ms 30000";
+
+pub const LEASE_RELEASE: &str = "\
+Examples:
+  agentstate lease release planner --owner worker-7 --token 1796544000123";
+
+pub const LEASE_SHOW: &str = "\
+Examples:
+  agentstate lease show planner";
+
+pub const INBOX_PUT: &str = "\
+Examples:
+  agentstate inbox put planner --item-id mail-42 --role user --content \"also check the docs\"";
+
+pub const INBOX_CLAIM: &str = "\
+Examples:
+  agentstate inbox claim planner --owner worker-7 --token 1796544000123 --limit 10";
+
+pub const INBOX_DELIVER: &str = "\
+Examples:
+  agentstate inbox deliver planner --owner worker-7 --token 1796544000123 mail-42 mail-43";
+
+pub const INBOX_LIST: &str = "\
+Examples:
+  agentstate inbox list planner";
+
+pub const INBOX_VOID: &str = "\
+Examples:
+  agentstate inbox void planner mail-43";
+
+pub const EFFECTS_BEGIN: &str = "\
+Examples:
+  agentstate effects begin planner call_17 --args '{\"amount\":42}'";
+
+pub const EFFECTS_FINISH: &str = "\
+Examples:
+  agentstate effects finish planner call_17 --result '{\"charged\":true}'";
+
+pub const EFFECTS_UNRESOLVED: &str = "\
+Examples:
+  agentstate effects unresolved planner";
+
+pub const EFFECTS_LIST: &str = "\
+Examples:
+  agentstate effects list planner";

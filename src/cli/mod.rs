@@ -8,9 +8,12 @@ mod checkpoint;
 mod db;
 mod decisions;
 mod demo;
+mod effects;
 mod gc;
 mod help;
+mod inbox;
 mod input;
+mod lease;
 mod msg;
 mod render;
 mod server;
@@ -212,6 +215,15 @@ enum Command {
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
+    /// A session's run lease: acquire, renew, release, show.
+    #[command(subcommand)]
+    Lease(lease::LeaseCmd),
+    /// A session's inbox: put, claim, deliver, list, void.
+    #[command(subcommand)]
+    Inbox(inbox::InboxCmd),
+    /// The tool-effect ledger of a run: begin, finish, unresolved, list.
+    #[command(subcommand)]
+    Effects(effects::EffectsCmd),
     /// Run the spill daemon: flush streams to SQLite, restore sessions, trim.
     #[command(after_help = help::SPILL)]
     Spill(spill::SpillArgs),
@@ -496,6 +508,9 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
         Command::Decisions(cmd) => decisions::run(&ctx, cmd).await,
         Command::Tail(args) => tail::run(&ctx, args).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
+        Command::Lease(cmd) => lease::run(&ctx, cmd).await,
+        Command::Inbox(cmd) => inbox::run(&ctx, cmd).await,
+        Command::Effects(cmd) => effects::run(&ctx, cmd).await,
         Command::Spill(args) => spill::spill(&ctx, args).await,
         Command::Restore(args) => spill::restore(&ctx, args).await,
         Command::Export { sid } => spill::export(&ctx, &sid).await,

@@ -62,6 +62,10 @@ pub struct AppendArgs {
     /// Return only once SQLite has committed the message.
     #[arg(long)]
     durable: bool,
+    /// A run lease token (`agentstate lease acquire`): refused with nothing written once
+    /// another owner acquired the session's lease.
+    #[arg(long, value_name = "TOKEN")]
+    fence: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +90,10 @@ pub struct CompactArgs {
     /// Round index.
     #[arg(long)]
     round: Option<i64>,
+    /// A run lease token (`agentstate lease acquire`): refused with nothing written once
+    /// another owner acquired the session's lease.
+    #[arg(long, value_name = "TOKEN")]
+    fence: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +132,7 @@ pub async fn run(ctx: &Ctx, cmd: MsgCmd) -> Result<()> {
             options.expect_seq = a.expect_seq;
             let seq = ctx
                 .store_at(a.durable)
+                .with_fence(a.fence)
                 .append_with(&a.sid, &m, &options)
                 .await?;
             ctx.emit(seq, json!({ "seq": seq }))?;
@@ -155,7 +164,7 @@ pub async fn compact(ctx: &Ctx, a: CompactArgs) -> Result<()> {
     c.before_tokens = a.before_tokens;
     c.after_tokens = a.after_tokens;
     c.round_index = a.round;
-    let (compact_seq, note_seq) = ctx.store.compact(&a.sid, &c).await?;
+    let (compact_seq, note_seq) = ctx.store.with_fence(a.fence).compact(&a.sid, &c).await?;
     ctx.emit(
         format!("{compact_seq} {note_seq}"),
         json!({ "compact_seq": compact_seq, "note_seq": note_seq }),

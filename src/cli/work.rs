@@ -21,6 +21,10 @@ pub enum WorkCmd {
         /// Only if the session's version is still N (else a conflict, exit 1).
         #[arg(long)]
         if_version: Option<u64>,
+        /// A run lease token (`agentstate lease acquire`): refused with nothing written once
+        /// another owner acquired the session's lease.
+        #[arg(long, value_name = "TOKEN")]
+        fence: Option<u64>,
     },
     /// Print one value (or null), or all keys as one object.
     #[command(after_help = help::WORK_GET)]
@@ -48,7 +52,9 @@ pub async fn run(ctx: &Ctx, cmd: WorkCmd) -> Result<()> {
             key,
             value,
             if_version,
+            fence,
         } => {
+            let store = &store.with_fence(fence);
             let value = input::json("working value", &value)?;
             let version = match if_version {
                 Some(v) => store.set_working_if_version(&sid, &key, &value, v).await?,

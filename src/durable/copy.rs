@@ -32,6 +32,8 @@ pub const TABLES: &[&str] = &[
     "rounds",
     "user_values",
     "graph_log",
+    "inbox",
+    "effects",
     "cursors",
 ];
 

@@ -97,6 +97,18 @@ pub(crate) struct KeyRecord {
     pub key: String,
 }
 
+/// `inbox`: the item's id (the row keeps the whole record).
+#[derive(Deserialize)]
+pub(crate) struct InboxRecord {
+    pub item_id: String,
+}
+
+/// `effect`: the tool call's id (the row keeps the whole record).
+#[derive(Deserialize)]
+pub(crate) struct EffectRecord {
+    pub call_id: String,
+}
+
 /// `session_close`: whether descendants go too.
 #[derive(Deserialize)]
 pub(crate) struct CloseRecord {

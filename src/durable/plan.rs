@@ -86,13 +86,15 @@ pub(crate) const DESCENDANTS_SQL: &str = "WITH RECURSIVE tree(id) AS (
 
 /// The tables holding a session's rows, each with the column naming the session, as
 /// `DELETE FROM {table} = <ids>` completes them (decisions apart: they go by time).
-pub(crate) const SESSION_TABLES: [&str; 6] = [
+pub(crate) const SESSION_TABLES: [&str; 8] = [
     "sessions WHERE id",
     "messages WHERE session_id",
     "compactions WHERE session_id",
     "usage WHERE session_id",
     "checkpoints WHERE session_id",
     "graph_log WHERE session_id",
+    "inbox WHERE session_id",
+    "effects WHERE session_id",
 ];
 
 impl Batch {
@@ -233,6 +235,24 @@ pub(crate) enum Change<'a> {
         session: &'a str,
         /// The fields.
         fields: Vec<String>,
+    },
+    /// `inbox`: upserts an inbox item's latest record.
+    UpsertInboxItem {
+        /// The session.
+        session: &'a str,
+        /// The item id.
+        item_id: String,
+        /// The item (JSON text).
+        record: &'a str,
+    },
+    /// `effect`: upserts a tool call's latest ledger record.
+    UpsertEffect {
+        /// The session.
+        session: &'a str,
+        /// The tool call id.
+        call_id: String,
+        /// The record (JSON text).
+        record: &'a str,
     },
     /// `compact`: records the compaction and marks its range's active messages
     /// `compacted_out`, as `compact.lua` does.
@@ -593,6 +613,22 @@ impl<'a> Planner<'a> {
                 });
             }
             WalOp::UserForget => self.push(Change::ForgetUser { user: subject }),
+            WalOp::Inbox => {
+                let r: InboxRecord = serde_json::from_str(d)?;
+                self.push(Change::UpsertInboxItem {
+                    session: subject,
+                    item_id: r.item_id,
+                    record: d,
+                });
+            }
+            WalOp::Effect => {
+                let r: EffectRecord = serde_json::from_str(d)?;
+                self.push(Change::UpsertEffect {
+                    session: subject,
+                    call_id: r.call_id,
+                    record: d,
+                });
+            }
         }
         Ok(())
     }

@@ -62,6 +62,10 @@ pub(crate) struct SessionRows {
     pub children: Vec<String>,
     /// The graph log (field, value), sorted by field.
     pub graph: Vec<(String, String)>,
+    /// Inbox items (item id, record).
+    pub inbox: Vec<(String, String)>,
+    /// The tool-effect ledger (call id, record).
+    pub effects: Vec<(String, String)>,
 }
 
 /// The SQL both backends run for a session's rows (`?1` is the session id; PostgreSQL
@@ -88,6 +92,10 @@ pub(crate) mod sql {
     pub const CHILDREN: &str = "SELECT id FROM sessions WHERE parent = ?1 ORDER BY id";
     pub const GRAPH: &str =
         "SELECT field, value FROM graph_log WHERE session_id = ?1 ORDER BY field";
+    pub const INBOX: &str =
+        "SELECT item_id, record FROM inbox WHERE session_id = ?1 ORDER BY item_id";
+    pub const EFFECTS: &str =
+        "SELECT call_id, record FROM effects WHERE session_id = ?1 ORDER BY call_id";
 }
 
 /// The restore image of a session's rows (either backend's).
@@ -118,6 +126,8 @@ pub(crate) fn assemble(sid: &str, rows: SessionRows) -> Result<Snapshot> {
     s.decisions = rows.decisions;
     snapshot.rounds = group_sorted(rows.rounds);
     s.children = rows.children;
+    s.inbox = rows.inbox;
+    s.effects = rows.effects;
     let last_compact_seq = s.compactions.len();
     // Every field of `META_FIELDS` but the last, `compacted`, which restore_session.lua
     // derives from the compaction records; in that order, a value each.

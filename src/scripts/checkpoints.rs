@@ -2,13 +2,15 @@
 
 use super::*;
 
-/// `create_checkpoint.lua`: snapshots working state (`include_keys` only, when given).
+/// `create_checkpoint.lua`: snapshots working state (`include_keys` only, when given); with
+/// `fence`, only while that run lease token is the session's.
 pub fn create_checkpoint(
     s: &SessionKeys,
     sid: &str,
     id: &str,
     label: &str,
     limit: usize,
+    fence: Option<u64>,
     include_keys: &[&str],
 ) -> ScriptCall {
     ScriptCall::new(&CREATE_CHECKPOINT, &s.as_array())
@@ -16,6 +18,7 @@ pub fn create_checkpoint(
         .arg(id)
         .arg(label)
         .arg(limit)
+        .arg(opt(fence))
         .arg(include_keys)
 }
 

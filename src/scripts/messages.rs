@@ -2,8 +2,9 @@
 
 use super::*;
 
-/// `append_message.lua`: appends the message `body` (JSON object) with the next seq. A
-/// [`BatchItem`]: `.call()` for the lone call.
+/// `append_message.lua`: appends the message `body` (JSON object) with the next seq; with
+/// `fence`, only while that run lease token is the session's. A [`BatchItem`]: `.call()` for
+/// the lone call.
 pub fn append_item(
     s: impl Into<Arc<SessionKeys>>,
     sid: &str,
@@ -11,6 +12,7 @@ pub fn append_item(
     idempotency_key: Option<&str>,
     expect_seq: Option<u64>,
     limit: usize,
+    fence: Option<u64>,
 ) -> BatchItem {
     BatchItem {
         op: "append",
@@ -23,24 +25,28 @@ pub fn append_item(
             idempotency_key.unwrap_or("").to_string(),
             opt(expect_seq),
             limit.to_string(),
+            opt(fence),
         ],
         idempotent: idempotency_key.is_some(),
     }
 }
 
 /// `append_messages.lua`: appends the message `bodies` (JSON objects) with consecutive seqs in
-/// one atomic step; `expect_seq` is the seq the caller believes the first one gets.
+/// one atomic step; `expect_seq` is the seq the caller believes the first one gets; with
+/// `fence`, only while that run lease token is the session's.
 pub fn append_messages(
     s: &SessionKeys,
     sid: &str,
     bodies: &[String],
     expect_seq: Option<u64>,
     limit: usize,
+    fence: Option<u64>,
 ) -> ScriptCall {
     ScriptCall::new(&APPEND_MESSAGES, &s.as_array())
         .arg(sid)
         .arg(opt(expect_seq))
         .arg(limit)
+        .arg(opt(fence))
         .arg(bodies.iter().map(|b| body_tail(b)).collect::<Vec<_>>())
 }
 
@@ -105,7 +111,8 @@ pub fn load_messages(s: &SessionKeys, sid: &str, mode: LoadMode) -> ScriptCall {
         .idempotent(true)
 }
 
-/// `compact.lua`: marks `[from, to]` compacted out and appends the note `body`.
+/// `compact.lua`: marks `[from, to]` compacted out and appends the note `body`; with
+/// `fence`, only while that run lease token is the session's.
 pub fn compact(
     s: &SessionKeys,
     sid: &str,
@@ -113,6 +120,7 @@ pub fn compact(
     body: &str,
     tokens: (Option<i64>, Option<i64>),
     round_index: Option<i64>,
+    fence: Option<u64>,
 ) -> ScriptCall {
     ScriptCall::new(&COMPACT, &s.as_array())
         .arg(sid)
@@ -122,6 +130,7 @@ pub fn compact(
         .arg(opt(tokens.0))
         .arg(opt(tokens.1))
         .arg(opt(round_index))
+        .arg(opt(fence))
 }
 
 /// `record_usage.lua`: upserts the usage `body` of one round.

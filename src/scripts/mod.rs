@@ -23,7 +23,10 @@ use crate::keys::{Keys, SessionKeys};
 mod checkpoints;
 mod daemon;
 mod decisions;
+mod effects;
 mod graphs;
+mod inbox;
+mod leases;
 mod loader;
 mod messages;
 mod restore;
@@ -35,7 +38,10 @@ mod working;
 pub use checkpoints::*;
 pub use daemon::*;
 pub use decisions::*;
+pub use effects::*;
 pub use graphs::*;
+pub use inbox::*;
+pub use leases::*;
 pub use messages::*;
 pub use restore::*;
 pub use rounds::*;
@@ -128,6 +134,15 @@ lua_scripts! {
     GRAPH_READ => "graph_read",
     GRAPH_DROP => "graph_drop",
     RESTORE_GRAPH => "restore_graph",
+    LEASE_ACQUIRE => "lease_acquire",
+    LEASE_RENEW => "lease_renew",
+    LEASE_RELEASE => "lease_release",
+    INBOX_PUT => "inbox_put",
+    INBOX_CLAIM => "inbox_claim",
+    INBOX_DELIVER => "inbox_deliver",
+    INBOX_VOID => "inbox_void",
+    EFFECT_BEGIN => "effect_begin",
+    EFFECT_FINISH => "effect_finish",
 }
 
 /// One call of one script: the `EVALSHA sha numkeys KEYS... ARGV...` command, built by the
@@ -448,8 +463,9 @@ mod tests {
                 None,
                 None,
                 64,
+                None,
             ),
-            super::write_working(ns.session("s1"), "s1", "set", "k", "1", None, 64),
+            super::write_working(ns.session("s1"), "s1", "set", "k", "1", None, 64, None),
             super::record_decision(&ns, ns.session("s1"), "s1", &decision),
         ];
         let mut seen = std::collections::BTreeSet::new();

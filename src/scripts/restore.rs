@@ -54,6 +54,10 @@ pub struct SessionImage {
     pub children: Vec<String>,
     /// Open decisions: id, decision, rationale, planned action, meta, created_at.
     pub decisions: Vec<Vec<String>>,
+    /// Inbox items: item id → record.
+    pub inbox: Vec<(String, String)>,
+    /// The tool-effect ledger: call id → record.
+    pub effects: Vec<(String, String)>,
 }
 
 /// `restore_session.lua`: writes `image` back as session `sid` unless it is live.
@@ -68,7 +72,13 @@ pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionIma
         ns.open_decisions(p),
     );
     let mut keys = s.as_array().to_vec();
-    keys.extend([index.as_str(), by_user.as_str(), open.as_str()]);
+    keys.extend([
+        index.as_str(),
+        by_user.as_str(),
+        open.as_str(),
+        s.inbox.as_str(),
+        s.effects.as_str(),
+    ]);
     let call = ScriptCall::new(&RESTORE_SESSION, &keys)
         .arg(sid)
         .arg(&image.user_id)
@@ -80,7 +90,9 @@ pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionIma
     let call = section(call, &image.usage);
     let call = section(call, &image.checkpoints);
     let call = section(call, &image.children);
-    section(call, &image.decisions).idempotent(true)
+    let call = section(call, &image.decisions);
+    let call = section(call, &image.inbox);
+    section(call, &image.effects).idempotent(true)
 }
 
 /// `restore_rounds.lua`: writes `user`'s StateService rounds of `session` unless that rounds

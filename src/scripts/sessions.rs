@@ -97,6 +97,8 @@ pub fn close_session(
         open.as_str(),
         s.graph.as_str(),
         s.glog.as_str(),
+        s.inbox.as_str(),
+        s.effects.as_str(),
     ]);
     ScriptCall::new(&CLOSE_SESSION, &keys)
         .arg(sid)

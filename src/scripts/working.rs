@@ -3,7 +3,9 @@
 use super::*;
 
 /// `write_working.lua`: `op` is `set` (with `value`), `del` or `clear`; `if_version` makes it
-/// a compare-and-set. A [`BatchItem`]: `.call()` for the lone call.
+/// a compare-and-set; `fence` a write only while that run lease token is the session's. A
+/// [`BatchItem`]: `.call()` for the lone call.
+#[allow(clippy::too_many_arguments)]
 pub fn write_working(
     s: impl Into<Arc<SessionKeys>>,
     sid: &str,
@@ -12,6 +14,7 @@ pub fn write_working(
     value: &str,
     if_version: Option<u64>,
     limit: usize,
+    fence: Option<u64>,
 ) -> BatchItem {
     BatchItem {
         op: "working",
@@ -25,6 +28,7 @@ pub fn write_working(
             value.to_string(),
             opt(if_version),
             limit.to_string(),
+            opt(fence),
         ],
         idempotent: false,
     }

@@ -34,6 +34,8 @@ pub struct Store {
     inner: Arc<Inner>,
     /// When write calls return (see [`Durability`]).
     durability: Durability,
+    /// The run lease token this handle's fenced writes carry (see [`Store::with_fence`]).
+    fence: Option<u64>,
 }
 
 struct Inner {
@@ -100,6 +102,7 @@ impl Store {
                 session_keys: SessionKeysCache::default(),
             }),
             durability: Durability::Live,
+            fence: None,
         };
         store.check_namespace().await?;
         Ok(store)
@@ -151,9 +154,27 @@ impl Store {
     /// A handle on the same pool whose writes use `durability` (see [`Durability`]).
     pub fn with_durability(&self, durability: Durability) -> Store {
         Store {
-            inner: self.inner.clone(),
             durability,
+            ..self.clone()
         }
+    }
+
+    /// A handle on the same pool whose writes carry the run lease token `token` (from
+    /// [`Store::acquire_lease`]): its appends ([`Store::append`], [`Store::append_many`]),
+    /// working-state writes, checkpoints ([`Store::checkpoint`]) and compactions
+    /// ([`Store::compact`]) are refused with [`Error::Fenced`], writing nothing, once another
+    /// process acquired the session's lease or its holder released it. `None`: unfenced.
+    /// Other writes of this handle are not fenced.
+    pub fn with_fence(&self, token: Option<u64>) -> Store {
+        Store {
+            fence: token,
+            ..self.clone()
+        }
+    }
+
+    /// The run lease token this handle's writes carry, if any.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// A store on the same namespace with its own connections, whose commands time out
@@ -177,6 +198,7 @@ impl Store {
                 config,
             }),
             durability: self.durability,
+            fence: self.fence,
         })
     }
 

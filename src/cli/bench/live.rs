@@ -164,6 +164,7 @@ impl RawCommands {
             None,
             None,
             limits.message,
+            None,
         )
         .call()
         .argv();

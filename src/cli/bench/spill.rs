@@ -76,6 +76,7 @@ pub(super) async fn fill(store: &Store, sid: &str, n: usize) -> Result<()> {
         None,
         None,
         store.config().limits.message,
+        None,
     )
     .call();
     let mut conn = store.conn().await?;

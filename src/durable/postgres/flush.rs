@@ -173,6 +173,32 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
             )
             .await?;
         }
+        Change::UpsertInboxItem {
+            session,
+            item_id,
+            record,
+        } => {
+            exec(
+                tx,
+                "INSERT INTO inbox (session_id, item_id, record) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, item_id) DO UPDATE SET record = excluded.record",
+                &[session, item_id, record],
+            )
+            .await?;
+        }
+        Change::UpsertEffect {
+            session,
+            call_id,
+            record,
+        } => {
+            exec(
+                tx,
+                "INSERT INTO effects (session_id, call_id, record) VALUES ($1, $2, $3)
+                 ON CONFLICT (session_id, call_id) DO UPDATE SET record = excluded.record",
+                &[session, call_id, record],
+            )
+            .await?;
+        }
         Change::Compact {
             session,
             compaction: c,

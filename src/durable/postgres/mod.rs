@@ -128,6 +128,19 @@ const MIGRATIONS: &[&str] = &[
      );",
     // 4: the namespace's identity (see SQLite's step 4).
     "ALTER TABLE namespace ADD COLUMN identity TEXT COLLATE \"C\";",
+    // 5: inbox items and the tool-effect ledger (see SQLite's step 5).
+    "CREATE TABLE inbox (
+         session_id TEXT COLLATE \"C\" NOT NULL,
+         item_id TEXT COLLATE \"C\" NOT NULL,
+         record TEXT COLLATE \"C\" NOT NULL,
+         PRIMARY KEY (session_id, item_id)
+     );
+     CREATE TABLE effects (
+         session_id TEXT COLLATE \"C\" NOT NULL,
+         call_id TEXT COLLATE \"C\" NOT NULL,
+         record TEXT COLLATE \"C\" NOT NULL,
+         PRIMARY KEY (session_id, call_id)
+     );",
 ];
 
 /// (Text columns use the "C" collation: rows sort byte-wise, as in SQLite, so both backends

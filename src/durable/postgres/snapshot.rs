@@ -49,6 +49,7 @@ impl Pg {
             q(sql::CHILDREN),
             q(sql::GRAPH),
         )?;
+        let (inbox, effects) = futures_util::try_join!(q(sql::INBOX), q(sql::EFFECTS))?;
         let rows = SessionRows {
             head: SessionRow { texts, ints },
             messages: messages
@@ -72,6 +73,8 @@ impl Pg {
                 .collect(),
             children: children.iter().map(|r| r.get(0)).collect(),
             graph: graph.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            inbox: inbox.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            effects: effects.iter().map(|r| (r.get(0), r.get(1))).collect(),
         };
         tx.commit().await?;
         assemble(sid, rows).map(Some)

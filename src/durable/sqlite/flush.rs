@@ -150,6 +150,28 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
                 delete.execute(params![session, field])?;
             }
         }
+        Change::UpsertInboxItem {
+            session,
+            item_id,
+            record,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO inbox (session_id, item_id, record) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id, item_id) DO UPDATE SET record = excluded.record",
+            )?
+            .execute(params![session, item_id, record])?;
+        }
+        Change::UpsertEffect {
+            session,
+            call_id,
+            record,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO effects (session_id, call_id, record) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (session_id, call_id) DO UPDATE SET record = excluded.record",
+            )?
+            .execute(params![session, call_id, record])?;
+        }
         Change::Compact {
             session,
             compaction: c,

@@ -131,6 +131,21 @@ const MIGRATIONS: &[&str] = &[
     // 4: the namespace's identity: the first daemon gives its durable tier one and records it
     // in Redis too (`<prefix>:config`), which binds the namespace to this tier.
     "ALTER TABLE namespace ADD COLUMN identity TEXT;",
+    // 5: a session's inbox items and tool-effect ledger (mirrors of <prefix>:{p}:s:<sid>:inbox
+    // and :effects; see lua/inbox_put.lua and lua/effect_begin.lua): each row the item's or
+    // the tool call's latest record.
+    "CREATE TABLE inbox (
+         session_id TEXT NOT NULL,
+         item_id TEXT NOT NULL,
+         record TEXT NOT NULL,
+         PRIMARY KEY (session_id, item_id)
+     ) WITHOUT ROWID;
+     CREATE TABLE effects (
+         session_id TEXT NOT NULL,
+         call_id TEXT NOT NULL,
+         record TEXT NOT NULL,
+         PRIMARY KEY (session_id, call_id)
+     ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes (the number of migrations).

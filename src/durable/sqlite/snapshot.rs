@@ -66,6 +66,8 @@ pub(crate) fn load_snapshot(conn: &Connection, sid: &str) -> Result<Option<Snaps
         })?,
         children: strings(conn, sql::CHILDREN, params![sid])?,
         graph: all(conn, sql::GRAPH, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
+        inbox: all(conn, sql::INBOX, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
+        effects: all(conn, sql::EFFECTS, sid, |r| Ok((r.get(0)?, r.get(1)?)))?,
     };
     assemble(sid, rows).map(Some)
 }

@@ -26,6 +26,15 @@ fn dump(rows: impl Fn(&str) -> Vec<Vec<String>>) -> Vec<(String, Vec<Vec<String>
 /// A SQLite durable tier with a row in every table.
 async fn everything_flushed(t: &TestEnv) {
     rich_session(&t.store, "rich").await;
+    let mail = NewMessage::new("user").content("also this");
+    t.store
+        .inbox_put("rich", &[("mail-1", &mail)])
+        .await
+        .unwrap();
+    t.store
+        .effect_begin("rich", "call-1", &json!({"amount": 1}))
+        .await
+        .unwrap();
     t.store
         .set_user_value("alice", "tz", &json!("UTC"))
         .await

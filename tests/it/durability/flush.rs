@@ -261,6 +261,7 @@ async fn a_wal_the_previous_release_wrote_flushes_exactly_beside_batch_entries(t
                 Some("kn"),
                 None,
                 1000,
+                None,
             )
         })
         .collect();

@@ -174,7 +174,15 @@ fn append_batch(t: &TestEnv, sid: &str, n: usize) -> Vec<String> {
     let items: Vec<scripts::BatchItem> = (0..n)
         .map(|i| {
             let body = format!(r#"{{"role":"user","content":"m{i} {text}"}}"#);
-            scripts::append_item(s.clone(), sid, &body, Some(&format!("k{i}")), None, 1 << 20)
+            scripts::append_item(
+                s.clone(),
+                sid,
+                &body,
+                Some(&format!("k{i}")),
+                None,
+                1 << 20,
+                None,
+            )
         })
         .collect();
     scripts::session_batch(&items.iter().collect::<Vec<_>>()).argv()

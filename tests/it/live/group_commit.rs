@@ -292,7 +292,7 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
     let before = t.wal_records().len();
 
     let item = |sid: &str, body: &str, idem: Option<&str>, expect: Option<u64>| {
-        scripts::append_item(s.keys().session(sid), sid, body, idem, expect, 64)
+        scripts::append_item(s.keys().session(sid), sid, body, idem, expect, 64, None)
     };
     let decision = DecisionArgs {
         decision: "go",
@@ -312,9 +312,9 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
         item(y, r#"{"role":"user","content":"stale"}"#, None, Some(4)),
         item(x, r#"{"role":"user","content":"again"}"#, Some("k1"), None),
         item(ghost, r#"{"role":"user","content":"nobody"}"#, None, None),
-        scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(3), 64),
+        scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(3), 64, None),
         scripts::record_decision(s.keys(), s.keys().session(ghost), ghost, &decision),
-        scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(0), 64),
+        scripts::write_working(s.keys().session(y), y, "set", "k", "1", Some(0), 64, None),
         item(y, r#"{"role":"user","content":"y1"}"#, Some("k2"), Some(1)),
     ];
     let p = s.keys().session(x).partition;
@@ -399,12 +399,12 @@ async fn a_batch_defers_every_item_of_a_session_whose_ttl_refresh_is_due() {
     let before = t.snapshot();
     let append = |sid: &str, content: &str| {
         let body = format!(r#"{{"role":"user","content":"{content}"}}"#);
-        scripts::append_item(s.keys().session(sid), sid, &body, None, None, 1000)
+        scripts::append_item(s.keys().session(sid), sid, &body, None, None, 1000, None)
     };
     let items = [
         append(x, "x1"),
         append(y, "y1"),
-        scripts::write_working(s.keys().session(x), x, "set", "k", "1", None, 64),
+        scripts::write_working(s.keys().session(x), x, "set", "k", "1", None, 64, None),
         append(x, "x2"),
     ];
     let refs: Vec<&BatchItem> = items.iter().collect();

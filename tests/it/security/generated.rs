@@ -296,13 +296,14 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &[("status", "archived".into())],
         ),
         scripts::close_session(ns, &n, "n", Some("u"), false),
-        scripts::append_item(s.clone(), "s", body, Some("idem"), None, 1 << 20).call(),
+        scripts::append_item(s.clone(), "s", body, Some("idem"), None, 1 << 20, None).call(),
         scripts::append_messages(
             &s,
             "s",
             &[body.to_string(), body.to_string()],
             None,
             1 << 20,
+            None,
         ),
         scripts::pop_message(&s, "s"),
         scripts::replace_message(&s, "s", 1, body, 1 << 20),
@@ -314,11 +315,11 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
                 last: Some(2),
             },
         ),
-        scripts::compact(&s, "s", (1, 2), body, (Some(1), Some(2)), Some(1)),
-        scripts::write_working(s.clone(), "s", "set", "k", "1", None, 1 << 19).call(),
+        scripts::compact(&s, "s", (1, 2), body, (Some(1), Some(2)), Some(1), None),
+        scripts::write_working(s.clone(), "s", "set", "k", "1", None, 1 << 19, None).call(),
         scripts::read_working(&s, "s", Some("k")),
         scripts::record_usage(&s, "s", 1, r#"{"prompt_tokens":1,"completion_tokens":2}"#),
-        scripts::create_checkpoint(&s, "s", "ck1", "l", 1 << 24, &["k"]),
+        scripts::create_checkpoint(&s, "s", "ck1", "l", 1 << 24, None, &["k"]),
         scripts::put_checkpoint(&s, "s", "ck2", "l", "{}", 1 << 24),
         scripts::save_round(ns, "u", "s", Some(1), "{}", 1 << 24),
         scripts::read_round(ns, "u", "s", None),
@@ -348,9 +349,18 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &["c||1".into(), "n|".into()],
             &["r1".into()],
         ),
+        scripts::lease_acquire(&s, "s", "o1", 30_000),
+        scripts::lease_renew(&s, "s", "o1", 1, 30_000),
+        scripts::lease_release(&s, "s", "o1", 1),
+        scripts::inbox_put(&s, "s", 1 << 20, &[("i1", body.to_string())]),
+        scripts::inbox_claim(&s, "s", "o1", 1, 10),
+        scripts::inbox_deliver(&s, "s", "o1", 1, 1 << 20, &["i1"]),
+        scripts::inbox_void(&s, "s", &["i1"]),
+        scripts::effect_begin(&s, "s", "c1", "sha256:00"),
+        scripts::effect_finish(&s, "s", "c1", "{}", 1 << 20),
         scripts::session_batch(&[
-            &scripts::append_item(s.clone(), "s", body, None, None, 1 << 20),
-            &scripts::append_item(s.clone(), "s", body, Some("k2"), None, 1 << 20),
+            &scripts::append_item(s.clone(), "s", body, None, None, 1 << 20, None),
+            &scripts::append_item(s.clone(), "s", body, Some("k2"), None, 1 << 20, None),
         ]),
     ]
 }
@@ -406,7 +416,7 @@ fn every_lua_script_that_rejects_its_arguments_writes_nothing() {
         .block_on(t.store.record_decision("s", &NewDecision::new("d", "r")))
         .unwrap();
     let calls = base_calls(&t, &decision);
-    assert_eq!(calls.len(), 35, "one base call per script in lua/");
+    assert_eq!(calls.len(), 44, "one base call per script in lua/");
     let conn = std::cell::RefCell::new(t.redis());
     // Mostly value edits; one case in four also drops trailing arguments.
     let strategy = (
@@ -548,15 +558,15 @@ async fn session_batch_with_a_bad_later_item_writes_nothing() {
     crate::support::create(&t, "s", None, None).await;
     let s = t.store.keys().session("s");
     let body = r#"{"role":"user","content":"hi"}"#;
-    let first = scripts::append_item(s.clone(), "s", body, Some("k1"), None, 1 << 20);
-    let second = scripts::append_item(s.clone(), "s", body, Some("k2"), None, 1 << 20);
-    let working = scripts::write_working(s.clone(), "s", "set", "k", "1", None, 1 << 19);
+    let first = scripts::append_item(s.clone(), "s", body, Some("k1"), None, 1 << 20, None);
+    let second = scripts::append_item(s.clone(), "s", body, Some("k2"), None, 1 << 20, None);
+    let working = scripts::write_working(s.clone(), "s", "set", "k", "1", None, 1 << 19, None);
     let batch = scripts::session_batch(&[&first, &second, &working]);
     let words = batch.argv();
     let nkeys: usize = words[2].parse().unwrap();
-    // ARGV: 'append' + 5, 'append' + 5, 'working' + 6.
+    // ARGV: 'append' + 6, 'append' + 6, 'working' + 7.
     let argv = 3 + nkeys;
-    let (limit2, item3, op3, limit3) = (argv + 11, argv + 12, argv + 14, argv + 18);
+    let (limit2, item3, op3, limit3) = (argv + 12, argv + 14, argv + 16, argv + 20);
     let cases: Vec<(&str, Vec<String>)> = vec![
         ("item 2's limit is not a number", edit(&words, limit2, "{")),
         ("item 2's limit is a float", edit(&words, limit2, "1e309")),
