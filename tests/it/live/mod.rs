@@ -15,6 +15,7 @@ mod invariants;
 mod key_protocol;
 mod messages;
 mod rounds;
+mod runs;
 mod scripts;
 mod sessions;
 mod smoke;
