@@ -12,5 +12,6 @@ mod graphs;
 mod history;
 mod reseed;
 mod restore;
+mod runs;
 mod sessions;
 mod traffic;
