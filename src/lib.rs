@@ -122,6 +122,8 @@ mod guides {
     struct Library;
     #[doc = include_str!("../docs/consumers.md")]
     struct Consumers;
+    #[doc = include_str!("../docs/runs.md")]
+    struct Runs;
 }
 
 /// Runs the `agentstate` command line on `args` (the program name first, as
