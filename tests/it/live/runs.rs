@@ -77,6 +77,31 @@ fn signal_group(child: &Child, signal: libc::c_int) {
     unsafe { libc::kill(-(child.id() as libc::pid_t), signal) };
 }
 
+/// Waits until the lease of session `sid` lapsed (its holder stopped or died), then takes it
+/// for owner `B`; asserts B's token is larger than the lapsed holder's `before`.
+async fn take_over_after_lapse(t: &TestEnv, sid: &str, before: u64) -> Lease {
+    wait_until("the holder's lease to lapse", HANG, || {
+        t.cli_ok(&["lease", "show", sid]).trim() == "null"
+    })
+    .await;
+    let lease = t
+        .store
+        .acquire_lease(sid, "B", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(lease.token > before, "{} after {before}", lease.token);
+    lease
+}
+
+/// Kills the process group of `child` (a [`shell`]) and reaps the shell.
+fn kill_group(child: Child) {
+    signal_group(&child, libc::SIGKILL);
+    tokio::task::block_in_place(|| {
+        let mut child = child;
+        child.wait().unwrap()
+    });
+}
+
 /// The text of file `name` in `dir` once it exists and ends with a newline.
 async fn file_line(dir: &Path, name: &str) -> String {
     let path = dir.join(name);
@@ -215,16 +240,7 @@ done"#,
         .unwrap();
     signal_group(&holder, libc::SIGSTOP);
     // Its lease lapses while it is stopped; another process takes the session over.
-    wait_until("the stopped holder's lease to lapse", HANG, || {
-        t.cli_ok(&["lease", "show", "s"]).trim() == "null"
-    })
-    .await;
-    let b = t
-        .store
-        .acquire_lease("s", "B", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(b.token > token_a);
+    let b = take_over_after_lapse(&t, "s", token_a).await;
     let successor = t.store.with_fence(Some(b.token));
     successor
         .append("s", &NewMessage::new("assistant").content("fresh"))
@@ -407,11 +423,7 @@ sleep 30"#,
         .trim()
         .parse()
         .unwrap();
-    signal_group(&holder, libc::SIGKILL);
-    tokio::task::block_in_place(|| {
-        let mut holder = holder;
-        holder.wait().unwrap()
-    });
+    kill_group(holder);
     let claimed = json_lines(&std::fs::read_to_string(t.server.path("claimed")).unwrap());
     let claimed_ids: Vec<&str> = claimed
         .iter()
@@ -430,16 +442,7 @@ sleep 30"#,
         "{listed:?}"
     );
     // The next holder, once the dead one's lease lapsed, gets its claims back with the rest.
-    wait_until("the killed holder's lease to lapse", HANG, || {
-        t.cli_ok(&["lease", "show", "s"]).trim() == "null"
-    })
-    .await;
-    let b = t
-        .store
-        .acquire_lease("s", "B", Duration::from_secs(30))
-        .await
-        .unwrap();
-    assert!(b.token > token_a);
+    let b = take_over_after_lapse(&t, "s", token_a).await;
     let next = t.store.inbox_claim("s", "B", b.token, 100).await.unwrap();
     let next_ids: Vec<&str> = next.iter().map(|i| i.item_id.as_str()).collect();
     assert_eq!(next_ids.len(), 5, "{next_ids:?}");
@@ -546,17 +549,13 @@ async fn a_run_killed_between_intent_and_result_leaves_the_intent_unresolved() {
     t.create_sessions(&["run".to_string()]).await;
     let run = shell(
         &t,
-        r#"$AS effects begin run charge-7 --args '{"card":"x"}' > begun || exit 9
-echo ok >> begun
+        r#"$AS effects begin run charge-7 --args '{"card":"x"}' > said || exit 9
+mv said begun
 sleep 30
 $AS effects finish run charge-7 --result '{"charged":true}'"#,
     );
-    assert_eq!(file_line(t.server.dir(), "begun").await, "started\nok\n");
-    signal_group(&run, libc::SIGKILL);
-    tokio::task::block_in_place(|| {
-        let mut run = run;
-        run.wait().unwrap()
-    });
+    assert_eq!(file_line(t.server.dir(), "begun").await, "started\n");
+    kill_group(run);
     let unresolved = json_lines(&t.cli_ok(&["effects", "unresolved", "run"]));
     assert_eq!(unresolved.len(), 1);
     assert_eq!(unresolved[0]["call_id"], "charge-7");
