@@ -187,6 +187,20 @@ local function not_holder(k, owner, token)
   return nil
 end
 
+-- The RUN_GONE error reply when the session's inbox and ledger (k[10], k[11]) expired while
+-- the session stayed live: `marked` (meta `run_keys`, set when a run script created either)
+-- is set, yet neither key exists. Appends do not refresh those keys (touch_run), so a session
+-- kept alive by appends alone past its idle TTL loses them from Redis; the caller then asks
+-- the spill daemon to put them back from the durable tier (restore_session.lua) and runs
+-- again. nil when they are there, or were never made.
+-- @include fail
+local function run_gone(k, marked)
+  if marked and redis.call('EXISTS', k[10], k[11]) == 0 then
+    return fail('RUN_GONE', ARGV[1])
+  end
+  return nil
+end
+
 -- The TTL rule (refresh_ttl) for a script given a session's inbox in KEYS[10] and its effect
 -- ledger in KEYS[11] (the run scripts: leases, inbox, effects): they expire with the
 -- session's eight keys, as the graph log does (touch_graph).

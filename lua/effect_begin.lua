@@ -12,12 +12,13 @@
   ARGV[1] session id   ARGV[2] tool call id   ARGV[3] digest of the call's arguments
   Returns: {'started'|'running'|'done', the record, the wal entry id ('' unless started)}
   Errors:  NO_SESSION, BAD_INPUT (a bad call id or digest), ARGS_DIFFER <call id> <recorded
-           digest> (the call was begun with other arguments)
+           digest> (the call was begun with other arguments), RUN_GONE (see run_gone in
+           _prelude)
   Wal: a new intent is an `effect` record (op effect, id sid, d the record).
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, open_session, bad_id, touch_run
-local meta, bad = open_session(3, nil, 'ttl', 'ttl_at')
+-- @include clock, fail, open_session, bad_id, touch_run, run_gone
+local meta, bad = open_session(3, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad
 end
@@ -27,6 +28,10 @@ if bad then
 end
 if #ARGV[3] < 1 or #ARGV[3] > 200 or not string.find(ARGV[3], '^[%w:%-_]+$') then
   return fail('BAD_INPUT', 'arguments digest must be 1-200 characters of [A-Za-z0-9:_-]')
+end
+bad = run_gone(KEYS, meta[3])
+if bad then
+  return bad
 end
 local recorded = redis.call('HGET', KEYS[11], ARGV[2])
 if recorded then
@@ -40,6 +45,9 @@ local now, now_text = clock()
 local record = '{"call_id":"' .. ARGV[2] .. '","state":"running","args_digest":"' .. ARGV[3]
   .. '","started_at":' .. now_text .. ',"finished_at":null,"result":null}'
 redis.call('HSET', KEYS[11], ARGV[2], record)
+if not meta[3] then
+  redis.call('HSET', KEYS[1], 'run_keys', 1)
+end
 local id = redis.call('XADD', KEYS[9], '*', 'op', 'effect', 'id', ARGV[1], 'd', record)
 touch_run(meta[1], now, meta[2])
 return {'started', record, id}

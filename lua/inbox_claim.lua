@@ -9,11 +9,13 @@
   ARGV[1] session id   ARGV[2] owner   ARGV[3] token   ARGV[4] at most this many items
   Returns: the claimed items (inbox_item text, state `claimed`), oldest first
   Errors:  NO_SESSION, FENCED (the owner does not hold the lease with that token),
-           BAD_INPUT (a limit that is not a whole number from 1)
+           BAD_INPUT (a limit that is not a whole number from 1), RUN_GONE (see run_gone in
+           _prelude)
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, open_session, not_holder, inbox_header, inbox_item, touch_run
-local meta, bad = open_session(4, nil, 'ttl', 'ttl_at')
+-- @include run_gone
+local meta, bad = open_session(4, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad
 end
@@ -21,7 +23,7 @@ local limit = tonumber(ARGV[4])
 if not limit or limit < 1 or limit ~= math.floor(limit) then
   return fail('BAD_INPUT', 'claim limit must be a whole number from 1')
 end
-bad = not_holder(KEYS, ARGV[2], ARGV[3])
+bad = not_holder(KEYS, ARGV[2], ARGV[3]) or run_gone(KEYS, meta[3])
 if bad then
   return bad
 end

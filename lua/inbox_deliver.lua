@@ -11,13 +11,14 @@
   ARGV[5..] item ids, in the order to deliver them (at most 500)
   Returns: {wal entry id or '' (nothing appended), then per item, in order, its seq}
   Errors:  NO_SESSION, FENCED (the owner does not hold the lease with that token),
-           BAD_INPUT (no ids, more than 500, an id the inbox lacks or voided), TOO_LARGE
+           BAD_INPUT (no ids, more than 500, an id the inbox lacks or voided), TOO_LARGE,
+           RUN_GONE (see run_gone in _prelude)
   Invariant: seqs stay gapless (write_message, as every append).
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, bad_limit, open_session, not_holder, inbox_header, inbox_item
--- @include bad_message_body, write_message, log_messages, refresh_ttl
-local meta, bad = open_session(4, 1, 'ttl', 'ttl_at', 'next_seq')
+-- @include bad_message_body, write_message, log_messages, refresh_ttl, run_gone
+local meta, bad = open_session(4, 1, 'ttl', 'ttl_at', 'next_seq', 'run_keys')
 if bad then
   return bad
 end
@@ -28,7 +29,7 @@ end
 if #ARGV < 5 or #ARGV > 504 then
   return fail('BAD_INPUT', 'deliver 1 to 500 inbox items at a time')
 end
-bad = not_holder(KEYS, ARGV[2], ARGV[3])
+bad = not_holder(KEYS, ARGV[2], ARGV[3]) or run_gone(KEYS, meta[4])
 if bad then
   return bad
 end

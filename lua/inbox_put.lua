@@ -12,12 +12,13 @@
             validated by the caller)
   Returns: {wal entry id or '' (nothing added), then per item, in order, 1 when it was
            added, 0 when the inbox held it already}
-  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT (no items, a bad item id or body)
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT (no items, a bad item id or body), RUN_GONE
+           (the inbox and ledger expired while the session lived: see run_gone in _prelude)
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, open_session, bad_limit, bad_id, bad_message_body, inbox_item
--- @include log_messages, touch_run
-local meta, bad = open_session(2, 2, 'ttl', 'ttl_at')
+-- @include log_messages, touch_run, run_gone
+local meta, bad = open_session(2, 2, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad
 end
@@ -36,6 +37,10 @@ for i = 3, #ARGV, 2 do
     return bad
   end
 end
+bad = run_gone(KEYS, meta[3])
+if bad then
+  return bad
+end
 local now, now_text = clock()
 local n = redis.call('HLEN', KEYS[10])
 local added, log = {''}, {}
@@ -53,6 +58,9 @@ for i = 3, #ARGV, 2 do
 end
 if #log > 0 then
   added[1] = log_messages(KEYS[9], log)
+  if not meta[3] then
+    redis.call('HSET', KEYS[1], 'run_keys', 1)
+  end
 end
 touch_run(meta[1], now, meta[2])
 return added

@@ -7,11 +7,16 @@
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
   ARGV[1] session id   ARGV[2..] item ids
   Returns: {how many items were voided, wal entry id or ''}
-  Errors:  NO_SESSION, BAD_INPUT (no ids)
+  Errors:  NO_SESSION, BAD_INPUT (no ids), RUN_GONE (see run_gone in _prelude)
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, open_session, inbox_header, inbox_item, log_messages, touch_run
-local meta, bad = open_session(1, 1, 'ttl', 'ttl_at')
+-- @include run_gone
+local meta, bad = open_session(1, 1, 'ttl', 'ttl_at', 'run_keys')
+if bad then
+  return bad
+end
+bad = run_gone(KEYS, meta[3])
 if bad then
   return bad
 end

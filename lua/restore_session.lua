@@ -21,7 +21,11 @@
     n decisions    then n (id, decision, rationale, planned action or '', meta JSON, created_at)
     n inbox items  then n (item id, item record) pairs (a claim is not kept: pending again)
     n effects      then n (tool call id, ledger record) pairs
-  Returns: 1 when restored, 0 when the session was live already (nothing written)
+  A live session whose inbox and ledger expired while it lived (run_gone in _prelude: meta
+  `run_keys` set, KEYS[13] and KEYS[14] absent) gets those two back from their sections, and
+  nothing else is written.
+  Returns: 1 when restored, 2 when only a live session's inbox and ledger were put back, 0
+           when the session was live already (nothing written)
   Errors:  BAD_INPUT (a section count or compaction record that does not fit; nothing written)
   Atomic: one script; the meta hash (what makes a session live) is written last.
 ]]
@@ -54,7 +58,8 @@ do
     pos = pos + 1 + n * width
   end
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
+local live = redis.call('HMGET', KEYS[1], 'ttl', 'ttl_at', 'run_keys')
+if live[1] and (not live[3] or redis.call('EXISTS', KEYS[13], KEYS[14]) > 0) then
   return 0
 end
 local at = 1
@@ -78,6 +83,17 @@ local function section(width, write)
   if #chunk > 0 then write(chunk) end
 end
 local sid, user, ttl = take(), take(), tonumber(take())
+local function skip() end
+if live[1] then
+  for _, width in ipairs({2, 1, 2, 1, 2, 2, 1, 6}) do
+    section(width, skip)
+  end
+  section(2, function(c) redis.call('HSET', KEYS[13], unpack(c)) end)
+  section(2, function(c) redis.call('HSET', KEYS[14], unpack(c)) end)
+  -- the two expire with the session's keys, as every run script leaves them
+  refresh_ttl(KEYS, live[1], now_ms(), live[2], {13, 14}, {13, 14})
+  return 2
+end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[13],
   KEYS[14])
 local meta = {}
@@ -102,8 +118,13 @@ for _ = 1, n do
   local id, decision, rationale, action, dmeta, created = take(), take(), take(), take(), take(), take()
   redis.call('HSETNX', KEYS[12], id, decision_record(id, sid, decision, rationale, action, dmeta, created))
 end
-section(2, function(c) redis.call('HSET', KEYS[13], unpack(c)) end)
-section(2, function(c) redis.call('HSET', KEYS[14], unpack(c)) end)
+local run_rows = false
+section(2, function(c) redis.call('HSET', KEYS[13], unpack(c)); run_rows = true end)
+section(2, function(c) redis.call('HSET', KEYS[14], unpack(c)); run_rows = true end)
+if run_rows then
+  meta[#meta + 1] = 'run_keys'
+  meta[#meta + 1] = '1'
+end
 index_as_zset(KEYS[10])
 redis.call('ZADD', KEYS[10], 0, sid)
 if user ~= '' then

@@ -115,7 +115,7 @@ impl Store {
         let keys = self.session_keys(sid)?;
         validate_id("tool call", call_id)?;
         let record: Option<String> = self
-            .read_live(sid, redis::cmd("HGET").arg(&keys.effects).arg(call_id))
+            .read_run(sid, redis::cmd("HGET").arg(&keys.effects).arg(call_id))
             .await?;
         record.as_deref().map(parse_effect).transpose()
     }
@@ -124,7 +124,7 @@ impl Store {
     pub async fn effects(&self, sid: &str) -> Result<Vec<Effect>> {
         let keys = self.session_keys(sid)?;
         let records: Vec<String> = self
-            .read_live(sid, redis::cmd("HVALS").arg(&keys.effects))
+            .read_run(sid, redis::cmd("HVALS").arg(&keys.effects))
             .await?;
         let mut effects = records
             .iter()

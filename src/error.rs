@@ -91,6 +91,12 @@ pub enum Error {
         /// Who holds the lease now, if anyone.
         holder: Option<String>,
     },
+    /// The inbox and tool-effect ledger of a live session expired from Redis (appends alone
+    /// kept the session alive past their idle TTL) and no spill daemon put them back from
+    /// the durable tier. A call meeting this asks the daemon first and runs again, so a
+    /// caller sees it only when no daemon answered.
+    #[error("the inbox and tool-effect ledger of session {0} expired from Redis while the session lived, and no spill daemon put them back from the durable tier; start one with `agentstate spill`, then retry (nothing was written)")]
+    RunGone(String),
     /// A session's run lease is held by another owner until it expires or is released.
     #[error("the session's run lease is held by {holder} (token {token}) until {expires_at} ms since the epoch; wait for it to be released or to expire")]
     Leased {
@@ -208,7 +214,7 @@ type MakeError = fn(&str) -> Error;
 /// The codes our Lua scripts raise (`fail('CODE', detail)` in `lua/`), each with the
 /// variant it becomes; [`Error::from_redis`] looks codes up here, so business code never
 /// matches strings. A unit test checks this table against the scripts both ways.
-const LUA_CODES: [(&str, MakeError); 11] = [
+const LUA_CODES: [(&str, MakeError); 12] = [
     ("NO_SESSION", |d| Error::UnknownSession(d.to_string())),
     ("NO_DECISION", |d| {
         Error::InvalidInput(format!("unknown decision {d}"))
@@ -256,6 +262,7 @@ const LUA_CODES: [(&str, MakeError); 11] = [
             expires_at,
         }
     }),
+    ("RUN_GONE", |d| Error::RunGone(d.to_string())),
     ("ARGS_DIFFER", |d| {
         let mut words = d.split_whitespace();
         let call = words.next().unwrap_or_default();

@@ -150,7 +150,7 @@ impl Store {
     pub async fn inbox(&self, sid: &str) -> Result<Vec<InboxItem>> {
         let keys = self.session_keys(sid)?;
         let values: Vec<String> = self
-            .read_live(sid, redis::cmd("HVALS").arg(&keys.inbox))
+            .read_run(sid, redis::cmd("HVALS").arg(&keys.inbox))
             .await?;
         let mut items = values
             .iter()

@@ -401,7 +401,8 @@ impl Store {
         if let Some(session) = self.session(sid).await? {
             return Ok(session);
         }
-        self.request_restore(sid).await?;
+        self.request_restore(sid, crate::store::Want::Session)
+            .await?;
         self.session(sid)
             .await?
             .ok_or_else(|| Error::UnknownSession(sid.to_string()))

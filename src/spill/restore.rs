@@ -37,11 +37,16 @@ pub(crate) async fn write_snapshot(store: &Store, sid: &str, snapshot: &Snapshot
         );
         let written: i64 = store.invoke(&call).await?;
         if written == 0 {
-            return Ok(false);
+            // Live: restore_session may still owe it its inbox and ledger (returns 2).
+            break;
         }
     }
     let call = scripts::restore_session(store.keys(), &keys, sid, &snapshot.image);
     let restored: i64 = store.invoke(&call).await?;
+    if restored == 2 {
+        tracing::info!(session = %sid, "put back the inbox and ledger of a live session");
+        return Ok(true);
+    }
     for (user, rounds) in &snapshot.rounds {
         restore_rounds(store, user, sid, rounds).await?;
     }

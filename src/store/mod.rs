@@ -22,6 +22,7 @@ pub(crate) mod group_commit;
 mod restore;
 
 pub use admin::Admin;
+pub(crate) use restore::Want;
 
 /// A cheap-to-clone handle on one agentstate namespace in one Redis.
 ///

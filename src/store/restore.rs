@@ -3,7 +3,8 @@
 //! pushes the id onto `<prefix>:{p}:restore` and polls for the meta key or the daemon's
 //! answer in `<prefix>:{p}:restore:<sid>`. Session scripts reach this through
 //! [`Store::invoke_session`] (the one place transparent rehydration happens), plain-key
-//! reads through [`Store::read_live`]. The daemon side (feature `spill`) is `crate::spill::restore`.
+//! reads through [`Store::read_live`] (and [`Store::read_run`], which also brings back a live
+//! session's inbox and ledger that expired). The daemon side (feature `spill`) is `crate::spill::restore`.
 
 use redis::FromRedisValue;
 
@@ -34,7 +35,11 @@ impl Store {
     {
         match attempt().await {
             Err(err) if err.is_unknown_session() => {
-                self.request_restore(sid).await?;
+                self.request_restore(sid, Want::Session).await?;
+                attempt().await
+            }
+            Err(Error::RunGone(_)) => {
+                self.request_restore(sid, Want::RunKeys).await?;
                 attempt().await
             }
             other => other,
@@ -65,7 +70,7 @@ impl Store {
             if live || restored {
                 return Ok(value);
             }
-            self.request_restore(sid).await?;
+            self.request_restore(sid, Want::Session).await?;
             restored = true;
         }
     }
@@ -137,8 +142,42 @@ impl Store {
         }
     }
 
-    /// Asks the daemon to restore `sid` and waits for it (see [`Admin::restore_session`](crate::store::Admin::restore_session)).
-    pub(crate) async fn request_restore(&self, sid: &str) -> Result<()> {
+    /// Runs `read` (a plain command on `sid`'s inbox or ledger) as [`Store::read_live`] does,
+    /// and also when those two expired while the session lived (meta `run_keys` set, neither
+    /// key there: see `run_gone` in `lua/_prelude.lua`) has the daemon put them back first.
+    pub(crate) async fn read_run<T: redis::FromRedisValue>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+    ) -> Result<T> {
+        let keys = self.session_keys(sid)?;
+        let mut asked = false;
+        loop {
+            let (live, marked, present, value): (bool, bool, u32, T) = self
+                .retrying(true, || async {
+                    Ok(redis::pipe()
+                        .exists(&keys.meta)
+                        .hexists(&keys.meta, "run_keys")
+                        .exists(&[&keys.inbox, &keys.effects])
+                        .add_command(read.clone())
+                        .query_async(&mut self.conn().await?)
+                        .await?)
+                })
+                .await?;
+            let want = match (live, marked && present == 0) {
+                _ if asked => return Ok(value),
+                (false, _) => Want::Session,
+                (true, true) => Want::RunKeys,
+                (true, false) => return Ok(value),
+            };
+            self.request_restore(sid, want).await?;
+            asked = true;
+        }
+    }
+
+    /// Asks the daemon to restore `sid` (or only its inbox and ledger: `want`) and waits for
+    /// it (see [`Admin::restore_session`](crate::store::Admin::restore_session)).
+    pub(crate) async fn request_restore(&self, sid: &str, want: Want) -> Result<()> {
         let keys = self.session_keys(sid)?;
         let mut conn = self.conn().await?;
         if !self.restorable(sid, &mut conn).await? {
@@ -164,7 +203,11 @@ impl Store {
                 .query_async(&mut conn)
                 .await?;
             match answer.as_deref() {
-                _ if live => return Ok(()),
+                // A whole session is back once its meta is; a live session's run keys once
+                // the daemon answered (were they not in the durable tier, the call meets
+                // RUN_GONE again and says so).
+                _ if live && want == Want::Session => return Ok(()),
+                Some(_) if live => return Ok(()),
                 Some("unknown") => return Err(Error::UnknownSession(sid.to_string())),
                 // Restored, then gone again at once (closed or expired): report it as unknown.
                 Some(_) => return Err(Error::UnknownSession(sid.to_string())),
@@ -188,6 +231,15 @@ impl Store {
     }
 }
 
+/// What a restore request asks the daemon for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// The session, which is not live.
+    Session,
+    /// The inbox and ledger of a live session, which expired while it lived.
+    RunKeys,
+}
+
 impl Admin<'_> {
     /// Makes session `sid` live again from SQLite through the spill daemon. Returns `false`
     /// when it was live already, `true` when a daemon restored it; [`Error::UnknownSession`]
@@ -203,7 +255,7 @@ impl Admin<'_> {
         if live {
             return Ok(false);
         }
-        self.store.request_restore(sid).await?;
+        self.store.request_restore(sid, Want::Session).await?;
         Ok(true)
     }
 }

@@ -209,3 +209,51 @@ async fn inbox_and_effects_are_rows_of_the_durable_tier_and_come_back_after_redi
     cancel.cancel();
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_and_ledger_that_expired_while_their_session_lived_come_back() {
+    let t = env().await;
+    let (cancel, task) = t.start_daemon().await;
+    t.create_sessions(&["run".to_string()]).await;
+    let durable = t.store.with_durability(Durability::Durable);
+    let args = json!({"amount": 5});
+    assert_eq!(
+        durable.effect_begin("run", "paid", &args).await.unwrap(),
+        EffectStart::Started
+    );
+    assert!(durable
+        .effect_finish("run", "paid", &json!({"receipt": "r-1"}))
+        .await
+        .unwrap());
+    let mail = NewMessage::new("user").content("later");
+    durable.inbox_put("run", &[("m1", &mail)]).await.unwrap();
+    // Appends keep the session alive while its inbox and ledger expire (they are refreshed
+    // by run writes only): here, as their TTL would, the two keys go.
+    durable
+        .append("run", &NewMessage::new("user").content("hi"))
+        .await
+        .unwrap();
+    let keys = t.store.keys().session("run");
+    let gone: i64 = t.cmd(&["DEL", &keys.inbox, &keys.effects]);
+    assert_eq!(gone, 2);
+    // A resumed run asking the ledger is told the result, never to run the tool again.
+    match t.store.effect_begin("run", "paid", &args).await.unwrap() {
+        EffectStart::Done(e) => assert_eq!(e.result, Some(json!({"receipt": "r-1"}))),
+        other => panic!("a finished tool call started again: {other:?}"),
+    }
+    let items: Vec<String> = t
+        .store
+        .inbox("run")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.item_id)
+        .collect();
+    assert_eq!(items, ["m1"]);
+    assert_eq!(
+        t.store.inbox_put("run", &[("m1", &mail)]).await.unwrap(),
+        [false]
+    );
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}
