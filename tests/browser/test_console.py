@@ -7,6 +7,7 @@ target/screenshots).
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -123,6 +124,18 @@ def deployment():
     d.cli("spill", "--once")
     keys = d.cli("keys", "old-run").split()
     d.redis_cli("DEL", *keys)
+    # A run in flight: its lease held, an inbox in every state, a tool call that never finished.
+    d.cli("session", "create", "--id", "runner", "--user", "carol")
+    token = d.cli("lease", "acquire", "runner", "--owner", "worker-7", "--ttl-ms", "600000")
+    for item, text in [("in-1", "First, check the weather."), ("in-2", "Then book a table."),
+                       ("in-3", "Never mind the museum."), ("in-4", SCRIPT), ("in-5", "And call a taxi.")]:
+        d.cli("inbox", "put", "runner", "--item-id", item, "--role", "user", "--content", text)
+    d.cli("inbox", "claim", "runner", "--owner", "worker-7", "--token", token, "--limit", "2")
+    d.cli("inbox", "deliver", "runner", "--owner", "worker-7", "--token", token, "in-1")
+    d.cli("inbox", "void", "runner", "in-3")
+    assert d.cli("effects", "begin", "runner", "call-weather", "--args", '{"city": "Lisbon"}') == "started"
+    d.cli("effects", "finish", "runner", "call-weather", "--result", '{"forecast": "sun"}')
+    assert d.cli("effects", "begin", "runner", "call-booking", "--args", '{"table": 4}') == "started"
     # A consumer group holding one decision.
     d.cli("tail", "--group", "billing", "--consumer", "worker-1", "--count", "1", "--from-start", "--no-ack")
     yield d
@@ -160,9 +173,9 @@ def page(browser):
 def test_the_session_list_shows_live_and_durable_sessions_and_filters(page, console):
     page.goto(f"{console}/sessions")
     rows = page.locator("#sessions tbody tr")
-    expect(rows).to_have_count(4)
+    expect(rows).to_have_count(5)
     ids = [r.get_attribute("data-session") for r in rows.all()]
-    assert ids == ["mallory", "old-run", "planner", "planner.researcher"]
+    assert ids == ["mallory", "old-run", "planner", "planner.researcher", "runner"]
     expect(page.locator('tr[data-session="planner"] .badge')).to_have_text("live")
     expect(page.locator('tr[data-session="old-run"] .badge')).to_have_text("expired")
     expect(page.locator('tr[data-session="planner"] td.num')).to_have_text("6")
@@ -236,6 +249,40 @@ def test_a_script_an_agent_wrote_is_shown_as_text_and_never_runs(page, console, 
     assert page.title() != "pwned"
     assert page.locator("main script, main b").count() == 0
     page.screenshot(path=SHOTS / "script-inert.png", full_page=True)
+
+
+def test_a_run_shows_who_holds_its_lease_its_inbox_and_its_unresolved_tool_calls_first(page, console):
+    page.goto(f"{console}/sessions/runner")
+    lease = page.locator("#lease")
+    expect(lease).to_contain_text("held by worker-7")
+    token = int(page.locator("#lease dd.token").inner_text())
+    assert token > 0
+    expect(lease.locator("dd.expires")).to_have_text(re.compile(r"^(9|10) min$"))
+    inbox = page.locator("#inbox tbody tr")
+    expect(inbox).to_have_count(5)
+    states = inbox.evaluate_all("rows => rows.map(r => r.dataset.item + ':' + r.dataset.state)")
+    assert states == ["in-1:delivered", "in-2:claimed", "in-3:void", "in-4:pending", "in-5:pending"], states
+    delivered = page.locator('#inbox tr[data-item="in-1"]')
+    expect(delivered.locator("td").nth(3)).to_have_text("user")
+    expect(delivered.locator("td.content")).to_have_text("First, check the weather.")
+    expect(delivered.locator("td").last).to_have_text("1")
+    expect(page.locator('#inbox tr[data-item="in-2"] td').last).to_have_text("—")
+    # What an agent put in the inbox is text, whatever it looks like.
+    expect(page.locator('#inbox tr[data-item="in-4"] td.content')).to_have_text(SCRIPT)
+    assert page.evaluate("() => window.__pwned") is None
+    assert page.locator("main script, main b").count() == 0
+    # The unfinished call first and marked, though it began after the finished one.
+    effects = page.locator("#effects tbody tr")
+    expect(effects).to_have_count(2)
+    expect(effects.first).to_have_attribute("data-call", "call-booking")
+    expect(effects.first).to_have_class("unresolved")
+    expect(effects.first).to_contain_text("running")
+    expect(effects.nth(1)).to_contain_text("call-weather")
+    expect(effects.nth(1)).to_contain_text('{"forecast":"sun"}')
+    expect(page.locator("#effects h2")).to_contain_text("1 unresolved")
+    # The delivered item is in the transcript too.
+    expect(page.locator('#timeline li[data-seq="1"] pre.content')).to_have_text("First, check the weather.")
+    page.screenshot(path=SHOTS / "session-run.png", full_page=True)
 
 
 def test_a_session_redis_lost_shows_its_durable_history_and_says_so(page, console):

@@ -15,9 +15,11 @@ use crate::redis_server::RedisServer;
 use crate::{Result, SpillConfig, SpillDaemon, Store};
 
 use super::decisions::{self, W4Report};
+use super::leases::{self, W7Report};
 use super::live::{self, RawCommands};
 use super::measure::{
-    benchmark_raw, command_calls, describe, info_field, used_memory, Row, CONTENT_CHARS,
+    benchmark_raw, command_calls, describe, info_field, used_memory, CallsPerAppend, Row,
+    CONTENT_CHARS,
 };
 use super::scaling::{self, ScalingPoint};
 use super::sizes::Sizes;
@@ -117,19 +119,11 @@ pub struct Report {
     /// Memory after W1, before and after the trim.
     pub memory: Memory,
     /// Commands Redis ran per W1 append (from `INFO commandstats` of every master).
-    pub w1_calls: W1Calls,
+    pub w1_calls: CallsPerAppend,
     /// W1 at 1, 8 and 64 workers next to SET and the single-append script.
     pub w1_scaling: Vec<ScalingPoint>,
-}
-
-/// What one append cost Redis in commands during W1 (other clients of the same Redis add
-/// to it; the CLI's own reads of the stats are one INFO per master).
-#[derive(Debug, Clone, Serialize)]
-pub struct W1Calls {
-    /// EVALSHA calls per append: 1 on one node and on a cluster.
-    pub evalsha_per_append: f64,
-    /// Every command per append, the scripts' inner ones included.
-    pub commands_per_append: f64,
+    /// W7: run lease cycles, and appends with and without a fencing token.
+    pub w7: W7Report,
 }
 
 /// How [`run`] runs.
@@ -190,6 +184,35 @@ pub async fn run_scaling(
     w1_scaling_stage(store, sizes, quick, &raw, counts, true).await
 }
 
+/// W7 alone (`bench --leases-only`): run lease cycles, and appends with and without a
+/// fencing token, on `workers` workers (default [`super::measure::WORKERS`]).
+pub async fn run_leases(
+    store: &Store,
+    quick: bool,
+    workers: Option<usize>,
+    db_path: &std::path::Path,
+) -> Result<W7Report> {
+    checked_by_a_daemon(store, db_path).await?;
+    let mut sizes = Sizes::new(quick);
+    sizes.workers = workers.unwrap_or(sizes.workers);
+    w7_stage(store, sizes, true).await
+}
+
+/// W7 under its spinner.
+async fn w7_stage(store: &Store, sizes: Sizes, progress: bool) -> Result<W7Report> {
+    let w7 = sizes.w7;
+    let bar = stage(
+        progress,
+        format!(
+            "W7 leases: {} acquire/renew/release cycles per worker, then {} x 2 passes of {} appends per worker, plain and fenced",
+            w7.cycles, w7.passes, w7.appends
+        ),
+    );
+    let report = leases::w7_leases(store, w7, sizes.workers, sizes.raw_requests).await?;
+    bar.finish_and_clear();
+    Ok(report)
+}
+
 /// One spill pass over `store`'s namespace: like any deployment, a daemon checks this Redis
 /// against the durable tier before sessions are made.
 async fn checked_by_a_daemon(store: &Store, db_path: &std::path::Path) -> Result<()> {
@@ -223,7 +246,7 @@ async fn w1_scaling_stage(
 
 /// Runs every workload in order on `store` (a namespace of its own, ideally a private Redis):
 /// W1, W5 on the wal W1 produced (and memory before and after the trim), W1's raw baseline,
-/// W2, W3, W4, then W6 (last: it loses Redis' contents).
+/// W2, W3, W4, W7, W1 scaling, then W6 (last: it loses Redis' contents).
 pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let Options {
         quick,
@@ -260,11 +283,10 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let (mut w1, sessions) = live::w1_append(store, "bench_w1", sizes).await?;
     let written = Instant::now();
     let calls_w1 = command_calls(store).await?;
-    let appends = (sizes.sessions * sizes.messages) as f64;
-    let w1_calls = W1Calls {
-        evalsha_per_append: (calls_w1.0 - calls_before.0) as f64 / appends,
-        commands_per_append: (calls_w1.1 - calls_before.1) as f64 / appends,
-    };
+    let w1_calls = CallsPerAppend::new(
+        (calls_w1.0 - calls_before.0, calls_w1.1 - calls_before.1),
+        (sizes.sessions * sizes.messages) as u64,
+    );
     let mem_w1 = used_memory(store).await?;
     bar.finish_and_clear();
 
@@ -322,6 +344,8 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let w4_row = decisions::row(&w4);
     bar.finish_and_clear();
 
+    let w7 = w7_stage(store, sizes, progress).await?;
+
     let w1_scaling =
         w1_scaling_stage(store, sizes, quick, &raw, &scaling::WORKER_COUNTS, progress).await?;
 
@@ -353,5 +377,6 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         memory,
         w1_calls,
         w1_scaling,
+        w7,
     })
 }

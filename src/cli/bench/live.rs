@@ -198,22 +198,44 @@ where
     F: Fn(Store, Vec<String>) -> Fut,
     Fut: Future<Output = Result<(Latencies, u64)>> + Send + 'static,
 {
-    let tasks: Vec<_> = (0..workers)
-        .map(|w| {
-            let mine = items.iter().skip(w).step_by(workers).cloned().collect();
-            tokio::spawn(work(store.clone(), mine))
-        })
-        .collect();
+    let done = spawn_workers(store, items, workers, |store, mine, _| work(store, mine)).await?;
     let mut all = (Latencies::default(), 0);
-    for t in tasks {
-        let (lat, count) = t.await.map_err(|e| Error::io(e.to_string()))??;
+    for (lat, count) in done {
         all.0.extend(lat);
         all.1 += count;
     }
     Ok(all)
 }
 
-fn row(name: &str, unit: &str, ops: u64, elapsed: Duration, mut lat: Latencies) -> Row {
+/// Runs `work` on `workers` tasks at once, worker `w` (its index, the last argument)
+/// owning every `workers`-th item from `w`; returns what each worker returned, in order.
+pub(super) async fn spawn_workers<F, Fut, T>(
+    store: &Store,
+    items: &[String],
+    workers: usize,
+    work: F,
+) -> Result<Vec<T>>
+where
+    F: Fn(Store, Vec<String>, usize) -> Fut,
+    Fut: Future<Output = Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let mine = items.iter().skip(w).step_by(workers).cloned().collect();
+            tokio::spawn(work(store.clone(), mine, w))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(workers);
+    for t in tasks {
+        out.push(t.await.map_err(|e| Error::io(e.to_string()))??);
+    }
+    Ok(out)
+}
+
+/// A table row of `ops` operations (counted in `unit`) made in `elapsed`, with their
+/// latencies.
+pub(super) fn row(name: &str, unit: &str, ops: u64, elapsed: Duration, mut lat: Latencies) -> Row {
     Row {
         workload: name.into(),
         ops,

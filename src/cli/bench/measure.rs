@@ -43,6 +43,28 @@ impl Row {
     }
 }
 
+/// What one append cost Redis in commands during a workload (other clients of the same
+/// Redis add to it; the CLI's own reads of the stats are one INFO per master).
+#[derive(Debug, Clone, Serialize)]
+pub struct CallsPerAppend {
+    /// EVALSHA calls per append: 1 for a lone append, less when appends share a batch.
+    pub evalsha_per_append: f64,
+    /// Every command per append, the scripts' inner ones included.
+    pub commands_per_append: f64,
+}
+
+impl CallsPerAppend {
+    /// The figures for `appends` appends during which Redis counted `(evalsha, commands)`
+    /// calls (the difference of two [`command_calls`]).
+    pub fn new((evalsha, commands): (u64, u64), appends: u64) -> CallsPerAppend {
+        let n = appends.max(1) as f64;
+        CallsPerAppend {
+            evalsha_per_append: evalsha as f64 / n,
+            commands_per_append: commands as f64 / n,
+        }
+    }
+}
+
 /// Call latencies of one workload.
 #[derive(Debug, Default)]
 pub struct Latencies(Vec<u32>);

@@ -13,9 +13,12 @@
 //!   Redis CPU per append.
 //! - `tiers`: with `--db postgres://…`, W5 and W6 on PostgreSQL beside SQLite, and one
 //!   daemon against two on PostgreSQL.
+//! - `leases`: W7, run lease acquire/renew/release cycles, and an append with a fencing
+//!   token next to the same append without.
 
 mod decisions;
 mod harness;
+mod leases;
 mod live;
 mod measure;
 mod scaling;
@@ -51,6 +54,10 @@ pub struct BenchArgs {
     /// SQLite and PostgreSQL, one and two daemons), not W1–W6 on Redis.
     #[arg(long)]
     tiers_only: bool,
+    /// Only W7: run lease acquire/renew/release cycles, and appends with and without a
+    /// fencing token side by side (at the first of `--workers`).
+    #[arg(long, conflicts_with = "tiers_only")]
+    leases_only: bool,
     /// Print the text Redis runs for `lua/NAME.lua` (the prelude helpers it includes
     /// prepended, as the library builds it) and run nothing: the shell benchmarks send it
     /// themselves.
@@ -118,6 +125,17 @@ async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
     )
     .await?;
     let db_dir = tempfile::tempdir()?;
+    if args.leases_only {
+        let workers = args.workers.first().map(|&n| usize::from(n));
+        let w7 = harness::run_leases(&store, args.quick, workers, &db_dir.path().join("bench.db"))
+            .await?;
+        if global.json {
+            println!("{}", serde_json::to_string(&w7)?);
+        } else {
+            print_w7(&w7);
+        }
+        return Ok(());
+    }
     if args.workers.len() > 1 {
         let mut counts: Vec<usize> = Vec::new();
         for n in args.workers.iter().map(|&n| usize::from(n)) {
@@ -215,6 +233,7 @@ fn print_report(report: &Report) {
         "W6 rehydrate: {} messages after Redis loss ({}): {:.1} ms through the daemon (request -> live), {:.1} ms straight from SQLite",
         w6.messages, w6.loss, w6.request_ms, w6.direct_ms
     );
+    print_w7(&report.w7);
     print_scaling(&report.w1_scaling);
     let mem = &report.memory;
     for (when, f) in [
@@ -245,6 +264,30 @@ fn print_table(rows: &[Row], workers: usize) {
             r.raw_per_sec.map_or("-".into(), |v| format!("{v:.0}")),
             r.ratio().map_or("-".into(), |v| format!("{:.2}", v)),
             r.raw_command.as_deref().unwrap_or("-"),
+        );
+    }
+}
+
+fn print_w7(w7: &leases::W7Report) {
+    println!(
+        "W7 run leases and fencing ({} workers over {} sessions; the plain and fenced appends alternate in passes):",
+        w7.workers, w7.sessions
+    );
+    print_table(
+        &[w7.lease.clone(), w7.append.clone(), w7.fenced.clone()],
+        w7.workers,
+    );
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    let ops: Vec<String> = w7
+        .per_op
+        .iter()
+        .map(|o| format!("{} {}/{}", o.op, opt(o.p50_us), opt(o.p99_us)))
+        .collect();
+    println!("W7 lease p50/p99 us per operation: {}", ops.join(", "));
+    for (what, c) in [("plain", &w7.append_calls), ("fenced", &w7.fenced_calls)] {
+        println!(
+            "W7 {what} append cost in Redis: {:.2} EVALSHA and {:.1} commands (inner ones included) per append",
+            c.evalsha_per_append, c.commands_per_append
         );
     }
 }

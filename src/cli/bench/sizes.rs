@@ -1,6 +1,7 @@
 //! The workloads' sizes: the published ones, or the `--quick` ones.
 
 use super::decisions::W4Sizes;
+use super::leases::W7Sizes;
 use super::measure::WORKERS;
 
 /// Sizes of the workloads (`quick` shrinks them for a fast smoke run).
@@ -24,6 +25,8 @@ pub struct Sizes {
     pub w4: W4Sizes,
     /// Messages of the session W6 rehydrates.
     pub rehydrate_messages: usize,
+    /// W7 sizes.
+    pub w7: W7Sizes,
 }
 
 impl Sizes {
@@ -40,6 +43,7 @@ impl Sizes {
                 raw_requests: 5_000,
                 w4: W4Sizes::new(true),
                 rehydrate_messages: 1_000,
+                w7: W7Sizes::new(true),
             }
         } else {
             Sizes {
@@ -52,6 +56,7 @@ impl Sizes {
                 raw_requests: 50_000,
                 w4: W4Sizes::new(false),
                 rehydrate_messages: 10_000,
+                w7: W7Sizes::new(false),
             }
         }
     }

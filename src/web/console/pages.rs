@@ -9,6 +9,8 @@ use serde_json::Value;
 use super::views::{GroupView, SessionPage, SessionRow, SessionView, Tier, PAGE_SIZE};
 use super::LagSample;
 use crate::consumer::DeadLetter;
+use crate::effects::{Effect, EffectState};
+use crate::inbox::InboxItem;
 use crate::messages::{Message, MessageState};
 use crate::spill::inspect::PartitionStats;
 
@@ -332,6 +334,7 @@ pub(crate) fn session(chrome: &Chrome, view: &SessionView) -> Markup {
             dt { "Updated" } dd { (utc(h.updated_at)) }
             dt { "Idle TTL" } dd { (h.ttl) " s" }
         }
+        (run_state(view))
         div.columns {
             section.timeline {
                 h2 { "Timeline " span.small id="msg-count" { (view.messages.len()) " messages" } }
@@ -406,6 +409,105 @@ pub(crate) fn session(chrome: &Chrome, view: &SessionView) -> Markup {
         }
     };
     frame(chrome, &view.id, "sessions", body)
+}
+
+/// Characters of an inbox item's content or an effect's result shown in a table cell.
+const EXCERPT_CHARS: usize = 120;
+
+/// Characters of an arguments digest shown (`sha256:` and 12 hex digits): enough to tell
+/// calls apart, the full one is in `agentstate effects list`.
+const DIGEST_CHARS: usize = 19;
+
+/// The first `chars` characters of `text`, with `…` when there is more.
+fn excerpt(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// The run's state, side by side: who holds the run lease, the inbox, the tool-effect
+/// ledger. Read once with the page (the live updates carry the timeline only).
+fn run_state(view: &SessionView) -> Markup {
+    let unresolved = view
+        .effects
+        .iter()
+        .filter(|e| e.state == EffectState::Running)
+        .count();
+    // Unresolved first (a process may have died mid-tool: someone must reconcile them),
+    // each group oldest intent first as the ledger lists them.
+    let mut effects: Vec<&Effect> = view.effects.iter().collect();
+    effects.sort_by_key(|e| e.state != EffectState::Running);
+    html! {
+        div.run-state {
+            section.panel id="lease" {
+                h2 { "Run lease" }
+                @match &view.lease {
+                    Some(l) => {
+                        p { span.badge.held { "held" } " by " code.owner { (l.owner) } }
+                        dl.lease {
+                            dt { "Token" } dd.token { (l.token) }
+                            dt { "Expires in" } dd.expires { (duration(l.expires_at.saturating_sub(view.now_ms).max(0) as u64)) }
+                            dt { "At (UTC)" } dd { (utc(l.expires_at)) }
+                        }
+                    },
+                    None => {
+                        p { span.badge.free { "free" } }
+                        @if !view.live { p.small { "Leases live in Redis only: none survives the session's keys." } }
+                    },
+                }
+            }
+            section.panel id="inbox" {
+                h2 { "Inbox " span.small { (view.inbox.len()) " items" } }
+                @if view.inbox.is_empty() {
+                    p.small { "empty" }
+                } @else {
+                    table.grid.compact {
+                        thead { tr { th.num { "#" } th { "Item" } th { "State" } th { "Role" } th { "Content" } th.num { "Seq" } } }
+                        tbody { @for i in &view.inbox { (inbox_row(i)) } }
+                    }
+                }
+            }
+            section.panel id="effects" {
+                h2 { "Tool effects " span.small { (view.effects.len()) " calls" }
+                    @if unresolved > 0 { " " span.badge.unresolved { (unresolved) " unresolved" } } }
+                @if effects.is_empty() {
+                    p.small { "none recorded" }
+                } @else {
+                    table.grid.compact {
+                        thead { tr { th { "Call" } th { "State" } th { "Started (UTC)" } th { "Result" } } }
+                        tbody { @for e in effects { (effect_row(e)) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn inbox_row(i: &InboxItem) -> Markup {
+    let state = i.state.as_str();
+    html! {
+        tr data-item=(i.item_id) data-state=(state) {
+            td.num { (i.n) }
+            td { code { (i.item_id) } }
+            td { span class={ "badge state-" (state) } { (state) } }
+            td { (i.message.role) }
+            td.content { @if let Some(c) = &i.message.content { (excerpt(c, EXCERPT_CHARS)) } @else { "—" } }
+            td.num { @if let Some(seq) = i.seq { (seq) } @else { "—" } }
+        }
+    }
+}
+
+fn effect_row(e: &Effect) -> Markup {
+    let running = e.state == EffectState::Running;
+    html! {
+        tr data-call=(e.call_id) class=[running.then_some("unresolved")] {
+            td { code { (e.call_id) } div.small { code { (excerpt(&e.args_digest, DIGEST_CHARS)) } } }
+            td { @if running { span.badge.unresolved { "running" } } @else { span.badge.state-delivered { "done" } } }
+            td { (utc(e.started_at)) }
+            td.content { @if let Some(r) = &e.result { code { (excerpt(&r.to_string(), EXCERPT_CHARS)) } } @else { "—" } }
+        }
+    }
 }
 
 fn decision_item(d: &crate::decisions::Decision) -> Markup {

@@ -1,7 +1,8 @@
 //! What the console's pages show, read without writing anything: the session list (Redis'
 //! index and the durable tier's rows), one session (from Redis when live, else its durable
-//! history through the durable-tier interface, [`inspect::export_session`]), consumer groups
-//! and spill figures. Nothing here restores a session: a page never changes what it shows.
+//! history through the durable-tier interface, [`inspect::export_session`], with its inbox
+//! and tool-effect ledger read from the same tier), consumer groups and spill figures.
+//! Nothing here restores a session: a page never changes what it shows.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -14,7 +15,10 @@ use crate::checkpoints::Checkpoint;
 use crate::consumer::{parse_event, DeadLetter, DecisionEvent};
 use crate::decisions::Decision;
 use crate::durable::{decision_of, Durable, Location};
+use crate::effects::Effect;
 use crate::error::{Error, Result};
+use crate::inbox::InboxItem;
+use crate::leases::Lease;
 use crate::messages::{CompactionRecord, Message, MessageQuery, Usage};
 use crate::spill::inspect;
 use crate::store::Store;
@@ -271,6 +275,15 @@ pub(crate) struct SessionView {
     pub working: Option<(u64, Vec<(String, Value)>)>,
     /// Its sub-agents, depth first: (depth from 1, id).
     pub tree: Vec<(usize, String)>,
+    /// Who holds its run lease; always `None` when not live (leases live in Redis only).
+    pub lease: Option<Lease>,
+    /// Redis' clock when the lease was read, ms (the page counts "expires in" from it, not
+    /// from this machine's clock).
+    pub now_ms: i64,
+    /// Its inbox, in arrival order.
+    pub inbox: Vec<InboxItem>,
+    /// Its tool-effect ledger, oldest intent first.
+    pub effects: Vec<Effect>,
     /// The id of the newest entry of its partition's decisions stream read (the live
     /// updates continue after it).
     pub stream_cursor: String,
@@ -312,12 +325,19 @@ pub(crate) async fn session_view(
                     None => Vec::new(),
                 },
                 working: Some((working.version, entries)),
+                lease: store.lease_holder(sid).await?,
+                now_ms: redis_time_ms(store).await?,
+                inbox: store.inbox(sid).await?,
+                effects: store.effects(sid).await?,
                 ..SessionView::default()
             }
         }
         None => match &durable {
-            Some(_) => match from_export(store, db, sid).await? {
-                Some(v) => v,
+            Some(d) => match from_export(store, db, sid).await? {
+                Some(mut v) => {
+                    (v.inbox, v.effects) = durable_inbox_and_effects(d, sid).await?;
+                    v
+                }
                 None => return Ok(None),
             },
             None => return Ok(None),
@@ -338,6 +358,44 @@ pub(crate) async fn session_view(
 async fn durable_decisions(db: &Durable, sid: &str) -> Result<Vec<Decision>> {
     let rows = db.text_rows(inspect::SESSION_DECISIONS_SQL, sid).await?;
     Ok(rows.iter().map(|r| decision_of(r)).collect())
+}
+
+/// Redis' clock, ms since the epoch: the clock leases are kept by.
+async fn redis_time_ms(store: &Store) -> Result<i64> {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME")
+        .query_async(&mut store.conn().await?)
+        .await?;
+    Ok(secs * 1000 + micros / 1000)
+}
+
+/// The inbox (arrival order) and tool-effect ledger (oldest intent first) of `sid` as the
+/// durable tier holds them: each row keeps the record Redis held, so they parse as the live
+/// ones do. No claim is there (claims are live only).
+async fn durable_inbox_and_effects(
+    db: &Durable,
+    sid: &str,
+) -> Result<(Vec<InboxItem>, Vec<Effect>)> {
+    let records = |sql| async move {
+        let rows = db.text_rows(sql, sid).await?;
+        Ok::<_, Error>(
+            rows.into_iter()
+                .filter_map(|r| r.into_iter().next().flatten())
+                .collect::<Vec<String>>(),
+        )
+    };
+    let mut inbox = records("SELECT record FROM inbox WHERE session_id = ?1")
+        .await?
+        .iter()
+        .map(|r| serde_json::from_str(r))
+        .collect::<std::result::Result<Vec<InboxItem>, _>>()?;
+    inbox.sort_by_key(|i| i.n);
+    let mut effects = records("SELECT record FROM effects WHERE session_id = ?1")
+        .await?
+        .iter()
+        .map(|r| serde_json::from_str(r))
+        .collect::<std::result::Result<Vec<Effect>, _>>()?;
+    effects.sort_by(|a, b| (a.started_at, &a.call_id).cmp(&(b.started_at, &b.call_id)));
+    Ok((inbox, effects))
 }
 
 /// Session `sid` from its durable history (`agentstate export`'s lines), or `None`.

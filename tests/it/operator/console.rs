@@ -42,6 +42,10 @@ async fn an_expired_session_is_shown_from_its_durable_history_and_not_restored(t
         .await
         .unwrap();
     s.record_outcome(&d, "booked").await.unwrap();
+    let late = NewMessage::new("user").content("also <i>lunch</i>");
+    s.inbox_put(&sid, &[("late-1", &late)]).await.unwrap();
+    let args = serde_json::json!({"seat": 42});
+    s.effect_begin(&sid, "call-pay", &args).await.unwrap();
     t.flush().await;
     t.expire_session(&sid);
     // A daemon runs (its own process: the test blocks on HTTP), so a restore request would
@@ -68,6 +72,20 @@ async fn an_expired_session_is_shown_from_its_durable_history_and_not_restored(t
     assert!(page.contains("two steps, folded"), "{page}");
     assert!(
         page.contains(r#"<span class="outcome-text">booked</span>"#),
+        "{page}"
+    );
+    // Its inbox and tool-effect ledger from the same tier; no lease (leases are live only).
+    assert!(
+        page.contains(r#"<tr data-item="late-1" data-state="pending">"#),
+        "{page}"
+    );
+    assert!(page.contains("also &lt;i&gt;lunch&lt;/i&gt;"), "{page}");
+    assert!(
+        page.contains(r#"<tr data-call="call-pay" class="unresolved">"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<span class="badge free">free</span>"#),
         "{page}"
     );
     // No live updates for it, and nothing restored it.
