@@ -109,9 +109,15 @@ impl PyStore {
 /// `host:pid:random`: names this process, and the random part tells two leases of one
 /// process apart (same owner re-acquiring would share the lease and its token).
 fn default_owner(py: Python<'_>) -> PyResult<String> {
-    let host: String = py.import("socket")?.call_method0("gethostname")?.extract()?;
+    let host: String = py
+        .import("socket")?
+        .call_method0("gethostname")?
+        .extract()?;
     let pid: u32 = py.import("os")?.call_method0("getpid")?.extract()?;
-    let random: String = py.import("secrets")?.call_method1("token_hex", (4,))?.extract()?;
+    let random: String = py
+        .import("secrets")?
+        .call_method1("token_hex", (4,))?
+        .extract()?;
     // The core refuses whitespace in an owner; a host name has none, but be sure.
     let host: String = host.chars().filter(|c| !c.is_whitespace()).collect();
     Ok(format!("{host}:{pid}:{random}"))
@@ -124,7 +130,11 @@ enum Held {
     /// Held: the core's guard renews it.
     Running(RunLease),
     /// Released (or its release was attempted): the token and store stay readable.
-    Ended { lease: Lease, store: agentstate::Store, lost: bool },
+    Ended {
+        lease: Lease,
+        store: agentstate::Store,
+        lost: bool,
+    },
 }
 
 /// A session's run lease held by this process while a `with` / `async with` block runs
@@ -158,7 +168,9 @@ async fn acquire(
             Err(Error::Leased { .. })
                 if deadline.is_some_and(|d| tokio::time::Instant::now() < d) =>
             {
-                let left = deadline.map_or(pause, |d| d - tokio::time::Instant::now());
+                let left = deadline.map_or(pause, |d| {
+                    d.saturating_duration_since(tokio::time::Instant::now())
+                });
                 tokio::time::sleep(pause.min(left)).await;
                 pause = (pause * 2).min(Duration::from_millis(500));
             }
@@ -205,7 +217,10 @@ impl PyRunLease {
         }
     }
 
-    fn acquiring(&self) -> impl std::future::Future<Output = agentstate::Result<()>> + Send + 'static {
+    /// The future acquiring this lease (for `__enter__` and `__aenter__`).
+    fn acquiring(
+        &self,
+    ) -> impl std::future::Future<Output = agentstate::Result<()>> + Send + 'static {
         acquire(
             self.store.clone(),
             self.sid.clone(),
