@@ -16,6 +16,12 @@ Adapters: :mod:`agentstate.openai_agents` (OpenAI Agents SDK ``Session``) and
 :mod:`agentstate.strands` (Strands Agents ``SessionRepository``); :mod:`agentstate.langgraph`
 (LangGraph checkpointer ``AgentStateSaver``).
 
+Runs: ``with store.run_lease(sid) as run:`` holds the session's run lease (one run per
+session across processes, renewed in the background); ``run.store`` writes under its fencing
+token, refused (``Fenced``) once another process took the session over. The session's inbox
+(``inbox_put`` / ``inbox_claim`` / ``inbox_deliver``) and tool-effect ledger
+(``effect_begin`` / ``effect_finish``) serve the run.
+
 Configuration: ``Store``, ``SpillDaemon``, the adapters and the ``agentstate`` command read
 ``AGENTSTATE_REDIS_URL``, ``AGENTSTATE_DB`` and ``AGENTSTATE_PREFIX`` when no argument names
 them. The package installs the ``agentstate`` command (also ``python -m agentstate``); its
@@ -28,10 +34,13 @@ from ._agentstate import (
     Conflict,
     Consumer,
     DurabilityTimeout,
+    Fenced,
     InvalidInput,
+    Leased,
     NamespaceMismatch,
     NotLive,
     RedisUnavailable,
+    RunLease,
     SpillDaemon,
     Store,
     TooLarge,
@@ -47,10 +56,13 @@ __all__ = [
     "Conflict",
     "Consumer",
     "DurabilityTimeout",
+    "Fenced",
     "InvalidInput",
+    "Leased",
     "NamespaceMismatch",
     "NotLive",
     "RedisUnavailable",
+    "RunLease",
     "SpillDaemon",
     "Store",
     "TooLarge",

@@ -23,17 +23,32 @@ else ``<id_prefix><app>@h.<digest>``
 (an app name that does not fit becomes a digest too), so one app's sessions are one range
 of the session index and ``list_sessions`` reads pages of it, never a scan. The ADK ids are
 kept in the state checkpoint and come back exactly.
+
+One run per session across processes (opt-in): ADK's session service is not told where a
+run starts or ends, so wrap the run in the service's run lease::
+
+    async with service.run_lease(app_name="shop", user_id="u1", session_id="s1"):
+        async for event in runner.run_async(user_id="u1", session_id="s1", new_message=msg):
+            ...
+
+A second process (or task) gets ``agentstate.Leased`` while the lease is held, or waits
+``wait`` seconds for it. The events appended meanwhile go through the lease's fenced store,
+but the core does not fence ``append_checkpointed`` (the one script ``append_event`` is)
+yet; what stops a holder paused past its TTL is ``append_event``'s own check: once its
+successor appended an event, the paused one's view is stale and it gets
+``StaleSessionError``, writing nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, List, Optional, Tuple
 
 from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -48,7 +63,7 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
 from . import _check
-from ._agentstate import AlreadyExists, Conflict, Store, UnknownSession, resolved
+from ._agentstate import AlreadyExists, Conflict, RunLease, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
 __all__ = ["AgentStateSessionService"]
@@ -160,6 +175,8 @@ class AgentStateSessionService(BaseSessionService):
         self._partitions = partitions
         self._store = store
         self._id_prefix = id_prefix
+        #: agentstate session id -> the fenced store of the run lease held on it.
+        self._fenced: Dict[str, Store] = {}
 
     # -- ids ---------------------------------------------------------------------------
 
@@ -187,6 +204,39 @@ class AgentStateSessionService(BaseSessionService):
         if store is None:
             store = self._store = await ashared_store(self._url, self._prefix, self._partitions)
         return store
+
+    @contextlib.asynccontextmanager
+    async def run_lease(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        ttl_ms: int = 30000,
+        wait: Optional[float] = None,
+        owner: Optional[str] = None,
+    ) -> AsyncIterator[RunLease]:
+        """Holds the session's run lease while the block runs (wrap ``runner.run_async`` in
+        it): renewed in the background every third of ``ttl_ms``, released at the end, so
+        one run at a time works on the session across processes. ``agentstate.Leased`` when
+        another owner holds it, unless ``wait`` (seconds) lets it wait that long;
+        ``SessionNotFoundError`` when the session does not exist."""
+        _check.string("app_name", app_name)
+        _check.string("user_id", user_id)
+        _check.string("session_id", session_id)
+        store = await self._open()
+        sid = self.session_key(app_name, user_id, session_id)
+        lease = store.run_lease(sid, owner, ttl_ms, wait=wait)
+        try:
+            run = await lease.__aenter__()
+        except UnknownSession:
+            raise SessionNotFoundError(f"Session {session_id} not found.") from None
+        self._fenced[sid] = run.store
+        try:
+            yield run
+        finally:
+            self._fenced.pop(sid, None)
+            await lease.__aexit__(None, None, None)
 
     async def _scoped(self, store: Store, uid: str) -> Dict[str, Any]:
         """The app or user state kept in ``uid``'s hash: key -> value."""
@@ -444,7 +494,9 @@ class AgentStateSessionService(BaseSessionService):
         message = {"role": "event", "content": event.model_dump_json(exclude_none=True)}
         payload = self._payload(ids, expected, base, event.timestamp)
         try:
-            await store.aappend_checkpointed(sid, message, LABEL, payload, expect_seq=expected)
+            await self._fenced.get(sid, store).aappend_checkpointed(
+                sid, message, LABEL, payload, expect_seq=expected
+            )
         except Conflict:
             raise StaleSessionError(STALE) from None
         except UnknownSession:

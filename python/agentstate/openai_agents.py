@@ -17,18 +17,29 @@ to the wal); ``clear_session`` closes the agentstate session (Redis and SQLite, 
 and the next ``add_items`` starts it again. Each read or write is one round trip, and a
 mutation whose caller is cancelled still runs to its outcome before the cancellation is
 re-raised.
+
+One run per conversation across processes (opt-in): the SDK's ``Session`` has no hook where
+a run starts or ends, so wrap the run yourself::
+
+    async with session.run_lease():          # agentstate.Leased if another process runs it
+        await Runner.run(agent, "hello", session=session)
+
+While the lease is held the session's writes carry its fencing token: a run whose lease
+another process took over (it was paused past the TTL) gets ``agentstate.Fenced`` from
+``add_items`` and writes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from typing import Any, Dict, List, Optional, TypeVar, Union
+from typing import Any, AsyncIterator, Dict, List, Optional, TypeVar, Union
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
 
 from . import _check, _ids
-from ._agentstate import AlreadyExists, Store, UnknownSession, resolved
+from ._agentstate import AlreadyExists, RunLease, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
 __all__ = ["AgentStateSession"]
@@ -132,6 +143,8 @@ class AgentStateSession:
         self._url, self._prefix = resolved(url, prefix)
         self._partitions = partitions
         self._store = store
+        #: The fenced store of the run lease this session holds, which its writes go through.
+        self._fenced: Optional[Store] = None
         self._closed = False
 
     @property
@@ -146,6 +159,30 @@ class AgentStateSession:
         if store is None:
             store = self._store = await ashared_store(self._url, self._prefix, self._partitions)
         return store
+
+    async def _writer(self) -> Store:
+        """The store writes go through: the run lease's fenced one while it is held."""
+        store = await self._open()
+        return self._fenced or store
+
+    @contextlib.asynccontextmanager
+    async def run_lease(
+        self, *, ttl_ms: int = 30000, wait: Optional[float] = None, owner: Optional[str] = None
+    ) -> AsyncIterator[RunLease]:
+        """Holds the conversation's run lease while the block runs (renewed in the
+        background every third of ``ttl_ms``, released at the end), so one run at a time
+        works on it across processes; the session's writes carry the lease's token meanwhile
+        (``Fenced`` once another process took it over). ``Leased`` when another owner holds
+        it, unless ``wait`` (seconds) lets it wait that long. Creates the agentstate session
+        when it does not exist yet (a lease belongs to a session)."""
+        store = await self._open()
+        await _settle(self._create(store))
+        async with store.run_lease(self._sid, owner, ttl_ms, wait=wait) as run:
+            self._fenced = run.store
+            try:
+                yield run
+            finally:
+                self._fenced = None
 
     async def get_items(self, limit: Optional[int] = None) -> List[Any]:
         """The latest ``limit`` items in chronological order (all when ``limit`` and
@@ -189,7 +226,7 @@ class AgentStateSession:
         written."""
         items = _check.sequence("items", items, "items (dicts)")
         messages = [_encode(i, item) for i, item in enumerate(items)]
-        store = await self._open()
+        store = await self._writer()
         if not messages:
             return
         try:
@@ -212,7 +249,7 @@ class AgentStateSession:
 
     async def pop_item(self) -> Optional[Any]:
         """Removes and returns the newest item, or None when the session is empty."""
-        store = await self._open()
+        store = await self._writer()
         try:
             message = await _settle(store.apop_message(self._sid))
         except UnknownSession:

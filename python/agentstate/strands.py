@@ -23,6 +23,18 @@ The mapping onto agentstate (everything is live in Redis, flushed to SQLite, res
   the core's ``replace_message`` (one script, logged to the wal);
 * multi-agent state is a checkpoint of the session labelled ``ma.<id>``.
 
+One run per agent of a session across processes (opt-in): Strands' repository is not told
+where an invocation starts or ends, so wrap it in the repository's run lease::
+
+    with repo.run_lease("s1", agent.agent_id):   # agentstate.Leased if another process runs it
+        agent("hello")
+
+The lease is the agent's session's (``<session>@<agent>``: the session its messages go to),
+and while it is held the agent's writes carry its fencing token: a holder paused past the TTL
+whose lease another process took gets ``agentstate.Fenced`` from ``create_message`` and
+writes nothing (the core fences appends; agent updates and message redactions are not fenced
+yet).
+
 Creating what exists or updating what is missing raises ``SessionException``; reading what is
 missing returns ``None`` (``[]`` for a message list). An argument of the wrong type (an id
 that is no ``str``, a ``Session``/``SessionAgent``/``SessionMessage`` that is something else, a
@@ -33,15 +45,16 @@ is read or written.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
 
 from strands.session.session_repository import SessionRepository
 from strands.types.exceptions import SessionException
 from strands.types.session import Session, SessionAgent, SessionMessage
 
 from . import _check, _ids
-from ._agentstate import AlreadyExists, Conflict, InvalidInput, Store, UnknownSession
+from ._agentstate import AlreadyExists, Conflict, InvalidInput, RunLease, Store, UnknownSession
 from ._shared import shared_store
 
 if TYPE_CHECKING:
@@ -86,6 +99,8 @@ class AgentStateSessionRepository(SessionRepository):
         _check.connection(url, prefix, partitions, store)
         self._prefix = id_prefix
         self._store = store or shared_store(url, prefix, partitions)
+        #: agentstate session id -> the fenced store of the run lease held on it.
+        self._fenced: Dict[str, Store] = {}
 
     def _sid(self, session_id: str, name: str = "session_id") -> str:
         return _ids.part(self._prefix + _check.string(name, session_id))
@@ -98,6 +113,39 @@ class AgentStateSessionRepository(SessionRepository):
     def store(self) -> Store:
         """The agentstate store underneath."""
         return self._store
+
+    def _writer(self, sid: str) -> Store:
+        """The store writes to ``sid`` go through: the run lease's fenced one while held."""
+        return self._fenced.get(sid, self._store)
+
+    @contextlib.contextmanager
+    def run_lease(
+        self,
+        session_id: str,
+        agent_id: str,
+        *,
+        ttl_ms: int = 30000,
+        wait: Optional[float] = None,
+        owner: Optional[str] = None,
+    ) -> Iterator[RunLease]:
+        """Holds the run lease of agent ``agent_id`` of session ``session_id`` while the
+        block runs (wrap the agent's invocation in it): renewed in the background every
+        third of ``ttl_ms``, released at the end, so one invocation at a time works on it
+        across processes; the agent's writes carry the lease's token meanwhile.
+        ``agentstate.Leased`` when another owner holds it, unless ``wait`` (seconds) lets it
+        wait that long; ``SessionException`` when the agent does not exist."""
+        aid = self._aid(session_id, agent_id)
+        lease = self._store.run_lease(aid, owner, ttl_ms, wait=wait)
+        try:
+            run = lease.__enter__()
+        except UnknownSession as e:
+            raise SessionException(f"Agent {agent_id} does not exist in session {session_id}") from e
+        self._fenced[aid] = run.store
+        try:
+            yield run
+        finally:
+            self._fenced.pop(aid, None)
+            lease.__exit__(None, None, None)
 
     def _live_meta(self, sid: str) -> Optional[Dict[str, Any]]:
         """The session's meta (restored from SQLite when Redis lost it), or None."""
@@ -169,7 +217,7 @@ class AgentStateSessionRepository(SessionRepository):
         _instance("session_agent", session_agent, SessionAgent)
         aid = self._aid(session_id, session_agent.agent_id, "session_agent.agent_id")
         try:
-            self._store.put_checkpoint(aid, AGENT_LABEL, {AGENT_LABEL: session_agent.to_dict()})
+            self._writer(aid).put_checkpoint(aid, AGENT_LABEL, {AGENT_LABEL: session_agent.to_dict()})
         except UnknownSession as e:
             raise SessionException(
                 f"Agent {session_agent.agent_id} in session {session_id} does not exist"
@@ -184,7 +232,7 @@ class AgentStateSessionRepository(SessionRepository):
         aid = self._aid(session_id, agent_id)
         mid, role, content = _message(session_message)
         try:
-            self._store.append(aid, role, content, expect_seq=mid + 1)
+            self._writer(aid).append(aid, role, content, expect_seq=mid + 1)
         except UnknownSession as e:
             raise SessionException(f"Agent {agent_id} does not exist in session {session_id}") from e
         except Conflict as e:
@@ -217,7 +265,7 @@ class AgentStateSessionRepository(SessionRepository):
         aid = self._aid(session_id, agent_id)
         mid, role, content = _message(session_message)
         try:
-            self._store.replace_message(aid, mid + 1, {"role": role, "content": content})
+            self._writer(aid).replace_message(aid, mid + 1, {"role": role, "content": content})
         except (UnknownSession, InvalidInput) as e:
             raise SessionException(f"Message {mid} does not exist in session {session_id}") from e
 

@@ -8,6 +8,10 @@
 //! ├── InvalidInput          bad id, JSON, role, seq range, spawn depth
 //! │   └── TooLarge          a payload over its limit (.size, .limit)
 //! ├── AlreadyExists         a create of something that exists
+//! ├── Fenced                a write under a run lease token no longer the session's
+//! │                         (.token, .current, .holder); nothing was written
+//! ├── Leased                a session's run lease is another owner's (.holder, .token,
+//! │                         .expires_at)
 //! ├── RedisUnavailable      Redis cannot be reached (retryable)
 //! ├── NamespaceMismatch     prefix/partitions differ from what Redis or SQLite recorded
 //! ├── DurabilityTimeout     a durable write not committed to SQLite in time
@@ -51,6 +55,18 @@ create_exception!(
     AlreadyExists,
     AgentStateError,
     "The session (or other object) to create exists already."
+);
+create_exception!(
+    agentstate,
+    Fenced,
+    AgentStateError,
+    "A write carried a run lease token (`token`) that is no longer the session's (`current`, held by `holder` or None): another process took the session over; nothing was written, stop the run."
+);
+create_exception!(
+    agentstate,
+    Leased,
+    AgentStateError,
+    "The session's run lease is held by another owner (`holder`, `token`) until `expires_at` (ms since the epoch) unless renewed."
 );
 create_exception!(
     agentstate,
@@ -113,6 +129,30 @@ pub fn to_py(err: Error, at: &Situation) -> PyErr {
         | Error::BadRange { .. }
         | Error::SpawnDepthExceeded { .. } => InvalidInput::new_err(msg),
         Error::AlreadyExists(_) => AlreadyExists::new_err(msg),
+        Error::Fenced {
+            token,
+            current,
+            holder,
+        } => Python::attach(|py| {
+            let e = Fenced::new_err(msg);
+            let v = e.value(py);
+            let _ = v.setattr("token", token);
+            let _ = v.setattr("current", current);
+            let _ = v.setattr("holder", holder);
+            e
+        }),
+        Error::Leased {
+            holder,
+            token,
+            expires_at,
+        } => Python::attach(|py| {
+            let e = Leased::new_err(msg);
+            let v = e.value(py);
+            let _ = v.setattr("holder", holder);
+            let _ = v.setattr("token", token);
+            let _ = v.setattr("expires_at", expires_at);
+            e
+        }),
         Error::RedisUnavailable { .. } => RedisUnavailable::new_err(msg),
         Error::NamespaceMismatch(_) => NamespaceMismatch::new_err(msg),
         Error::DurabilityTimeout(_) => DurabilityTimeout::new_err(msg),
@@ -131,6 +171,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidInput", py.get_type::<InvalidInput>())?;
     m.add("TooLarge", py.get_type::<TooLarge>())?;
     m.add("AlreadyExists", py.get_type::<AlreadyExists>())?;
+    m.add("Fenced", py.get_type::<Fenced>())?;
+    m.add("Leased", py.get_type::<Leased>())?;
     m.add("RedisUnavailable", py.get_type::<RedisUnavailable>())?;
     m.add("NamespaceMismatch", py.get_type::<NamespaceMismatch>())?;
     m.add("DurabilityTimeout", py.get_type::<DurabilityTimeout>())?;

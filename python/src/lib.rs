@@ -6,7 +6,8 @@
 //! - `bridge`: the shared tokio runtime; `block` (sync calls, GIL released around the I/O)
 //!   and `awaitable` (async twins: results queued for the caller's event loop, which a
 //!   socket wakes; runtime threads never take the GIL).
-//! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix).
+//! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix);
+//!   `RunLease`, a held run lease as a context manager.
 //! - `consumer`: `Consumer`, consumer groups over the decisions streams.
 //! - `daemon`: `SpillDaemon`, the spill daemon in a background task of this process.
 //! - `cli`: `run_cli`, the `agentstate` command line (the wheel's console script).
@@ -34,6 +35,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _agentstate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
+    m.add_class::<store::PyRunLease>()?;
     m.add_class::<consumer::PyConsumer>()?;
     m.add_class::<daemon::PySpillDaemon>()?;
     m.add_class::<server::PyRedisServer>()?;

@@ -211,7 +211,7 @@ def test_stubs_match_the_extension_and_every_method_has_an_async_twin():
 
     stub = ast.parse((Path(agentstate.__file__).parent / "_agentstate.pyi").read_text())
     classes = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
-    for cls in (agentstate.Store, agentstate.Consumer, agentstate.SpillDaemon, RedisServer):
+    for cls in (agentstate.Store, agentstate.Consumer, agentstate.SpillDaemon, RedisServer, agentstate.RunLease):
         runtime = {n for n in dir(cls) if not n.startswith("_")}
         stubbed = {
             n.name for n in classes[cls.__name__].body
@@ -222,10 +222,11 @@ def test_stubs_match_the_extension_and_every_method_has_an_async_twin():
             assert getattr(cls, name).__doc__, f"{cls.__name__}.{name} has no docstring"
     names = {n for n in dir(Store) if not n.startswith("_")}
     twins = {n for n in names if n.startswith("a") and n[1:] in names}
-    plain = names - twins - {"aconnect", "with_durability", "durable", "prefix", "partitions", "url", "limits"}
+    plain = names - twins - {"aconnect", "with_durability", "durable", "prefix", "partitions", "url", "limits",
+                             "fenced", "fence", "run_lease"}
     assert plain and all("a" + n in names for n in plain), sorted(n for n in plain if "a" + n not in names)
     for exc in ("Conflict", "InvalidInput", "TooLarge", "UnknownSession", "NotLive", "RedisUnavailable",
-                "DurabilityTimeout", "WriteLost"):
+                "DurabilityTimeout", "WriteLost", "Fenced", "Leased"):
         assert exc in classes and issubclass(getattr(agentstate, exc), agentstate.AgentStateError)
 
 

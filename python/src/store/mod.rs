@@ -18,12 +18,17 @@ use serde_json::Value;
 
 mod checkpoints;
 mod decisions;
+mod effects;
 mod graphs;
+mod inbox;
+mod leases;
 mod messages;
 mod rounds;
 mod sessions;
 mod users;
 mod working;
+
+pub use leases::PyRunLease;
 
 use crate::bridge::{awaitable, block};
 use crate::consumer::PyConsumer;
