@@ -10,14 +10,15 @@
   ARGV[5] checkpoint id      ARGV[6] label
   ARGV[7] checkpoint payload: a JSON object (validated by the caller)
   ARGV[8] checkpoint size limit, bytes
+  ARGV[9] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: {seq, wal entry id of the checkpoint} (the message's entry comes just before it)
-  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>, FENCED
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, bad_argc, bad_limit, bad_message_body, store_checkpoint, write_message
--- @include session_meta
-local bad_args = bad_argc(8) or bad_limit(ARGV[4]) or bad_limit(ARGV[8])
+-- @include session_meta, fenced
+local bad_args = bad_argc(9) or bad_limit(ARGV[4]) or bad_limit(ARGV[8])
   or bad_message_body(ARGV[2], ARGV[4])
 if bad_args then
   return bad_args
@@ -32,6 +33,10 @@ end
 local meta, missing = session_meta('next_seq', 'ttl', 'ttl_at')
 if missing then
   return missing
+end
+local stale = fenced(KEYS, ARGV[9])
+if stale then
+  return stale
 end
 if ARGV[3] ~= '' and ARGV[3] ~= meta[1] then
   return fail('CONFLICT', ARGV[3] .. ' ' .. meta[1])

@@ -3,17 +3,22 @@
   log the removal to the wal.
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
+  ARGV[2] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: {removed element, wal entry id}, or {} when the session has no message (nothing
            written)
   Errors:  NO_SESSION, BAD_RANGE <seq> <seq> <why> (the newest message is the note of the
-           latest compaction: pop would leave the audit pointing at nothing)
+           latest compaction: pop would leave the audit pointing at nothing), FENCED
   Invariant: seqs stay 1..next_seq-1 without gaps (seq s is list index s-1); idempotency
   keys that pointed at the removed seq are dropped, so a retry appends again.
   Cost: O(1), plus O(idempotency keys of the session) when it has any.
   Atomic: every check runs before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, open_session
-local meta, bad = open_session(1, nil, 'next_seq', 'ttl', 'ttl_at')
+-- @include now_ms, fail, refresh_ttl, open_session, fenced
+local meta, bad = open_session(2, nil, 'next_seq', 'ttl', 'ttl_at')
+if bad then
+  return bad
+end
+bad = fenced(KEYS, ARGV[2])
 if bad then
   return bad
 end

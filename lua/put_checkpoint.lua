@@ -5,12 +5,13 @@
   ARGV[1] session id      ARGV[2] checkpoint id      ARGV[3] label
   ARGV[4] payload: a JSON object (validated by the caller)
   ARGV[5] size limit of the payload, bytes
+  ARGV[6] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: the wal entry id
-  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT
+  Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, FENCED
   Atomic: every check runs before the first write.
 ]]
--- @include fail, bad_argc, store_checkpoint, session_meta
-local bad_args = bad_argc(5)
+-- @include fail, bad_argc, store_checkpoint, session_meta, fenced
+local bad_args = bad_argc(6)
 if bad_args then
   return bad_args
 end
@@ -24,5 +25,9 @@ end
 local meta, missing = session_meta('ttl', 'ttl_at')
 if missing then
   return missing
+end
+local stale = fenced(KEYS, ARGV[6])
+if stale then
+  return stale
 end
 return store_checkpoint(ARGV[1], ARGV[2], ARGV[3], payload, meta)

@@ -7,19 +7,25 @@
   ARGV[3] new message body: a JSON object without seq/state/created_at (validated by the
           caller), without its opening brace (see bad_message_body in _prelude)
   ARGV[4] size limit, bytes
+  ARGV[5] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: the wal entry id
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, BAD_RANGE <seq> <seq> <why> (no such seq, or the
-           message is compacted out)
+           message is compacted out), FENCED
   Atomic: every check runs before the first write.
 ]]
 -- @include now_ms, fail, refresh_ttl, bad_argc, bad_message_body, message_element, session_meta
-local bad_args = bad_argc(4) or bad_message_body(ARGV[3], ARGV[4])
+-- @include fenced
+local bad_args = bad_argc(5) or bad_message_body(ARGV[3], ARGV[4])
 if bad_args then
   return bad_args
 end
 local meta, missing = session_meta('next_seq', 'ttl', 'ttl_at')
 if missing then
   return missing
+end
+local stale = fenced(KEYS, ARGV[5])
+if stale then
+  return stale
 end
 local body = ARGV[3]
 local seq = tonumber(ARGV[2])

@@ -75,7 +75,7 @@ impl Store {
         let limit = self.config().limits.state;
         within_limit("checkpoint", text.len(), limit)?;
         let id = new_checkpoint_id();
-        let call = scripts::put_checkpoint(&keys, sid, &id, label, &text, limit);
+        let call = scripts::put_checkpoint(&keys, sid, &id, label, &text, limit, self.fence());
         let wal_id: String = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await?;
         Ok(id)
@@ -114,6 +114,7 @@ impl Store {
             self.config().limits.message,
             (&id, label, &text),
             limit,
+            self.fence(),
         );
         let (seq, wal_id): (u64, String) = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await?;

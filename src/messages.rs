@@ -451,7 +451,7 @@ impl Store {
     /// with [`Error::BadRange`] when the newest message is the note of the latest compaction.
     pub async fn pop_message(&self, sid: &str) -> Result<Option<Message>> {
         let keys = self.session_keys(sid)?;
-        let call = scripts::pop_message(&keys, sid);
+        let call = scripts::pop_message(&keys, sid, self.fence());
         let reply: Vec<String> = self.invoke_session(sid, &call).await?;
         let [element, wal_id] = <[String; 2]>::try_from(reply).unwrap_or_default();
         if wal_id.is_empty() {
@@ -468,7 +468,8 @@ impl Store {
     pub async fn replace_message(&self, sid: &str, seq: u64, message: &NewMessage) -> Result<()> {
         let keys = self.session_keys(sid)?;
         let body = self.message_body(message)?;
-        let call = scripts::replace_message(&keys, sid, seq, &body, self.config().limits.message);
+        let limit = self.config().limits.message;
+        let call = scripts::replace_message(&keys, sid, seq, &body, limit, self.fence());
         let wal_id: String = self.invoke_session(sid, &call).await?;
         self.settle(keys.partition, &wal_id).await
     }

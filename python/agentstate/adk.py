@@ -32,11 +32,9 @@ run starts or ends, so wrap the run in the service's run lease::
             ...
 
 A second process (or task) gets ``agentstate.Leased`` while the lease is held, or waits
-``wait`` seconds for it. The events appended meanwhile go through the lease's fenced store,
-but the core does not fence ``append_checkpointed`` (the one script ``append_event`` is)
-yet; what stops a holder paused past its TTL is ``append_event``'s own check: once its
-successor appended an event, the paused one's view is stale and it gets
-``StaleSessionError``, writing nothing.
+``wait`` seconds for it. The events appended meanwhile go through the lease's fenced store: a
+holder paused past its TTL whose lease another process took gets ``agentstate.Fenced`` from
+``append_event`` and writes nothing.
 """
 
 from __future__ import annotations

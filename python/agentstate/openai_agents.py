@@ -26,7 +26,7 @@ a run starts or ends, so wrap the run yourself::
 
 While the lease is held the session's writes carry its fencing token: a run whose lease
 another process took over (it was paused past the TTL) gets ``agentstate.Fenced`` from
-``add_items`` and writes nothing.
+``add_items`` or ``pop_item`` and writes nothing.
 """
 
 from __future__ import annotations

@@ -31,9 +31,8 @@ where an invocation starts or ends, so wrap it in the repository's run lease::
 
 The lease is the agent's session's (``<session>@<agent>``: the session its messages go to),
 and while it is held the agent's writes carry its fencing token: a holder paused past the TTL
-whose lease another process took gets ``agentstate.Fenced`` from ``create_message`` and
-writes nothing (the core fences appends; agent updates and message redactions are not fenced
-yet).
+whose lease another process took gets ``agentstate.Fenced`` from ``create_message``, an
+agent update or a redaction, and writes nothing.
 
 Creating what exists or updating what is missing raises ``SessionException``; reading what is
 missing returns ``None`` (``[]`` for a message list). An argument of the wrong type (an id

@@ -108,7 +108,8 @@ pub fn to_py(err: Error, at: &Situation) -> PyErr {
     let msg = agentstate::test_support::advice::line(&err, at);
     match err {
         Error::UnknownSession(_) => UnknownSession::new_err(msg),
-        Error::NotLive { .. } => NotLive::new_err(msg),
+        // RunGone: a live session's inbox and ledger no daemon put back; retryable as NotLive.
+        Error::NotLive { .. } | Error::RunGone(_) => NotLive::new_err(msg),
         Error::Conflict { expected, current } => Python::attach(|py| {
             let e = Conflict::new_err(msg);
             let v = e.value(py);

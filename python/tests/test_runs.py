@@ -334,9 +334,10 @@ def test_strands_repository_run_lease_refuses_a_second_run_and_fences_its_writes
     assert [m.message_id for m in one.list_messages("s", "a")] == [0, 1]
 
 
-def test_adk_service_run_lease_refuses_a_second_run(store: Store):
+def test_adk_service_run_lease_refuses_a_second_run_and_fences_its_events(store: Store):
     pytest.importorskip("google.adk")
     from google.adk.errors.session_not_found_error import SessionNotFoundError
+    from google.adk.events.event import Event
 
     from agentstate.adk import AgentStateSessionService
 
@@ -347,14 +348,24 @@ def test_adk_service_run_lease_refuses_a_second_run(store: Store):
         with pytest.raises(SessionNotFoundError):
             async with one.run_lease(**ids):
                 pass
-        await one.create_session(app_name="shop", user_id="u1", session_id="s1")
+        session = await one.create_session(app_name="shop", user_id="u1", session_id="s1")
         async with one.run_lease(**ids, ttl_ms=30000) as run:
             assert run.sid == one.session_key("shop", "u1", "s1")
             with pytest.raises(Leased) as e:
                 async with two.run_lease(**ids):
                     pass
             assert e.value.holder == run.owner
-        async with two.run_lease(**ids, wait=5):  # released on exit: free at once
+            await one.append_event(session, Event(invocation_id="i1", author="user"))
+            # another process takes the session over (say this one was paused past its TTL):
+            # this runner's next event is refused before its successor wrote anything
+            store.release_lease(run.sid, run.owner, run.token)
+            store.acquire_lease(run.sid, "other", 30000)
+            with pytest.raises(Fenced):
+                await one.append_event(session, Event(invocation_id="i1", author="model"))
+        stored = await two.get_session(**ids)
+        assert [e.author for e in stored.events] == ["user"]
+        store.release_lease(run.sid, "other", store.lease_holder(run.sid)["token"])
+        async with two.run_lease(**ids, wait=5):  # free again
             pass
 
     asyncio.run(main())

@@ -23,7 +23,7 @@ pub fn create_checkpoint(
 }
 
 /// `put_checkpoint.lua`: stores checkpoint `id` of `label` with the given `payload` (a JSON
-/// object).
+/// object); with `fence`, only while that run lease token is the session's.
 pub fn put_checkpoint(
     s: &SessionKeys,
     sid: &str,
@@ -31,6 +31,7 @@ pub fn put_checkpoint(
     label: &str,
     payload: &str,
     limit: usize,
+    fence: Option<u64>,
 ) -> ScriptCall {
     ScriptCall::new(&PUT_CHECKPOINT, &s.as_array())
         .arg(sid)
@@ -38,6 +39,7 @@ pub fn put_checkpoint(
         .arg(label)
         .arg(payload)
         .arg(limit)
+        .arg(opt(fence))
 }
 
 /// `append_checkpointed.lua`: appends the message `body` (JSON object) and stores checkpoint
@@ -52,6 +54,7 @@ pub fn append_checkpointed(
     message_limit: usize,
     checkpoint: (&str, &str, &str),
     checkpoint_limit: usize,
+    fence: Option<u64>,
 ) -> ScriptCall {
     let (id, label, payload) = checkpoint;
     ScriptCall::new(&APPEND_CHECKPOINTED, &s.as_array())
@@ -63,4 +66,5 @@ pub fn append_checkpointed(
         .arg(label)
         .arg(payload)
         .arg(checkpoint_limit)
+        .arg(opt(fence))
 }

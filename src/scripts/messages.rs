@@ -50,9 +50,12 @@ pub fn append_messages(
         .arg(bodies.iter().map(|b| body_tail(b)).collect::<Vec<_>>())
 }
 
-/// `pop_message.lua`: removes the newest message of session `sid`.
-pub fn pop_message(s: &SessionKeys, sid: &str) -> ScriptCall {
-    ScriptCall::new(&POP_MESSAGE, &s.as_array()).arg(sid)
+/// `pop_message.lua`: removes the newest message of session `sid`; with `fence`, only while
+/// that run lease token is the session's.
+pub fn pop_message(s: &SessionKeys, sid: &str, fence: Option<u64>) -> ScriptCall {
+    ScriptCall::new(&POP_MESSAGE, &s.as_array())
+        .arg(sid)
+        .arg(opt(fence))
 }
 
 /// `replace_message.lua`: replaces the body of message `seq` with `body` (JSON object).
@@ -64,12 +67,14 @@ pub fn replace_message(
     seq: u64,
     body: &str,
     limit: usize,
+    fence: Option<u64>,
 ) -> ScriptCall {
     ScriptCall::new(&REPLACE_MESSAGE, &s.as_array())
         .arg(sid)
         .arg(seq)
         .arg(body_tail(body))
         .arg(limit)
+        .arg(opt(fence))
         // Applying the same replacement twice leaves the same message (and a second,
         // identical wal record): safe to retry while Redis is unreachable.
         .idempotent(true)

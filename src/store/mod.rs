@@ -161,11 +161,14 @@ impl Store {
     }
 
     /// A handle on the same pool whose writes carry the run lease token `token` (from
-    /// [`Store::acquire_lease`]): its appends ([`Store::append`], [`Store::append_many`]),
-    /// working-state writes, checkpoints ([`Store::checkpoint`]) and compactions
-    /// ([`Store::compact`]) are refused with [`Error::Fenced`], writing nothing, once another
-    /// process acquired the session's lease or its holder released it. `None`: unfenced.
-    /// Other writes of this handle are not fenced.
+    /// [`Store::acquire_lease`]): its writes to a session's transcript and state — appends
+    /// ([`Store::append`], [`Store::append_many`], [`Store::append_checkpointed`]), history
+    /// edits ([`Store::pop_message`], [`Store::replace_message`]), working-state writes,
+    /// checkpoints ([`Store::checkpoint`], [`Store::put_checkpoint`]) and compactions
+    /// ([`Store::compact`]) — are refused with [`Error::Fenced`], writing nothing, once
+    /// another process acquired the session's lease or its holder released it. `None`:
+    /// unfenced. Session settings, usage, decisions, user values and graph logs are not
+    /// fenced.
     pub fn with_fence(&self, token: Option<u64>) -> Store {
         Store {
             fence: token,

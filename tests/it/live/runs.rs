@@ -311,6 +311,13 @@ async fn every_fenced_write_of_a_stale_or_released_token_writes_nothing() {
         t.rejected(stale.compact("s", &Compaction::new(1, 1, "n")))
             .await,
     );
+    fenced(t.rejected(stale.put_checkpoint("s", "l", &json!({}))).await);
+    fenced(
+        t.rejected(stale.append_checkpointed("s", &m, None, "l", &json!({})))
+            .await,
+    );
+    fenced(t.rejected(stale.pop_message("s")).await);
+    fenced(t.rejected(stale.replace_message("s", 1, &m)).await);
     // The holder's fenced writes and unfenced ones go through.
     let current = t.store.with_fence(Some(new.token));
     assert_eq!(current.append("s", &m).await.unwrap(), 2);
