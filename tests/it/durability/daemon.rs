@@ -117,7 +117,8 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
     t: TestEnv,
 ) {
     keep_ledger(&t);
-    let sids = t.ids_in_partition("kill", t.store.keys().partition("kill0"), 4);
+    let partition = t.store.keys().partition("kill0");
+    let sids = t.ids_in_partition("kill", partition, 4);
     t.create_sessions(&sids).await;
     let per_session: i64 = 300;
     let message = |seq: i64| NewMessage::new("user").content(format!("{seq}"));
@@ -165,11 +166,15 @@ async fn repeated_sigkill_of_the_daemon_process_under_a_concurrent_writer_loses_
         events.read_line(&mut started).unwrap();
         let started: serde_json::Value = serde_json::from_str(&started).unwrap();
         let owner = started["owner"].as_str().unwrap().to_string();
-        // Each daemon takes over (the killed one's leases lapse) before it is killed, at a
-        // varying instant of its work.
-        wait_until(&format!("daemon {kills} owns a partition"), HANG, || {
-            !owned_by(&t, &owner).is_empty()
-        })
+        // Each daemon takes over the writers' partition (the killed one's lease lapses)
+        // before it is killed, at a varying instant of its work there: owning some other
+        // partition first, a daemon on a loaded machine could be killed each time before it
+        // committed anything of theirs.
+        wait_until(
+            &format!("daemon {kills} owns the writers' partition"),
+            HANG,
+            || owned_by(&t, &owner).contains(&partition),
+        )
         .await;
         tokio::time::sleep(Duration::from_millis(37 * (kills % 5))).await;
         child.kill().unwrap(); // SIGKILL
