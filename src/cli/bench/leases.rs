@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::live::{random_content, row, spawn_workers};
 use super::measure::{benchmark_raw, command_calls, describe, CallsPerAppend, Latencies, Row};
+use super::sizes::W7Sizes;
 use crate::scripts;
 use crate::{Error, NewMessage, NewSession, Result, Store};
 
@@ -22,40 +23,6 @@ const HELD_TTL: Duration = Duration::from_secs(600);
 
 /// Distinct contents each worker cycles through (made before the measured loop, as W1's).
 const CONTENT_POOL: usize = 16;
-
-/// What W7 measures.
-#[derive(Debug, Clone, Copy)]
-pub struct W7Sizes {
-    /// Sessions whose leases are cycled and appended to, shared out among the workers.
-    pub sessions: usize,
-    /// Acquire → renew → release cycles per worker.
-    pub cycles: usize,
-    /// Passes of each kind of append (plain and fenced alternate, plain first).
-    pub passes: usize,
-    /// Appends per worker in one pass.
-    pub appends: usize,
-}
-
-impl W7Sizes {
-    /// The published sizes, or much smaller ones when `quick`.
-    pub fn new(quick: bool) -> W7Sizes {
-        if quick {
-            W7Sizes {
-                sessions: 16,
-                cycles: 100,
-                passes: 2,
-                appends: 50,
-            }
-        } else {
-            W7Sizes {
-                sessions: 64,
-                cycles: 2_000,
-                passes: 4,
-                appends: 625,
-            }
-        }
-    }
-}
 
 /// The latency of one lease operation.
 #[derive(Debug, Clone, Serialize)]

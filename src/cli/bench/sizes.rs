@@ -1,7 +1,6 @@
 //! The workloads' sizes: the published ones, or the `--quick` ones.
 
 use super::decisions::W4Sizes;
-use super::leases::W7Sizes;
 use super::measure::WORKERS;
 
 /// Sizes of the workloads (`quick` shrinks them for a fast smoke run).
@@ -57,6 +56,40 @@ impl Sizes {
                 w4: W4Sizes::new(false),
                 rehydrate_messages: 10_000,
                 w7: W7Sizes::new(false),
+            }
+        }
+    }
+}
+
+/// What W7 measures.
+#[derive(Debug, Clone, Copy)]
+pub struct W7Sizes {
+    /// Sessions whose leases are cycled and appended to, shared out among the workers.
+    pub sessions: usize,
+    /// Acquire → renew → release cycles per worker.
+    pub cycles: usize,
+    /// Passes of each kind of append (plain and fenced alternate, plain first).
+    pub passes: usize,
+    /// Appends per worker in one pass.
+    pub appends: usize,
+}
+
+impl W7Sizes {
+    /// The published sizes, or much smaller ones when `quick`.
+    pub fn new(quick: bool) -> W7Sizes {
+        if quick {
+            W7Sizes {
+                sessions: 16,
+                cycles: 100,
+                passes: 2,
+                appends: 50,
+            }
+        } else {
+            W7Sizes {
+                sessions: 64,
+                cycles: 2_000,
+                passes: 4,
+                appends: 625,
             }
         }
     }
