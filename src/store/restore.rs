@@ -54,24 +54,64 @@ impl Store {
         sid: &str,
         read: &redis::Cmd,
     ) -> Result<T> {
+        self.read_restoring(sid, read, false).await
+    }
+
+    /// [`Store::read_live`] of a read on `sid`'s inbox or ledger, which also, when those two
+    /// expired while the session lived (meta `run_keys` set, neither key there: see
+    /// `run_gone` in `lua/_prelude.lua`), has the daemon put them back first.
+    pub(crate) async fn read_run<T: redis::FromRedisValue>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+    ) -> Result<T> {
+        self.read_restoring(sid, read, true).await
+    }
+
+    /// The one body of [`Store::read_live`] and (`run`) [`Store::read_run`]: the read in one
+    /// pipeline with what tells whether the daemon must restore first, asked at most once.
+    async fn read_restoring<T: redis::FromRedisValue>(
+        &self,
+        sid: &str,
+        read: &redis::Cmd,
+        run: bool,
+    ) -> Result<T> {
         let keys = self.session_keys(sid)?;
-        let meta = &keys.meta;
-        let mut restored = false;
+        let mut asked = false;
         loop {
-            let (live, value): (bool, T) = self
+            let mut replies: Vec<redis::Value> = self
                 .retrying(true, || async {
-                    Ok(redis::pipe()
-                        .exists(meta)
+                    let mut pipe = redis::pipe();
+                    pipe.exists(&keys.meta);
+                    if run {
+                        pipe.hexists(&keys.meta, "run_keys")
+                            .exists(&[&keys.inbox, &keys.effects]);
+                    }
+                    Ok(pipe
                         .add_command(read.clone())
                         .query_async(&mut self.conn().await?)
                         .await?)
                 })
                 .await?;
-            if live || restored {
-                return Ok(value);
-            }
-            self.request_restore(sid, Want::Session).await?;
-            restored = true;
+            let parse = |v: redis::Value| {
+                redis::from_redis_value::<i64>(v).map_err(|e| Error::redis(e.to_string()))
+            };
+            let value = T::from_redis_value(replies.pop().unwrap_or(redis::Value::Nil))
+                .map_err(|e| Error::redis(format!("read reply: {e}")))?;
+            let mut flags = replies.into_iter();
+            let live = parse(flags.next().unwrap_or(redis::Value::Nil))? == 1;
+            let run_gone = run && {
+                let marked = parse(flags.next().unwrap_or(redis::Value::Nil))? == 1;
+                marked && parse(flags.next().unwrap_or(redis::Value::Nil))? == 0
+            };
+            let want = match (live, run_gone) {
+                _ if asked => return Ok(value),
+                (false, _) => Want::Session,
+                (true, true) => Want::RunKeys,
+                (true, false) => return Ok(value),
+            };
+            self.request_restore(sid, want).await?;
+            asked = true;
         }
     }
 
@@ -139,39 +179,6 @@ impl Store {
                     waited: wait,
                 });
             }
-        }
-    }
-
-    /// Runs `read` (a plain command on `sid`'s inbox or ledger) as [`Store::read_live`] does,
-    /// and also when those two expired while the session lived (meta `run_keys` set, neither
-    /// key there: see `run_gone` in `lua/_prelude.lua`) has the daemon put them back first.
-    pub(crate) async fn read_run<T: redis::FromRedisValue>(
-        &self,
-        sid: &str,
-        read: &redis::Cmd,
-    ) -> Result<T> {
-        let keys = self.session_keys(sid)?;
-        let mut asked = false;
-        loop {
-            let (live, marked, present, value): (bool, bool, u32, T) = self
-                .retrying(true, || async {
-                    Ok(redis::pipe()
-                        .exists(&keys.meta)
-                        .hexists(&keys.meta, "run_keys")
-                        .exists(&[&keys.inbox, &keys.effects])
-                        .add_command(read.clone())
-                        .query_async(&mut self.conn().await?)
-                        .await?)
-                })
-                .await?;
-            let want = match (live, marked && present == 0) {
-                _ if asked => return Ok(value),
-                (false, _) => Want::Session,
-                (true, true) => Want::RunKeys,
-                (true, false) => return Ok(value),
-            };
-            self.request_restore(sid, want).await?;
-            asked = true;
         }
     }
 
