@@ -3,14 +3,19 @@
   SQLite committed, and `seeded`): written only while the caller still holds the partition's
   lease. Redis losing its state takes the lease with it, so a daemon that has not noticed the
   loss yet can never re-create the marker that tells agents "a daemon checked this Redis
-  against SQLite" (that is the owner's takeover, after the re-seed).
+  against SQLite" (that is the owner's takeover, after the re-seed). Then it rings the commit
+  bell (a one-entry stream), which wakes the durable callers blocked on it (`XREAD BLOCK`).
   KEYS[1] committed hash   <prefix>:{p}:committed
   KEYS[2] lease string     <prefix>:{p}:lease
+  KEYS[3] commit bell      <prefix>:{p}:commit_bell
   ARGV[1] the caller's lease value "<owner> <token>"
   ARGV[2..] field, value pairs to set (wal, decisions, seeded)
-  Returns: 1 when written, 0 when the caller no longer holds the lease (nothing written)
+  Returns: the Redis clock (ms) when written, so the caller measures the write-behind window
+  on the clock that stamped the entries; 0 when the caller no longer holds the lease (nothing
+  written)
 ]]
 -- @include bad_argc
+-- @include now_ms
 local bad_args = bad_argc(1, 2)
 if bad_args then
   return bad_args
@@ -19,4 +24,5 @@ if redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return 0
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-return 1
+redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', 'c', '1')
+return now_ms()

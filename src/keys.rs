@@ -254,6 +254,20 @@ impl Keys {
         format!("{}:{{{p}}}:committed", self.prefix)
     }
 
+    /// `<prefix>:{p}:commit_bell` — a one-entry stream the spill daemon adds to after every
+    /// publication of `committed`: durable callers block on it (`XREAD BLOCK`) instead of
+    /// polling.
+    pub fn commit_bell(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:commit_bell", self.prefix)
+    }
+
+    /// `<prefix>:{p}:restore_bell` — a one-entry stream an agent adds to with each restore
+    /// request: the spill daemon blocks on it beside the partition's streams, so a request
+    /// wakes it.
+    pub fn restore_bell(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:restore_bell", self.prefix)
+    }
+
     /// `<prefix>:{p}:lease` — the spill daemon's lease on partition `p`: `"<owner> <token>"`
     /// with a millisecond expiry.
     pub fn lease(&self, p: u32) -> String {

@@ -314,6 +314,18 @@ pub async fn stats(ctx: &Ctx, args: StatsArgs) -> Result<()> {
     }
 }
 
+/// A write-behind quantile as its bucket bound (`≤ 5`), `> 5000` above the last, `-` without
+/// commits.
+fn behind(h: Option<&inspect::WriteBehind>, q: f64) -> String {
+    match h {
+        None => "-".into(),
+        Some(h) => match h.quantile_ms(q) {
+            Some(ms) => format!("≤ {ms}"),
+            None => format!("> {}", inspect::WRITE_BEHIND_BOUNDS_MS.last().unwrap_or(&0)),
+        },
+    }
+}
+
 fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
     if ctx.json() {
         for s in stats {
@@ -332,10 +344,17 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
                 s.decisions_committed.clone().unwrap_or_else(|| "-".into()),
                 s.flush_rate.map_or("-".into(), |r| format!("{r:.0}")),
                 s.lag_ms.to_string(),
+                behind(s.write_behind.as_ref(), 0.5),
+                behind(s.write_behind.as_ref(), 0.99),
                 s.owner.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
+    let mut all_behind = inspect::WriteBehind::default();
+    for h in stats.iter().filter_map(|s| s.write_behind.as_ref()) {
+        all_behind.merge(h);
+    }
+    let all_behind = (all_behind.total() > 0).then_some(all_behind);
     let rates: Vec<f64> = stats.iter().filter_map(|s| s.flush_rate).collect();
     rows.push(vec![
         "all".into(),
@@ -362,6 +381,8 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
             .max()
             .unwrap_or(0)
             .to_string(),
+        behind(all_behind.as_ref(), 0.5),
+        behind(all_behind.as_ref(), 0.99),
         String::new(),
     ]);
     render::table(
@@ -373,9 +394,28 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
             "decisions committed",
             "rate/s",
             "lag ms",
+            "behind p50",
+            "behind p99",
             "owner",
         ],
         &rows,
     );
+    if let Some(h) = &all_behind {
+        println!(
+            "\nwrite-behind window (acknowledged write → durable commit), last second of commits:"
+        );
+        let bounds = inspect::WRITE_BEHIND_BOUNDS_MS;
+        let total = h.total() as f64;
+        for (i, count) in h.counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+            let bucket = match bounds.get(i) {
+                Some(b) => format!("≤ {b} ms"),
+                None => format!("> {} ms", bounds[bounds.len() - 1]),
+            };
+            println!(
+                "  {bucket:>10}  {count:>7}  {:5.1}%",
+                *count as f64 * 100.0 / total
+            );
+        }
+    }
     Ok(())
 }

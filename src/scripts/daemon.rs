@@ -31,12 +31,15 @@ pub fn daemon_heartbeat(ns: &Keys, owner: &str, ttl_ms: u64) -> ScriptCall {
 }
 
 /// `publish_committed.lua`: sets `fields` of partition `p`'s committed hash while `lease`
-/// (the caller's lease value) still holds the partition.
+/// (the caller's lease value) still holds the partition, and rings its commit bell.
 pub fn publish_committed(ns: &Keys, p: u32, lease: &str, fields: &[(&str, &str)]) -> ScriptCall {
-    ScriptCall::new(&PUBLISH_COMMITTED, &[&ns.committed(p), &ns.lease(p)])
-        .arg(lease)
-        .arg(fields)
-        .idempotent(true)
+    ScriptCall::new(
+        &PUBLISH_COMMITTED,
+        &[&ns.committed(p), &ns.lease(p), &ns.commit_bell(p)],
+    )
+    .arg(lease)
+    .arg(fields)
+    .idempotent(true)
 }
 
 /// `trim_stream.lua`: XTRIM MINID `min_id` of `stream` (a stream of partition `p`) while

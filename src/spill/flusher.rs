@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::{lease, SpillDaemon};
 use crate::durable::plan::{Applied, Batch};
 use crate::error::Result;
-use crate::records::{committed, wal_field, Entry, WalEntry, WalOp, WalRecord};
+use crate::records::{committed, parse_stream_id, wal_field, Entry, WalEntry, WalOp, WalRecord};
 use crate::scripts;
 use crate::store::Store;
 
@@ -72,6 +72,11 @@ impl SpillDaemon {
             user_values = wanted.into_iter().zip(values).collect();
         }
         let (nw, nd) = (wal.len(), decisions.len());
+        // When each wal entry was acknowledged (its id's Redis clock), for the write-behind window.
+        let acked: Vec<u64> = wal
+            .iter()
+            .filter_map(|(id, _)| parse_stream_id(id).map(|(ms, _)| ms))
+            .collect();
         let batch = Batch {
             partition: p,
             token: part.token,
@@ -92,12 +97,13 @@ impl SpillDaemon {
             (committed::WAL, wal.as_str()),
             (committed::DECISIONS, &decisions),
         ];
-        if !publish_committed(&self.store, p, &lease, &ids).await? {
+        let Some(published_at) = publish_committed(&self.store, p, &lease, &ids).await? else {
             self.lost_lease(p);
             return Ok(None);
-        }
+        };
         super::metrics::batch_committed(nw + nd, started.elapsed());
         let part = &mut self.parts[p as usize];
+        super::behind::record(&mut part.behind, published_at, &acked);
         part.wal = wal;
         part.decisions = decisions;
         part.trim_due = true;
@@ -108,16 +114,18 @@ impl SpillDaemon {
     }
 }
 
-/// Sets `fields` of `<prefix>:{p}:committed` (the last ids of both streams the durable tier committed,
-/// which durable callers poll and the trimmer never cuts above; `seeded`) while `lease` still
-/// holds the partition; false (nothing written) when it does not.
+/// Sets `fields` of `<prefix>:{p}:committed` (the last ids of both streams the durable tier
+/// committed, which durable callers wait for and the trimmer never cuts above; `seeded`) while
+/// `lease` still holds the partition, and wakes the durable callers waiting on `p`. Returns
+/// the Redis clock (ms) of the publication, or `None` (nothing written) when `lease` no
+/// longer holds the partition.
 pub(super) async fn publish_committed(
     store: &Store,
     p: u32,
     lease: &str,
     fields: &[(&str, &str)],
-) -> Result<bool> {
+) -> Result<Option<u64>> {
     let call = scripts::publish_committed(store.keys(), p, lease, fields);
-    let written: i64 = store.invoke(&call).await?;
-    Ok(written == 1)
+    let at: u64 = store.invoke(&call).await?;
+    Ok((at > 0).then_some(at))
 }

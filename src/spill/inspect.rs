@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, value::RawValue};
 
+pub use super::behind::{Histogram as WriteBehind, BOUNDS_MS as WRITE_BEHIND_BOUNDS_MS};
 use crate::checkpoints::Checkpoint;
 use crate::error::Result;
 use crate::records::{committed, parse_stream_id};
@@ -38,6 +39,9 @@ pub struct PartitionStats {
     /// is stopped or behind, and a write after an idle hour is not an hour of lag: alert on
     /// it.
     pub lag_ms: u64,
+    /// The write-behind window of the entries the owner committed in its last window with
+    /// commits (about a second): from each acknowledged write to its commit.
+    pub write_behind: Option<WriteBehind>,
     /// The daemon that owns the partition (`<pid>-<random>`), if any.
     pub owner: Option<String>,
     /// When the figures were read, ms since the epoch (Redis clock, as the entry ids).
@@ -105,6 +109,7 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
             decisions_committed,
             flush_rate: spill.get("rate").and_then(|r| r.parse().ok()),
             lag_ms: wal_lag.max(d_lag),
+            write_behind: spill.get("behind").and_then(|b| WriteBehind::from_field(b)),
             owner: lease.and_then(|l| l.split_once(' ').map(|(o, _)| o.to_string())),
             at: now,
         });

@@ -19,6 +19,9 @@ pub const LAG: &str = "agentstate_flush_lag_seconds";
 pub const FLUSHED: &str = "agentstate_flushed_entries_total";
 /// Histogram: seconds one flush transaction took (apply and cursors, committed).
 pub const BATCH_SECONDS: &str = "agentstate_flush_batch_seconds";
+/// Histogram: seconds from an acknowledged write (its wal entry's id) to the publication of
+/// the commit that holds it: the write-behind window (`super::behind`).
+pub const WRITE_BEHIND: &str = "agentstate_write_behind_seconds";
 /// Gauge: partitions this daemon holds the lease of.
 pub const OWNED: &str = "agentstate_partitions_owned";
 /// Counter `{change}`: leases this daemon took, lost (fenced or lapsed) or released.
@@ -45,6 +48,19 @@ pub(crate) fn batch_committed(entries: usize, took: Duration) {
     metrics::histogram!(BATCH_SECONDS).record(took.as_secs_f64());
 }
 
+/// The bucket bounds of [`WRITE_BEHIND`], seconds: `agentstate stats`' buckets.
+pub(crate) fn write_behind_bounds() -> Vec<f64> {
+    super::behind::BOUNDS_MS
+        .iter()
+        .map(|&ms| ms as f64 / 1000.0)
+        .collect()
+}
+
+/// A committed wal entry waited `ms` for its commit.
+pub(crate) fn write_behind(ms: u64) {
+    metrics::histogram!(WRITE_BEHIND).record(ms as f64 / 1000.0);
+}
+
 /// Describes every series (its `# HELP` line) and starts the daemon's counters at 0, so
 /// `rate()` and alerts see them before their first event. Called once the recorder is
 /// installed.
@@ -68,6 +84,11 @@ pub(crate) fn describe() {
         BATCH_SECONDS,
         Unit::Seconds,
         "duration of one flush transaction"
+    );
+    describe_histogram!(
+        WRITE_BEHIND,
+        Unit::Seconds,
+        "time from an acknowledged write to the durable commit that holds it"
     );
     describe_gauge!(OWNED, "partitions this daemon holds the lease of");
     describe_counter!(LEASE_CHANGES, "leases this daemon took, lost or released");

@@ -18,7 +18,10 @@
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (durable).
 //! - `events`: a pass's events, logged once per kind.
 //! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
+//! - `behind`: the write-behind window (acknowledged write → its commit) as a histogram.
+//! - `wake`: the wait between passes, which a write or a restore request ends.
 
+mod behind;
 mod binding;
 mod drain;
 mod events;
@@ -30,6 +33,7 @@ pub(crate) mod metrics;
 mod ownership;
 mod restore;
 mod trimmer;
+mod wake;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -54,7 +58,10 @@ pub struct SpillConfig {
     /// The durable tier, as `--db` names it: a SQLite file (created with the schema when
     /// absent) or a `postgres://` / `postgresql://` URL.
     pub durable: PathBuf,
-    /// Pause between passes when there was nothing to do (default 50 ms).
+    /// Longest time between two full passes over every partition (leases renewed, shares
+    /// rebalanced, free partitions claimed), at most a third of the lease time (default
+    /// 1 s). Writes do not wait for it: the daemon blocks on its partitions' streams and
+    /// commits each write as it arrives (`wake`).
     pub interval: Duration,
     /// Most entries read per stream per transaction (default 5000).
     pub batch_size: usize,
@@ -75,7 +82,7 @@ impl SpillConfig {
     pub fn new(durable: impl Into<PathBuf>) -> Self {
         SpillConfig {
             durable: durable.into(),
-            interval: Duration::from_millis(50),
+            interval: Duration::from_secs(1),
             batch_size: 5000,
             lease_ttl: Duration::from_secs(3),
             decisions_cap: 100_000,
@@ -83,7 +90,7 @@ impl SpillConfig {
             gc_interval: Duration::from_secs(3600),
         }
     }
-    /// Sets the idle pause between passes.
+    /// Sets the longest time between full passes.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = interval;
         self
@@ -159,6 +166,13 @@ pub(crate) struct Partition {
     flushed: u64,
     /// Whether the streams moved since the last trim.
     trim_due: bool,
+    /// Write-behind windows of the entries committed since `window` (published with the
+    /// figures).
+    behind: behind::Histogram,
+    /// The last restore-bell entry the wait saw (`wake`); empty before the first.
+    rung: String,
+    /// Whether the partition's last pass failed: the wait leaves it to the next full pass.
+    failed: bool,
     /// Whether user data and rounds are still to be re-seeded from SQLite (Redis lost its
     /// state: `<prefix>:{p}:committed` has no `seeded` field); done once the flush drained.
     reseed_due: bool,
@@ -189,6 +203,10 @@ pub struct SpillDaemon {
     share: u32,
     /// `spill --once`: claims every free partition, whatever its share (`drain`).
     draining: bool,
+    /// The blocking read the daemon waits on between passes (`wake`).
+    waker: wake::Waker,
+    /// Set when a lease was lost: the next step is a full pass, which takes it back.
+    full_pass_due: bool,
 }
 
 impl std::fmt::Debug for SpillDaemon {
@@ -251,6 +269,8 @@ impl SpillDaemon {
             heartbeat: None,
             share: 0,
             draining: false,
+            waker: wake::Waker::default(),
+            full_pass_due: true,
         })
     }
 
@@ -290,7 +310,9 @@ impl SpillDaemon {
     }
 
     /// Runs until `shutdown` completes (any future: a signal, a channel, a token's
-    /// `cancelled()`): passes over every partition, pausing `interval` when idle. On
+    /// `cancelled()`): a full pass over every partition at least every `interval`, and
+    /// between them a wait that a write or a restore request ends, followed by a pass over
+    /// the partitions it woke for. On
     /// shutdown it finishes the transaction in flight, releases its leases and returns.
     /// Errors of a pass (Redis down, ...) are logged and retried. It logs one line when it
     /// starts (Redis address, SQLite file, partitions, lease time) and one when it stops, and
@@ -326,6 +348,8 @@ impl SpillDaemon {
         let mut failing: Option<(Instant, String)> = None;
         let mut first = true;
         let mut last_gc: Option<Instant> = None;
+        // When the next full pass is due.
+        let mut next_full: Option<Instant> = None;
         while !cancel.is_cancelled() {
             if !self.config.retention.keeps_everything()
                 && last_gc.is_none_or(|t| t.elapsed() >= self.config.gc_interval)
@@ -340,7 +364,27 @@ impl SpillDaemon {
             // The leases the first pass takes are part of starting: the start line says
             // which, after it.
             self.events.quiet_takes(first);
-            let outcome = self.pass().await;
+            let full = first
+                || failing.is_some()
+                || std::mem::take(&mut self.full_pass_due)
+                || next_full.is_none_or(|t| Instant::now() >= t);
+            let outcome = if full {
+                next_full = Some(Instant::now() + self.pass_every());
+                self.pass().await
+            } else {
+                let until = next_full.map_or(Duration::ZERO, |t| {
+                    t.saturating_duration_since(Instant::now())
+                });
+                let woken = tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    woken = self.wait_for_work(until) => woken,
+                };
+                match woken {
+                    Ok(parts) if parts.is_empty() => continue,
+                    Ok(parts) => self.pass_over(&parts).await,
+                    Err(err) => Err(err),
+                }
+            };
             if std::mem::take(&mut first) {
                 let owned: Vec<u32> = (0..self.parts.len() as u32)
                     .filter(|p| self.parts[*p as usize].token > 0)
@@ -366,11 +410,9 @@ impl SpillDaemon {
                         );
                     }
                     total.add(report);
-                    if report.idle() {
-                        self.config.interval
-                    } else {
-                        Duration::ZERO
-                    }
+                    // The wait that follows is the pause: it returns at once while
+                    // anything is left to flush.
+                    Duration::ZERO
                 }
                 Err(err @ Error::NamespaceMismatch(_)) => {
                     // Redis lost its data and another tier's daemon bound the namespace
@@ -418,13 +460,16 @@ impl SpillDaemon {
                     // Backoff grows with the outage: 200 ms plus half its length so far, at
                     // most 5 s.
                     let waited = since.elapsed().as_millis() as u64;
-                    let backoff = Duration::from_millis((200 + waited / 2).min(5000));
-                    self.config.interval.max(backoff)
+                    Duration::from_millis((200 + waited / 2).min(5000))
                 }
             };
-            tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = tokio::time::sleep(pause) => {}
+            if !pause.is_zero() {
+                // The blocking connection may be the broken one.
+                self.waker = wake::Waker::default();
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tokio::time::sleep(pause) => {}
+                }
             }
         }
         self.release_all().await;
@@ -502,10 +547,20 @@ impl SpillDaemon {
     /// retried next pass without holding the others back; the pass fails only when no
     /// partition could be worked on (Redis down).
     pub async fn pass(&mut self) -> Result<PassReport> {
+        self.rebalance().await?;
+        for part in &mut self.parts {
+            part.failed = false;
+        }
+        let all: Vec<u32> = (0..self.store.keys().partitions()).collect();
+        self.pass_over(&all).await
+    }
+
+    /// The pass over partitions `parts` (all of them, or those a wait woke for); see
+    /// [`SpillDaemon::pass`].
+    async fn pass_over(&mut self, parts: &[u32]) -> Result<PassReport> {
         let mut report = PassReport::default();
         let (mut worked, mut failure, mut unreachable) = (false, None, None);
-        self.rebalance().await?;
-        for p in 0..self.store.keys().partitions() {
+        for &p in parts {
             if self.cancel.is_cancelled() {
                 break;
             }
@@ -533,6 +588,7 @@ impl SpillDaemon {
                 }
                 Err(err) => {
                     self.events.failed(p, &err);
+                    self.parts[p as usize].failed = true;
                     failure = Some(err);
                 }
             }
@@ -611,12 +667,14 @@ impl SpillDaemon {
         part.window = Some(Instant::now());
         part.window_count = 0;
         let flushed = part.flushed;
+        // The last window that committed anything stays readable until the next one.
+        let behind = std::mem::take(&mut part.behind);
         if rate > 0.0 {
             tracing::debug!(partition = p, rate = format!("{rate:.0}"), flushed, wal = %part.wal, decisions = %part.decisions, "spill figures");
         }
         let mut conn = self.store.conn().await?;
-        let _: () = redis::cmd("HSET")
-            .arg(self.store.keys().spill_stats(p))
+        let mut hset = redis::cmd("HSET");
+        hset.arg(self.store.keys().spill_stats(p))
             .arg("owner")
             .arg(&self.owner)
             .arg("rate")
@@ -628,9 +686,11 @@ impl SpillDaemon {
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64),
-            )
-            .query_async(&mut conn)
-            .await?;
+            );
+        if behind.total() > 0 {
+            hset.arg("behind").arg(behind.to_field());
+        }
+        let _: () = hset.query_async(&mut conn).await?;
         Ok(())
     }
 }

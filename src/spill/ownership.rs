@@ -66,7 +66,10 @@ impl SpillDaemon {
                 (committed::WAL, wal.as_str()),
                 (committed::DECISIONS, &decisions),
             ];
-            if !flusher::publish_committed(&self.store, p, &value(&self.owner, token), &ids).await?
+            let lease = value(&self.owner, token);
+            if flusher::publish_committed(&self.store, p, &lease, &ids)
+                .await?
+                .is_none()
             {
                 // Redis lost its state again while we recovered: start over next pass.
                 self.lost_lease(p);
@@ -100,7 +103,10 @@ impl SpillDaemon {
             super::restore::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
         self.events.reseeded_users(p, values, rounds);
         let seeded = [(committed::SEEDED, "1")];
-        if !flusher::publish_committed(&self.store, p, &lease, &seeded).await? {
+        if flusher::publish_committed(&self.store, p, &lease, &seeded)
+            .await?
+            .is_none()
+        {
             self.lost_lease(p);
             return Ok(());
         }
@@ -114,6 +120,9 @@ impl SpillDaemon {
         if self.parts[p as usize].token > 0 {
             self.events.lost(p);
             super::metrics::lease_changed(super::metrics::LeaseChange::Lost);
+            // Taking a partition back (and recovering from a Redis loss) is a full pass's
+            // work.
+            self.full_pass_due = true;
         }
         self.parts[p as usize].token = 0;
     }

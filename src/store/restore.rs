@@ -197,6 +197,15 @@ impl Store {
             .ignore()
             .rpush(self.keys().restore_requests(keys.partition), sid)
             .ignore()
+            // Rings the bell the owning daemon blocks on (`spill::wake`).
+            .cmd("XADD")
+            .arg(self.keys().restore_bell(keys.partition))
+            .arg("MAXLEN")
+            .arg(1)
+            .arg("*")
+            .arg("sid")
+            .arg(sid)
+            .ignore()
             .query_async(&mut conn)
             .await?;
         let wait = self.config().restore_wait;

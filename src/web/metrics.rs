@@ -55,6 +55,11 @@ fn recorder() -> Result<PrometheusHandle> {
             series::BATCH_BUCKETS,
         )
         .map_err(|e| Error::io(format!("metrics: {e}")))?
+        .set_buckets_for_metric(
+            Matcher::Full(series::WRITE_BEHIND.to_string()),
+            &series::write_behind_bounds(),
+        )
+        .map_err(|e| Error::io(format!("metrics: {e}")))?
         .install_recorder()
         .map_err(|e| Error::io(format!("metrics: {e}")))?;
     series::describe();

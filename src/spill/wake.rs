@@ -1,0 +1,108 @@
+//! The daemon's wait between passes. On a single Redis node it is one `XREAD BLOCK` over the
+//! wal, decisions and restore-bell streams of the partitions it owns, each from what it has
+//! seen (its committed cursors): the read returns at once while anything waits, and otherwise
+//! at the first write or restore request, so a write is committed as soon as it is
+//! acknowledged and an idle daemon sleeps inside Redis. It blocks on a connection of its own
+//! (one per daemon), so the pool's calls never queue behind it.
+//!
+//! A cluster cannot serve one read over several slots (CROSSSLOT), and a blocking read per
+//! partition would take a connection each; there the wait is a short pause, as before.
+
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::streams::StreamReadReply;
+
+use super::SpillDaemon;
+use crate::error::Result;
+
+/// The pause that stands for the wait on a cluster.
+const CLUSTER_POLL: Duration = Duration::from_millis(20);
+
+/// The blocking connection, kept between waits and dropped after an error.
+#[derive(Default)]
+pub(super) struct Waker {
+    /// The connection `XREAD BLOCK` runs on; `None` until the first wait or after an error.
+    conn: Option<MultiplexedConnection>,
+}
+
+impl SpillDaemon {
+    /// Waits at most `max` for work in the partitions this daemon owns: returns those with
+    /// entries past their cursors or a restore request not seen yet, or none when `max`
+    /// passed. Partitions whose last pass failed are left to the next full pass, so an entry
+    /// the durable tier rejects is not retried in a loop.
+    pub(super) async fn wait_for_work(&mut self, max: Duration) -> Result<Vec<u32>> {
+        let watched: Vec<u32> = (0..self.parts.len() as u32)
+            .filter(|&p| {
+                let part = &self.parts[p as usize];
+                part.token > 0 && !part.failed
+            })
+            .collect();
+        if self.store.is_cluster() {
+            tokio::time::sleep(max.min(CLUSTER_POLL)).await;
+            return Ok(watched);
+        }
+        if watched.is_empty() {
+            tokio::time::sleep(max).await;
+            return Ok(Vec::new());
+        }
+        let keys = self.store.keys();
+        let mut read = redis::cmd("XREAD");
+        read.arg("COUNT")
+            .arg(1)
+            .arg("BLOCK")
+            .arg(max.as_millis().max(1) as u64)
+            .arg("STREAMS");
+        for &p in &watched {
+            read.arg(keys.wal(p))
+                .arg(keys.decisions(p))
+                .arg(keys.restore_bell(p));
+        }
+        for &p in &watched {
+            let part = &self.parts[p as usize];
+            let rung = if part.rung.is_empty() {
+                "0-0"
+            } else {
+                &part.rung
+            };
+            read.arg(&part.wal).arg(&part.decisions).arg(rung);
+        }
+        let mut conn = match self.waker.conn.take() {
+            Some(conn) => conn,
+            None => {
+                // Its response timeout covers the longest block.
+                let timeout = self.pass_every() + self.store.config().response_timeout;
+                self.store
+                    .dedicated_connection(&keys.wal(0), timeout)
+                    .await?
+            }
+        };
+        let reply: Option<StreamReadReply> = read.query_async(&mut conn).await?;
+        self.waker.conn = Some(conn);
+        let mut woken = Vec::new();
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            let Some(&p) = watched.iter().find(|&&p| {
+                stream.key == keys.wal(p)
+                    || stream.key == keys.decisions(p)
+                    || stream.key == keys.restore_bell(p)
+            }) else {
+                continue;
+            };
+            if stream.key == keys.restore_bell(p) {
+                if let Some(last) = stream.ids.last() {
+                    self.parts[p as usize].rung = last.id.clone();
+                }
+            }
+            if !woken.contains(&p) {
+                woken.push(p);
+            }
+        }
+        Ok(woken)
+    }
+
+    /// The longest time between two full passes (leases renewed, shares rebalanced, free
+    /// partitions claimed): the configured interval, at most a third of the lease time.
+    pub(super) fn pass_every(&self) -> Duration {
+        self.config.interval.min(self.config.lease_ttl / 3)
+    }
+}
