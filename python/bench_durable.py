@@ -1,24 +1,72 @@
-"""Benchmark: what `durable=True` costs an append. One writer appends N messages, one at a
-time, to a private redis-server with an in-process `SpillDaemon` on a temp SQLite file:
-first with the default write-behind (the call returns once Redis has the message), then with
-`durable=True` (it returns once the daemon committed it to SQLite). Prints the median and
-p99 per append of each, and their ratio. Figures are reported, never asserted.
+"""Benchmark: what durability costs, against the `agentstate` installed beside this Python.
+Each part starts a private redis-server and the install's own `agentstate spill` as a child
+process (its default settings), and reports, never asserts:
 
-    cd python && maturin develop --release
-    python bench_durable.py            # N = 500, the daemon's default pass interval (50 ms)
-    python bench_durable.py 2000 0.005 # another N, a 5 ms pass interval
+1. one writer appending N messages one at a time: write-behind (returns once Redis has it)
+   against `durable=True` (returns once the durable tier committed it), median and p99 per
+   append, on SQLite and (with `--postgres`) on a PostgreSQL database made and dropped here;
+2. W writers (threads, a session each) appending `durable=True` for S seconds: appends/s;
+3. the same W writers without `durable`: the write-behind window (acknowledged append to its
+   commit) from the daemon's `agentstate_write_behind_seconds` histogram (`--metrics`), as
+   bucket bounds (an install without that series says so);
+4. the daemon idle for S seconds with sessions in Redis: its CPU, per cent of one core.
+
+    python bench_durable.py [--n 500] [--writers 8] [--seconds 5]
+                            [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
+
+BENCHMARKS.md runs it with two installs side by side (today's build and this one).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
-from agentstate import SpillDaemon, Store
-from agentstate.testing import RedisServer
+from agentstate import Store
+from agentstate._agentstate import RedisServer  # agentstate.testing without pytest
+
+AGENTSTATE = shutil.which("agentstate", path=str(Path(sys.executable).parent)) or "agentstate"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """`agentstate spill` as a child process; `metrics` serves Prometheus on a free port."""
+
+    def __init__(self, url: str, db: str, metrics: bool = False):
+        self.metrics = f"127.0.0.1:{free_port()}" if metrics else None
+        args = [AGENTSTATE, "--redis", url, "--db", db, "spill"]
+        if self.metrics:
+            args += ["--metrics", self.metrics]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.5)  # started and holding its partitions
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def scrape(self) -> str:
+        with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
 
 
 def per_append_ms(store: Store, sid: str, n: int) -> list:
@@ -30,27 +78,146 @@ def per_append_ms(store: Store, sid: str, n: int) -> list:
     return times
 
 
-def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
-    interval = float(sys.argv[2]) if len(sys.argv) > 2 else 0.05
-    server = RedisServer()
+def p50_p99(times: list) -> tuple:
+    times = sorted(times)
+    return statistics.median(times), times[max(int(len(times) * 0.99) - 1, 0)]
+
+
+def one_writer(url: str, db: str, n: int) -> dict:
+    daemon = Daemon(url, db)
     try:
-        with tempfile.TemporaryDirectory() as tmp, SpillDaemon(
-            server.url, Path(tmp) / "b.db", interval=interval
-        ):
-            store = Store(server.url)
-            rows = {}
-            for label, s in (("write-behind", store), ("durable=True", store.with_durability(True))):
-                sid = s.create_session()
-                per_append_ms(s, sid, 20)  # warm up: connections, scripts
-                times = sorted(per_append_ms(s, sid, n))
-                rows[label] = (statistics.median(times), times[int(len(times) * 0.99) - 1])
-            for label, (median, p99) in rows.items():
-                print(f"{label:13} median {median:6.2f} ms   p99 {p99:6.2f} ms   ({n} appends)")
-            ratio = rows["durable=True"][0] / rows["write-behind"][0]
-            print(f"durable / write-behind (median): {ratio:.1f}x (daemon pass interval {interval} s)")
+        out = {}
+        store = Store(url)
+        for label, s in (("write_behind", store), ("durable", store.with_durability(True))):
+            sid = s.create_session()
+            per_append_ms(s, sid, 20)  # warm up: connections, scripts
+            out[label] = p50_p99(per_append_ms(s, sid, n))
+        return out
     finally:
-        server.stop()
+        daemon.stop()
+
+
+def writers(store: Store, count: int, seconds: float) -> float:
+    """`count` threads appending to a session each for `seconds`: appends per second."""
+    sids = [store.create_session() for _ in range(count)]
+    done = [0] * count
+    stop = time.monotonic() + seconds
+
+    def run(i: int) -> None:
+        while time.monotonic() < stop:
+            store.append(sids[i], "user", "x" * 200)
+            done[i] += 1
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done) / (time.monotonic() - started)
+
+
+def histogram(text: str, name: str) -> list:
+    """(upper bound s, cumulative count) of Prometheus histogram `name`."""
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith(name + "_bucket{"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    return sorted(buckets)
+
+
+def quantile_ms(buckets: list, q: float):
+    total = buckets[-1][1] if buckets else 0
+    if not total:
+        return None
+    for bound, cumulative in buckets:
+        if cumulative >= q * total:
+            return bound * 1000
+    return None
+
+
+def many_writers(url: str, db: str, count: int, seconds: float) -> dict:
+    daemon = Daemon(url, db, metrics=True)
+    try:
+        store = Store(url)
+        durable = writers(store.with_durability(True), count, seconds)
+        before = histogram(daemon.scrape(), "agentstate_write_behind_seconds")
+        behind_rate = writers(store, count, seconds)
+        time.sleep(1.5)  # the last commits
+        after = histogram(daemon.scrape(), "agentstate_write_behind_seconds")
+        window = [(b, c - dict(before).get(b, 0)) for b, c in after]
+        return {
+            "durable_appends_per_s": durable,
+            "write_behind_appends_per_s": behind_rate,
+            "window_p50_ms": quantile_ms(window, 0.5),
+            "window_p99_ms": quantile_ms(window, 0.99),
+            "window_measured": bool(after),
+        }
+    finally:
+        daemon.stop()
+
+
+def idle_cpu(url: str, db: str, seconds: float) -> float:
+    daemon = Daemon(url, db)
+    try:
+        store = Store(url)
+        for _ in range(100):
+            store.append(store.create_session(), "user", "idle")
+        time.sleep(2)
+        start = daemon.cpu_seconds()
+        time.sleep(seconds)
+        return (daemon.cpu_seconds() - start) / seconds * 100
+    finally:
+        daemon.stop()
+
+
+def postgres_db(admin_url: str, name: str, create: bool) -> str:
+    sql = f'CREATE DATABASE "{name}"' if create else f'DROP DATABASE IF EXISTS "{name}"'
+    subprocess.run(["psql", admin_url, "-qc", sql], check=True, capture_output=True)
+    return admin_url.rsplit("/", 1)[0] + "/" + name
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--writers", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--postgres", help="an admin URL: a database is made and dropped there")
+    args = ap.parse_args()
+    results = {"agentstate": AGENTSTATE}
+    with tempfile.TemporaryDirectory() as tmp:
+        for part, run in (
+            ("sqlite", lambda url: one_writer(url, f"{tmp}/one.db", args.n)),
+            ("many", lambda url: many_writers(url, f"{tmp}/many.db", args.writers, args.seconds)),
+            ("idle_cpu_percent", lambda url: idle_cpu(url, f"{tmp}/idle.db", args.seconds * 2)),
+        ):
+            server = RedisServer()
+            try:
+                results[part] = run(server.url)
+            finally:
+                server.stop()
+        if args.postgres:
+            name = f"bench_durable_{os.getpid()}"
+            server = RedisServer()
+            try:
+                results["postgres"] = one_writer(server.url, postgres_db(args.postgres, name, True), args.n)
+            finally:
+                server.stop()
+                postgres_db(args.postgres, name, False)
+    for tier in ("sqlite", "postgres"):
+        for label, (p50, p99) in results.get(tier, {}).items():
+            print(f"one writer, {tier:8} {label:12}  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   ({args.n} appends)")
+    many = results["many"]
+    print(f"{args.writers} writers durable=True: {many['durable_appends_per_s']:,.0f} appends/s")
+    if many["window_measured"]:
+        print(f"{args.writers} writers write-behind: {many['write_behind_appends_per_s']:,.0f} appends/s, "
+              f"window p50 <= {many['window_p50_ms']} ms, p99 <= {many['window_p99_ms']} ms")
+    else:
+        print(f"{args.writers} writers write-behind: {many['write_behind_appends_per_s']:,.0f} appends/s "
+              "(this install has no write-behind histogram)")
+    print(f"idle daemon: {results['idle_cpu_percent']:.2f}% of a core")
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ class SpillDaemon:
         *,
         prefix: Optional[str] = None,
         partitions: int = 16,
-        interval: float = 0.05,
+        interval: float = 1.0,
         lease: float = 3.0,
     ) -> None: ...
     def start(self) -> "SpillDaemon": ...

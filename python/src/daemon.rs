@@ -56,10 +56,11 @@ impl PySpillDaemon {
     /// A daemon for namespace `prefix` of the Redis at `url`, writing SQLite file `db`.
     /// `url`, `db` and `prefix` default to `AGENTSTATE_REDIS_URL`, `AGENTSTATE_DB`,
     /// `AGENTSTATE_PREFIX`, then to redis://127.0.0.1:6379, ./agentstate.db and "as" (the
-    /// CLI's precedence). `interval`: pause between idle passes; `lease`: how long after
+    /// CLI's precedence). `interval`: longest time between full passes (writes do not wait
+    /// for it: the daemon wakes on each); `lease`: how long after
     /// this daemon dies the other daemons take its partitions (seconds).
     #[new]
-    #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = 16, interval = 0.05, lease = 3.0))]
+    #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = 16, interval = 1.0, lease = 3.0))]
     fn new(
         url: Option<String>,
         db: Option<PathBuf>,

@@ -20,8 +20,10 @@ pub struct SpillArgs {
     /// for).
     #[arg(long)]
     once: bool,
-    /// Pause between passes when idle, milliseconds.
-    #[arg(long, default_value_t = 50)]
+    /// Longest time between full passes (leases renewed, free partitions claimed),
+    /// milliseconds, at most a third of --lease-ms. Writes do not wait for it: the daemon
+    /// blocks on its partitions' streams and commits each write as it arrives.
+    #[arg(long, default_value_t = 1000)]
     interval_ms: u64,
     /// Partition lease time, milliseconds: a standby takes over this long after the owner
     /// died.

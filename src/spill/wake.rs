@@ -6,7 +6,7 @@
 //! (one per daemon), so the pool's calls never queue behind it.
 //!
 //! A cluster cannot serve one read over several slots (CROSSSLOT), and a blocking read per
-//! partition would take a connection each; there the wait is a short pause, as before.
+//! partition would take a connection each; there the wait is a 50 ms pause, as before.
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use super::SpillDaemon;
 use crate::error::Result;
 
 /// The pause that stands for the wait on a cluster.
-const CLUSTER_POLL: Duration = Duration::from_millis(20);
+const CLUSTER_POLL: Duration = Duration::from_millis(50);
 
 /// The blocking connection, kept between waits and dropped after an error.
 #[derive(Default)]
