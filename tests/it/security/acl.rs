@@ -147,6 +147,10 @@ async fn the_readme_acl_user_runs_every_flow_and_nothing_outside_the_namespace()
     let running = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
     let back = store.messages("acl", MessageQuery::all()).await.unwrap();
     assert_eq!(crate::support::seqs(&back), [1, 2, 3]);
+    // A durable write: the daemon wakes on it (XREAD BLOCK) and the caller on the commit bell.
+    let durable = store.with_durability(Durability::Durable);
+    let m = NewMessage::new("user").content("kept");
+    assert_eq!(durable.append("acl", &m).await.unwrap(), 4);
     cancel.cancel();
     running.await.unwrap().unwrap();
 
