@@ -47,6 +47,10 @@ use crate::store::Store;
 use events::PassEvents;
 pub use restore::restore_from_durable;
 
+/// Least time between two trims of a partition outside full passes: trimming is several
+/// round trips, which a pass a write woke for would otherwise spend on every commit.
+const TRIM_EVERY: Duration = Duration::from_millis(100);
+
 /// The shortest response timeout the daemon's calls get, however short the lease: a loaded
 /// machine must not read as an outage.
 const MIN_RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -166,6 +170,10 @@ pub(crate) struct Partition {
     flushed: u64,
     /// Whether the streams moved since the last trim.
     trim_due: bool,
+    /// When the partition was last trimmed.
+    trimmed: Option<Instant>,
+    /// Whether restore requests may wait: a full pass, or the restore bell rang (`wake`).
+    restore_due: bool,
     /// Write-behind windows of the entries committed since `window` (published with the
     /// figures).
     behind: behind::Histogram,
@@ -381,7 +389,7 @@ impl SpillDaemon {
                 };
                 match woken {
                     Ok(parts) if parts.is_empty() => continue,
-                    Ok(parts) => self.pass_over(&parts).await,
+                    Ok(parts) => self.pass_over(&parts, false).await,
                     Err(err) => Err(err),
                 }
             };
@@ -550,21 +558,22 @@ impl SpillDaemon {
         self.rebalance().await?;
         for part in &mut self.parts {
             part.failed = false;
+            part.restore_due = true;
         }
         let all: Vec<u32> = (0..self.store.keys().partitions()).collect();
-        self.pass_over(&all).await
+        self.pass_over(&all, true).await
     }
 
     /// The pass over partitions `parts` (all of them, or those a wait woke for); see
-    /// [`SpillDaemon::pass`].
-    async fn pass_over(&mut self, parts: &[u32]) -> Result<PassReport> {
+    /// [`SpillDaemon::pass`]. `full`: a full pass, which trims whatever moved.
+    async fn pass_over(&mut self, parts: &[u32], full: bool) -> Result<PassReport> {
         let mut report = PassReport::default();
         let (mut worked, mut failure, mut unreachable) = (false, None, None);
         for &p in parts {
             if self.cancel.is_cancelled() {
                 break;
             }
-            match self.pass_partition(p, &mut report).await {
+            match self.pass_partition(p, &mut report, full).await {
                 Ok(()) => worked = true,
                 // Nor is a SQLite file that cannot be used (removed, replaced, corrupt), nor
                 // a namespace bound to another tier.
@@ -613,7 +622,10 @@ impl SpillDaemon {
     }
 
     /// The pass over partition `p` (see [`SpillDaemon::pass`]); adds what it did to `report`.
-    async fn pass_partition(&mut self, p: u32, report: &mut PassReport) -> Result<()> {
+    /// Outside a full pass it serves restore requests only when the bell rang, and trims at
+    /// most every [`TRIM_EVERY`]: a write's wake costs the read, the commit and its
+    /// publication.
+    async fn pass_partition(&mut self, p: u32, report: &mut PassReport, full: bool) -> Result<()> {
         // Above its share (`membership`), a daemon leaves the partitions it does not hold
         // to the others.
         if self.parts[p as usize].token == 0 && !self.below_share() && !self.draining {
@@ -642,8 +654,15 @@ impl SpillDaemon {
         if drained && self.parts[p as usize].reseed_due {
             self.complete_reseed(p).await?;
         }
-        report.restored += restore::serve_requests(&self.store, &self.db, p).await?;
-        if std::mem::take(&mut self.parts[p as usize].trim_due) {
+        if std::mem::take(&mut self.parts[p as usize].restore_due) {
+            report.restored += restore::serve_requests(&self.store, &self.db, p).await?;
+        }
+        let part = &self.parts[p as usize];
+        let trim_now = full || part.trimmed.is_none_or(|t| t.elapsed() >= TRIM_EVERY);
+        if part.trim_due && trim_now {
+            let part = &mut self.parts[p as usize];
+            part.trim_due = false;
+            part.trimmed = Some(Instant::now());
             let part = &self.parts[p as usize];
             let lease = lease::value(&self.owner, part.token);
             let cap = self.config.decisions_cap;

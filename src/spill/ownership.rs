@@ -83,6 +83,7 @@ impl SpillDaemon {
                 wal,
                 decisions,
                 trim_due: true,
+                restore_due: true,
                 reseed_due: !seeded,
                 ..Partition::default()
             };

@@ -89,8 +89,10 @@ impl SpillDaemon {
                 continue;
             };
             if stream.key == keys.restore_bell(p) {
+                let part = &mut self.parts[p as usize];
+                part.restore_due = true;
                 if let Some(last) = stream.ids.last() {
-                    self.parts[p as usize].rung = last.id.clone();
+                    part.rung = last.id.clone();
                 }
             }
             if !woken.contains(&p) {
