@@ -64,8 +64,16 @@ pub struct W8Report {
     pub breakdown: Vec<KeyKind>,
     /// The partitions' wal streams before the trim, per session.
     pub wal_before: KeyKind,
+    /// Entries in those streams before the trim (a session's create and its appends, the
+    /// appends batched by group commit).
+    pub wal_entries_before: u64,
     /// The naive store's list, for comparison.
     pub naive_list: KeyKind,
+    /// The meta hash of a session given a [`PROMPT_CHARS`]-character system prompt: a value
+    /// over the server's `hash-max-listpack-value` makes it a hashtable.
+    pub prompt_meta: KeyKind,
+    /// The server's `hash-max-listpack-value` (`None` where `CONFIG GET` is refused).
+    pub hash_max_listpack_value: Option<u64>,
 }
 
 impl W8Report {
@@ -95,6 +103,9 @@ fn bodies(sizes: W8Sizes) -> Vec<NewMessage> {
 
 /// Sessions sampled for the per-key figures (each costs one `MEMORY USAGE` per key).
 const SAMPLE: usize = 500;
+
+/// Characters of the system prompt of the sessions whose meta hash W8 measures apart.
+pub const PROMPT_CHARS: usize = 500;
 
 /// W8 on `store` (a namespace of its own, on a Redis no other client writes to while it
 /// runs): the naive store first (written, measured, deleted), then `sizes.sessions` sessions
@@ -176,6 +187,18 @@ pub async fn w8_memory(
     let partitions: Vec<u32> = (0..store.keys().partitions()).collect();
     let wal_keys: Vec<String> = partitions.iter().map(|&p| store.keys().wal(p)).collect();
     let wal_before = shared_kind(store, "wal (before the trim)", &wal_keys, n).await?;
+    let lengths: Vec<u64> = store
+        .fan_out(
+            wal_keys
+                .iter()
+                .map(|k| {
+                    let mut cmd = redis::cmd("XLEN");
+                    cmd.arg(k);
+                    cmd
+                })
+                .collect(),
+        )
+        .await?;
 
     SpillDaemon::open(store.clone(), SpillConfig::new(db_path))
         .await?
@@ -216,6 +239,28 @@ pub async fn w8_memory(
     breakdown.push(shared_kind(store, "user index entry (by_user)", &by_user, n).await?);
     breakdown.push(shared_kind(store, "wal (after the trim)", &wal_keys, n).await?);
 
+    // Sessions with a system prompt, measured apart (after the growth figures).
+    let prompt = "p".repeat(PROMPT_CHARS);
+    let prompted: Vec<String> = (0..sample.len())
+        .map(|i| format!("mem_prompt_{i}"))
+        .collect();
+    for sid in &prompted {
+        store
+            .create_session(
+                &NewSession::new()
+                    .id(sid)
+                    .user("bench")
+                    .system_prompt(&prompt),
+            )
+            .await?;
+    }
+    let metas: Vec<String> = prompted
+        .iter()
+        .map(|sid| store.keys().session(sid).meta)
+        .collect();
+    let prompt_meta = kind_of(store, "meta hash with a system prompt", &metas).await?;
+    let hash_max_listpack_value = hash_max_listpack_value(store).await;
+
     Ok(W8Report {
         sessions: sizes.sessions,
         messages: sizes.messages,
@@ -225,8 +270,23 @@ pub async fn w8_memory(
         after_trim_per_session: after_trim / n,
         breakdown,
         wal_before,
+        wal_entries_before: lengths.iter().sum(),
         naive_list,
+        prompt_meta,
+        hash_max_listpack_value,
     })
+}
+
+/// The server's `hash-max-listpack-value`, or `None` (a managed Redis may refuse `CONFIG`).
+async fn hash_max_listpack_value(store: &Store) -> Option<u64> {
+    let mut conn = store.conn().await.ok()?;
+    let reply: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("hash-max-listpack-value")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    reply.get(1)?.parse().ok()
 }
 
 /// `MEMORY USAGE` and `OBJECT ENCODING` of `keys` (one key of one kind per sampled session;

@@ -310,12 +310,32 @@ fn print_w8(w8: &memory::W8Report) {
         "-",
         w8.after_trim_per_session - counted
     );
-    for k in [&w8.wal_before, &w8.naive_list] {
-        println!(
-            "  {:<36} {:<22} {:>9.3} {:>10.1}",
-            k.kind, k.encoding, k.keys_per_session, k.bytes_per_session
-        );
-    }
+    let wal = &w8.wal_before;
+    println!(
+        "  {:<36} {:<22} {:>9.3} {:>10.1}  ({} entries, {:.0} B/entry)",
+        wal.kind,
+        wal.encoding,
+        wal.keys_per_session,
+        wal.bytes_per_session,
+        w8.wal_entries_before,
+        wal.bytes_per_session * w8.sessions as f64 / w8.wal_entries_before.max(1) as f64
+    );
+    let k = &w8.naive_list;
+    println!(
+        "  {:<36} {:<22} {:>9.3} {:>10.1}",
+        k.kind, k.encoding, k.keys_per_session, k.bytes_per_session
+    );
+    let k = &w8.prompt_meta;
+    println!(
+        "  {:<36} {:<22} {:>9.3} {:>10.1}  ({} characters; hash-max-listpack-value {})",
+        k.kind,
+        k.encoding,
+        k.keys_per_session,
+        k.bytes_per_session,
+        memory::PROMPT_CHARS,
+        w8.hash_max_listpack_value
+            .map_or("unknown".into(), |v| v.to_string())
+    );
 }
 
 fn print_table(rows: &[Row], workers: usize) {
