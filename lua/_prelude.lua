@@ -106,6 +106,41 @@ local function json_num_or_null(s)
   return tostring(tonumber(s))
 end
 
+-- The meta fields a session's hash leaves out while they hold their default, and those
+-- defaults: a reader takes an absent field as its default (src/sessions.rs::META_DEFAULTS,
+-- which a unit test checks against this table). A fresh root session's hash is then next_seq,
+-- ttl, ttl_at, updated_at, created_at (and user_id): 184 B by MEMORY USAGE, against 392 B
+-- with all twenty fields (BENCHMARKS.md, W8).
+local META_DEFAULTS = {
+  version = '0', user_id = '', kind = 'root', parent = '', spawn_depth = '0',
+  lifecycle = 'ephemeral', status = 'active', model = '', system_prompt = '', config = '{}',
+  metadata = '{}', round_index = '0', last_compact_seq = '0', pending = '', compacted = ''
+}
+
+-- Writes the meta field/value pairs `pairs` (a flat list; values as text) to the meta hash
+-- `key`, leaving out those at their default (META_DEFAULTS). `clear`: the hash may hold a
+-- field being set back to its default (update_session), which is deleted; a new hash
+-- (create, restore) has none.
+-- @include META_DEFAULTS
+local function set_meta(key, pairs, clear)
+  local set, unset = {}, {}
+  for i = 1, #pairs, 2 do
+    local field, value = pairs[i], pairs[i + 1]
+    if META_DEFAULTS[field] == value then
+      unset[#unset + 1] = field
+    else
+      set[#set + 1] = field
+      set[#set + 1] = value
+    end
+  end
+  if #set > 0 then
+    redis.call('HSET', key, unpack(set))
+  end
+  if clear and #unset > 0 then
+    redis.call('HDEL', key, unpack(unset))
+  end
+end
+
 -- The error reply when ARGV does not hold `n` arguments (with `step`: `n` and then whole
 -- groups of `step`, e.g. 2 for pairs); nil when it does. Every script checks its count
 -- before its first write: a missing argument would otherwise fail only at the command that
@@ -467,10 +502,12 @@ end
 -- <current> / FENCED.
 -- @include fail, refresh_ttl, fenced
 local function working_one(k, sid, op, key, value, if_version, limit, fence, now, now_text)
-  local meta = redis.call('HMGET', k[1], 'version', 'ttl_at')
+  -- next_seq: every session has it; version is absent while 0 (META_DEFAULTS)
+  local meta = redis.call('HMGET', k[1], 'next_seq', 'version', 'ttl_at')
   if not meta[1] then
     return fail('NO_SESSION', sid)
   end
+  local current = meta[2] or '0'
   local stale = fenced(k, fence)
   if stale then
     return stale
@@ -479,8 +516,8 @@ local function working_one(k, sid, op, key, value, if_version, limit, fence, now
     return fail('TOO_LARGE', #value .. ' ' .. limit)
   end
   -- both canonical decimal text (see append_one)
-  if if_version ~= '' and if_version ~= meta[1] then
-    return fail('CONFLICT', if_version .. ' ' .. meta[1])
+  if if_version ~= '' and if_version ~= current then
+    return fail('CONFLICT', if_version .. ' ' .. current)
   end
   local created = nil
   if op == 'set' then
@@ -494,7 +531,7 @@ local function working_one(k, sid, op, key, value, if_version, limit, fence, now
   end
   local version = redis.call('HINCRBY', k[1], 'version', 1)
   redis.call('HSET', k[1], 'updated_at', now_text)
-  refresh_ttl(k, nil, now, meta[2], created)
+  refresh_ttl(k, nil, now, meta[3], created)
   return version
 end
 

@@ -42,7 +42,8 @@ for i, element in ipairs(elements) do
 end
 -- the note and the audit record
 local note_seq = next_seq
-local compact_seq = tonumber(meta[3]) + 1
+-- absent while 0 (META_DEFAULTS in _prelude)
+local compact_seq = tonumber(meta[3] or 0) + 1
 local note = message_element(note_seq, 'active', now_text, ARGV[4])
 redis.call('RPUSH', KEYS[3], note)
 redis.call('HSET', KEYS[1], 'next_seq', note_seq + 1, 'last_compact_seq', compact_seq,

@@ -17,7 +17,7 @@
            is not a whole number of seconds
   Atomic: the existence checks run before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, json_str_or_null, bad_argc, index_as_zset
+-- @include now_ms, fail, refresh_ttl, json_str_or_null, bad_argc, index_as_zset, set_meta
 local bad_args = bad_argc(11)
 if bad_args then
   return bad_args
@@ -38,13 +38,15 @@ if not ttl or ttl < 1 or ttl > 1099511627776 or ttl ~= math.floor(ttl) then
 end
 local now = now_ms()
 -- The fields every hot-path write reads or sets come first (ttl_at too, set just below by
--- refresh_ttl): a small hash is a listpack that HMGET/HSET scan from the front.
-redis.call('HSET', KEYS[1],
-  'next_seq', 1, 'ttl', ARGV[11], 'ttl_at', 0, 'updated_at', now, 'version', 0,
+-- refresh_ttl): a small hash is a listpack that HMGET/HSET scan from the front. Those at
+-- their default are left out (set_meta).
+local now_text = string.format('%d', now)
+set_meta(KEYS[1], {
+  'next_seq', '1', 'ttl', ARGV[11], 'ttl_at', '0', 'updated_at', now_text, 'version', '0',
   'user_id', ARGV[2], 'kind', ARGV[5], 'parent', ARGV[3], 'spawn_depth', ARGV[4],
   'lifecycle', ARGV[6], 'status', 'active', 'model', ARGV[7], 'system_prompt', ARGV[8],
-  'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now,
-  'round_index', 0, 'last_compact_seq', 0, 'pending', '', 'compacted', '')
+  'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now_text,
+  'round_index', '0', 'last_compact_seq', '0', 'pending', '', 'compacted', ''})
 refresh_ttl(KEYS, ARGV[11], now)
 redis.call('ZADD', KEYS[10], 0, ARGV[1])
 if ARGV[2] ~= '' then

@@ -25,7 +25,8 @@ if mode == 'one' then
 end
 if ARGV[4] == '0' then return {} end
 local lo = after + 1
-if mode == 'all' or meta[2] == '' then
+-- `compacted` is absent while no range is (META_DEFAULTS in _prelude)
+if mode == 'all' or not meta[2] or meta[2] == '' then
   if last > 0 and hi - last + 1 > lo then lo = hi - last + 1 end
   if lo > hi then return {} end
   return redis.call('LRANGE', KEYS[2], lo - 1, hi - 1)

@@ -12,11 +12,13 @@ local bad_args = bad_argc(2)
 if bad_args then
   return bad_args
 end
-local version = redis.call('HGET', KEYS[1], 'version')
-if not version then
+-- next_seq: every session has it; version is absent while 0 (META_DEFAULTS in _prelude)
+local meta = redis.call('HMGET', KEYS[1], 'next_seq', 'version')
+if not meta[1] then
   return fail('NO_SESSION', ARGV[1])
 end
+local version = tonumber(meta[2] or 0)
 if ARGV[2] == '' then
-  return {tonumber(version), redis.call('HGETALL', KEYS[2])}
+  return {version, redis.call('HGETALL', KEYS[2])}
 end
-return {tonumber(version), redis.call('HGET', KEYS[2], ARGV[2])}
+return {version, redis.call('HGET', KEYS[2], ARGV[2])}

@@ -11,7 +11,8 @@
   ARGV, read in order as sections (a count n, then its items):
     session id, user id or '', idle TTL (seconds),
     n meta fields  then n (field, value) pairs, in create_session's field order but for
-                   `compacted`, which this script derives from the audit records
+                   `compacted`, which this script derives from the audit records; those
+                   at their default are not written (set_meta in _prelude)
     n messages     then n stored message elements, seq 1..n
     n idem keys    then n (idempotency key, seq) pairs
     n compactions  then n audit records, oldest first
@@ -30,6 +31,7 @@
   Atomic: one script; the meta hash (what makes a session live) is written last.
 ]]
 -- @include now_ms, fail, refresh_ttl, bad_argc, decision_record, merge_compacted, index_as_zset
+-- @include set_meta
 local bad_args = bad_argc(4, 1)
 if bad_args then
   return bad_args
@@ -131,6 +133,6 @@ if user ~= '' then
   index_as_zset(KEYS[11])
   redis.call('ZADD', KEYS[11], 0, sid)
 end
-redis.call('HSET', KEYS[1], unpack(meta))
+set_meta(KEYS[1], meta)
 refresh_ttl(KEYS, ttl, now_ms(), nil, nil, {13, 14})
 return 1

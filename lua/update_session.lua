@@ -6,19 +6,20 @@
   KEYS[11]   graph log index  <prefix>:{p}:s:<sid>:glog
   ARGV[1] session id
   ARGV[2] JSON object of the changed fields as they go to the wal ('' for a touch)
-  ARGV[3..] field, value pairs for the meta hash
+  ARGV[3..] field, value pairs for the meta hash (a field set to its default is deleted:
+            set_meta in _prelude)
   Returns: the wal entry id, or '' for a touch
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
--- @include now_ms, refresh_ttl, open_session
+-- @include now_ms, refresh_ttl, open_session, set_meta
 local _, bad = open_session(2, 2)
 if bad then
   return bad
 end
 local now = now_ms()
 if #ARGV > 2 then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+  set_meta(KEYS[1], {unpack(ARGV, 3)}, true)
 end
 redis.call('HSET', KEYS[1], 'updated_at', now)
 refresh_ttl(KEYS, nil, now, nil, nil, {10, 11})

@@ -326,6 +326,14 @@ impl Keys {
         format!("{}:{{0}}:bench:decisions", self.prefix)
     }
 
+    /// `<prefix>:{p}:bench:naive:<i>`, p = `i % partitions` — session `i` of the naive store
+    /// `agentstate bench` measures memory against (one list per session; deleted once
+    /// measured).
+    pub fn bench_naive(&self, i: usize) -> String {
+        let p = i % self.partitions as usize;
+        format!("{}:{{{p}}}:bench:naive:{i}", self.prefix)
+    }
+
     /// `<prefix>:{p}:open_decisions` — decision id → decision JSON, for decisions without outcome.
     pub fn open_decisions(&self, p: u32) -> String {
         format!("{}:{{{p}}}:open_decisions", self.prefix)

@@ -153,6 +153,40 @@ pub(crate) const META_FIELDS: [&str; 20] = [
     "compacted",
 ];
 
+/// The meta fields a session's hash leaves out while they hold their default, with that
+/// default as stored text: a reader takes an absent field as its default. The scripts write
+/// through `lua/_prelude.lua::set_meta`, whose `META_DEFAULTS` table a unit test checks
+/// against this list. A fresh root session's hash is so five or six fields, not twenty
+/// (the memory of a live session: issue 40, BENCHMARKS.md W8).
+pub(crate) const META_DEFAULTS: [(&str, &str); 15] = [
+    ("version", "0"),
+    ("user_id", ""),
+    ("kind", "root"),
+    ("parent", ""),
+    ("spawn_depth", "0"),
+    ("lifecycle", "ephemeral"),
+    ("status", "active"),
+    ("model", ""),
+    ("system_prompt", ""),
+    ("config", "{}"),
+    ("metadata", "{}"),
+    ("round_index", "0"),
+    ("last_compact_seq", "0"),
+    ("pending", ""),
+    ("compacted", ""),
+];
+
+/// The stored text of meta field `field` in the hash `h`: its value, or its default
+/// ([`META_DEFAULTS`]; `""` for a field without one) when absent.
+fn meta_field(h: &mut HashMap<String, String>, field: &str) -> String {
+    h.remove(field).unwrap_or_else(|| {
+        META_DEFAULTS
+            .iter()
+            .find(|(f, _)| *f == field)
+            .map_or_else(String::new, |(_, d)| (*d).to_string())
+    })
+}
+
 /// A session's meta, as stored in `<prefix>:{p}:s:<sid>`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Session {
@@ -197,9 +231,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Decodes the meta hash of `id` (as returned by HGETALL).
+    /// Decodes the meta hash of `id` (as returned by HGETALL; a field at its default may be
+    /// absent: [`META_DEFAULTS`]).
     pub(crate) fn from_hash(id: &str, mut h: HashMap<String, String>) -> Result<Session> {
-        let mut take = |k: &str| h.remove(k).unwrap_or_default();
+        let mut take = |k: &str| meta_field(&mut h, k);
         let opt = |s: String| if s.is_empty() { None } else { Some(s) };
         let json = |s: String| -> Result<Value> {
             if s.is_empty() {
@@ -727,19 +762,18 @@ impl Admin<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::META_FIELDS;
+    use super::{META_DEFAULTS, META_FIELDS};
 
-    /// `create_session.lua` writes exactly the fields of [`META_FIELDS`], in its order.
+    /// `create_session.lua` writes exactly the fields of [`META_FIELDS`], in its order
+    /// (through `set_meta`, which leaves out those at their default).
     #[test]
     fn create_session_lua_writes_the_meta_fields() {
         let lua = include_str!("../lua/create_session.lua");
-        let hset = &lua[lua
-            .find("redis.call('HSET', KEYS[1],")
-            .expect("the meta HSET")..];
-        let hset = &hset[..hset.find(")\n").expect("the HSET's end")];
-        // Its arguments after the key alternate field, value; fields are quoted literals.
-        let args: Vec<&str> = hset
-            .split_once("KEYS[1],")
+        let write = &lua[lua.find("set_meta(KEYS[1], {").expect("the meta write")..];
+        let write = &write[..write.find("})\n").expect("the write's end")];
+        // Its list after the key alternates field, value; fields are quoted literals.
+        let args: Vec<&str> = write
+            .split_once("KEYS[1], {")
             .unwrap()
             .1
             .split(',')
@@ -751,6 +785,61 @@ mod tests {
             .map(|f| f.trim_matches('\''))
             .collect();
         assert_eq!(fields, META_FIELDS);
+    }
+
+    /// The prelude's `META_DEFAULTS` (what the scripts leave out) is [`META_DEFAULTS`] (what
+    /// a reader takes for an absent field), and every such field is a meta field.
+    #[test]
+    fn the_scripts_and_the_reader_agree_on_the_meta_defaults() {
+        let lua = include_str!("../lua/_prelude.lua");
+        let table = &lua[lua.find("local META_DEFAULTS = {").expect("the table")..];
+        // up to the closing brace on a line of its own (a default may be `'{}'`)
+        let table = &table[table.find('{').unwrap() + 1..table.find("\n}").unwrap()];
+        let lua_defaults: Vec<(String, String)> = table
+            .split(',')
+            .map(|pair| {
+                let (field, value) = pair.split_once('=').expect("field = 'value'");
+                let value = value.trim();
+                (
+                    field.trim().to_string(),
+                    value[1..value.len() - 1].to_string(),
+                )
+            })
+            .collect();
+        let rust: Vec<(String, String)> = META_DEFAULTS
+            .iter()
+            .map(|(f, d)| (f.to_string(), d.to_string()))
+            .collect();
+        assert_eq!(lua_defaults, rust);
+        for (field, _) in META_DEFAULTS {
+            assert!(META_FIELDS.contains(&field), "{field}");
+        }
+    }
+
+    /// A meta hash holding only the fields every session has reads as every other field
+    /// at its default, as the full hash an earlier build wrote does.
+    #[test]
+    fn absent_meta_fields_read_as_their_defaults() {
+        let lean: std::collections::HashMap<String, String> = [
+            ("next_seq", "3"),
+            ("ttl", "60"),
+            ("ttl_at", "7"),
+            ("updated_at", "5"),
+            ("created_at", "4"),
+        ]
+        .into_iter()
+        .map(|(f, v)| (f.to_string(), v.to_string()))
+        .collect();
+        let mut full = lean.clone();
+        for (field, default) in META_DEFAULTS {
+            full.insert(field.to_string(), default.to_string());
+        }
+        let lean = super::Session::from_hash("s", lean).unwrap();
+        assert_eq!(lean, super::Session::from_hash("s", full).unwrap());
+        assert_eq!(
+            (lean.kind.as_str(), lean.status.as_str(), &lean.config),
+            ("root", "active", &serde_json::json!({}))
+        );
     }
 
     /// Every field a caller reads in [`super::Session`] (but its id) is a meta field.

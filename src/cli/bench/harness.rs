@@ -21,6 +21,7 @@ use super::measure::{
     benchmark_raw, command_calls, describe, info_field, used_memory, CallsPerAppend, Row,
     CONTENT_CHARS,
 };
+use super::memory::{self, W8Report, W8Sizes};
 use super::scaling::{self, ScalingPoint};
 use super::sizes::Sizes;
 use super::spill::{self, FlushFigures, Loss, RehydrateFigures};
@@ -124,6 +125,8 @@ pub struct Report {
     pub w1_scaling: Vec<ScalingPoint>,
     /// W7: run lease cycles, and appends with and without a fencing token.
     pub w7: W7Report,
+    /// W8: memory per live session next to the naive list, with its breakdown per key kind.
+    pub w8: W8Report,
 }
 
 /// How [`run`] runs.
@@ -198,6 +201,39 @@ pub async fn run_leases(
     w7_stage(store, sizes, true).await
 }
 
+/// W8 alone (`bench --memory-only`): memory per live session of `sessions` sessions
+/// (default [`W8Sizes::new`]'s) next to the naive list.
+pub async fn run_memory(
+    store: &Store,
+    quick: bool,
+    sessions: Option<usize>,
+    db_path: &std::path::Path,
+) -> Result<W8Report> {
+    checked_by_a_daemon(store, db_path).await?;
+    let mut sizes = W8Sizes::new(quick);
+    sizes.sessions = sessions.unwrap_or(sizes.sessions);
+    w8_stage(store, sizes, db_path, true).await
+}
+
+/// W8 under its spinner.
+async fn w8_stage(
+    store: &Store,
+    sizes: W8Sizes,
+    db_path: &std::path::Path,
+    progress: bool,
+) -> Result<W8Report> {
+    let bar = stage(
+        progress,
+        format!(
+            "W8 memory: {} sessions x {} messages of {} characters, naive list next to it",
+            sizes.sessions, sizes.messages, sizes.content_chars
+        ),
+    );
+    let report = memory::w8_memory(store, sizes, super::measure::WORKERS, db_path).await?;
+    bar.finish_and_clear();
+    Ok(report)
+}
+
 /// W7 under its spinner.
 async fn w7_stage(store: &Store, sizes: Sizes, progress: bool) -> Result<W7Report> {
     let w7 = sizes.w7;
@@ -245,8 +281,9 @@ async fn w1_scaling_stage(
 }
 
 /// Runs every workload in order on `store` (a namespace of its own, ideally a private Redis):
-/// W1, W5 on the wal W1 produced (and memory before and after the trim), W1's raw baseline,
-/// W2, W3, W4, W7, W1 scaling, then W6 (last: it loses Redis' contents).
+/// W8 (memory per live session, first: it needs a Redis nothing else writes to), W1, W5 on
+/// the wal W1 produced (and memory before and after the trim), W1's raw baseline, W2, W3, W4,
+/// W7, W1 scaling, then W6 (last: it loses Redis' contents).
 pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
     let Options {
         quick,
@@ -270,6 +307,7 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         load_end: None,
     };
     let spill_config = SpillConfig::new(&db_path).interval(Duration::from_millis(5));
+    let w8 = w8_stage(store, W8Sizes::new(quick), &db_path, progress).await?;
 
     let bar = stage(
         progress,
@@ -378,5 +416,6 @@ pub async fn run(store: &Store, options: Options<'_>) -> Result<Report> {
         w1_calls,
         w1_scaling,
         w7,
+        w8,
     })
 }

@@ -15,12 +15,15 @@
 //!   daemon against two on PostgreSQL.
 //! - `leases`: W7, run lease acquire/renew/release cycles, and an append with a fencing
 //!   token next to the same append without.
+//! - `memory`: W8, Redis memory per live session next to a naive list per session, before
+//!   and after the spill daemon's trim, with `MEMORY USAGE` per key kind.
 
 mod decisions;
 mod harness;
 mod leases;
 mod live;
 mod measure;
+mod memory;
 mod scaling;
 mod sizes;
 mod spill;
@@ -58,6 +61,11 @@ pub struct BenchArgs {
     /// fencing token side by side (at the first of `--workers`).
     #[arg(long, conflicts_with = "tiers_only")]
     leases_only: bool,
+    /// Only W8: Redis memory per live session (`--sessions` of them, default 20,000; 1,000
+    /// with --quick) of 5 messages of 200 characters, before and after the spill daemon's
+    /// flush and trim, next to a naive list per session, with the bytes per key kind.
+    #[arg(long, conflicts_with_all = ["tiers_only", "leases_only"])]
+    memory_only: bool,
     /// Print the text Redis runs for `lua/NAME.lua` (the prelude helpers it includes
     /// prepended, as the library builds it) and run nothing: the shell benchmarks send it
     /// themselves.
@@ -133,6 +141,22 @@ async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
             println!("{}", serde_json::to_string(&w7)?);
         } else {
             print_w7(&w7);
+        }
+        return Ok(());
+    }
+    if args.memory_only {
+        let sessions = args.sessions.map(usize::from);
+        let w8 = harness::run_memory(
+            &store,
+            args.quick,
+            sessions,
+            &db_dir.path().join("bench.db"),
+        )
+        .await?;
+        if global.json {
+            println!("{}", serde_json::to_string(&w8)?);
+        } else {
+            print_w8(&w8);
         }
         return Ok(());
     }
@@ -234,6 +258,7 @@ fn print_report(report: &Report) {
         w6.messages, w6.loss, w6.request_ms, w6.direct_ms
     );
     print_w7(&report.w7);
+    print_w8(&report.w8);
     print_scaling(&report.w1_scaling);
     let mem = &report.memory;
     for (when, f) in [
@@ -245,6 +270,72 @@ fn print_report(report: &Report) {
             f.per_message_bytes, f.per_session_bytes, f.ratio_to_content, f.ratio_to_stored
         );
     }
+}
+
+fn print_w8(w8: &memory::W8Report) {
+    println!(
+        "W8 memory per live session ({} sessions of user bench x {} messages of {} characters; used_memory growth):",
+        w8.sessions, w8.messages, w8.content_chars
+    );
+    println!(
+        "  naive list (RPUSH of the {} messages as {{\"role\",\"content\"}}, no TTL, no index): {:.0} B/session",
+        w8.messages, w8.naive_per_session
+    );
+    println!(
+        "  agentstate before the trim (wal holds every write): {:.0} B/session = {:.2}x naive",
+        w8.before_trim_per_session,
+        w8.ratio_before()
+    );
+    println!(
+        "  agentstate after the spill daemon's flush and trim: {:.0} B/session = {:.2}x naive",
+        w8.after_trim_per_session,
+        w8.ratio_after()
+    );
+    println!(
+        "  {:<36} {:<22} {:>9} {:>10}",
+        "key kind (MEMORY USAGE)", "encoding", "keys/sess", "B/session"
+    );
+    let mut counted = 0.0;
+    for k in &w8.breakdown {
+        counted += k.bytes_per_session;
+        println!(
+            "  {:<36} {:<22} {:>9.3} {:>10.1}",
+            k.kind, k.encoding, k.keys_per_session, k.bytes_per_session
+        );
+    }
+    println!(
+        "  {:<36} {:<22} {:>9} {:>10.1}",
+        "rest (expiry entries, dict buckets)",
+        "-",
+        "-",
+        w8.after_trim_per_session - counted
+    );
+    let wal = &w8.wal_before;
+    println!(
+        "  {:<36} {:<22} {:>9.3} {:>10.1}  ({} entries, {:.0} B/entry)",
+        wal.kind,
+        wal.encoding,
+        wal.keys_per_session,
+        wal.bytes_per_session,
+        w8.wal_entries_before,
+        wal.bytes_per_session * w8.sessions as f64 / w8.wal_entries_before.max(1) as f64
+    );
+    let k = &w8.naive_list;
+    println!(
+        "  {:<36} {:<22} {:>9.3} {:>10.1}",
+        k.kind, k.encoding, k.keys_per_session, k.bytes_per_session
+    );
+    let k = &w8.prompt_meta;
+    println!(
+        "  {:<36} {:<22} {:>9.3} {:>10.1}  ({} characters; hash-max-listpack-value {})",
+        k.kind,
+        k.encoding,
+        k.keys_per_session,
+        k.bytes_per_session,
+        memory::PROMPT_CHARS,
+        w8.hash_max_listpack_value
+            .map_or("unknown".into(), |v| v.to_string())
+    );
 }
 
 fn print_table(rows: &[Row], workers: usize) {

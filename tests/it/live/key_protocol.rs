@@ -119,24 +119,28 @@ async fn session_keys_have_the_documented_names_types_and_fields() {
     assert_eq!(t.hash("as:config")["partitions"], "16");
 
     let meta = t.hash(&session_key("alpha", ""));
-    let live = [
-        "created_at",
-        "updated_at",
-        "next_seq",
-        "round_index",
-        "last_compact_seq",
-        "pending",
-        "version",
-        "ttl_at",
-    ];
-    for field in SESSION_DESCRIPTION.iter().chain(&live) {
-        assert!(meta.contains_key(*field), "meta lacks {field}: {meta:?}");
-    }
+    // Fields at their default are absent (docs/architecture-key-protocol.md): a root
+    // session, active, with no parent, config, pending calls or round.
+    let mut fields: Vec<&str> = meta.keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "compacted",
+            "created_at",
+            "last_compact_seq",
+            "metadata",
+            "model",
+            "next_seq",
+            "system_prompt",
+            "ttl",
+            "ttl_at",
+            "updated_at",
+            "user_id",
+            "version"
+        ]
+    );
     assert_eq!(meta["user_id"], "ulla");
-    assert_eq!(meta["kind"], "root");
-    assert_eq!(meta["parent"], "");
-    assert_eq!(meta["spawn_depth"], "0");
-    assert_eq!(meta["status"], "active");
     assert_eq!(meta["model"], "m");
     assert_eq!(meta["system_prompt"], "be brief");
     assert_eq!(meta["metadata"], r#"{"team":"x"}"#);
@@ -160,6 +164,30 @@ async fn session_keys_have_the_documented_names_types_and_fields() {
         ("subagent", "alpha", "1")
     );
     assert_eq!(kid["lifecycle"], "linked");
+    // The absent fields read as their defaults.
+    let read = t.store.session("alpha").await.unwrap().unwrap();
+    assert_eq!(
+        (
+            read.kind.as_str(),
+            read.status.as_str(),
+            read.parent.as_deref(),
+            read.spawn_depth,
+            read.lifecycle,
+            &read.config,
+            &read.pending,
+            read.round_index
+        ),
+        (
+            "root",
+            "active",
+            None,
+            0,
+            Lifecycle::Ephemeral,
+            &json!({}),
+            &None,
+            0
+        )
+    );
 
     let msgs: Vec<String> = t.cmd(&["LRANGE", &session_key("alpha", ":msgs"), "0", "-1"]);
     let at = |i: usize| -> i64 {
@@ -619,4 +647,142 @@ async fn every_wal_record_is_json_with_the_documented_fields() {
     assert!(updates
         .iter()
         .any(|d| d.get("parent") == Some(&json!(null))));
+}
+
+/// A meta hash holding every field, those at their default included, as builds before the
+/// lean meta wrote it (and as such sessions stay in Redis across an upgrade), is read and
+/// written as before; a field a write sets back to its default leaves the hash.
+#[tokio::test]
+async fn a_meta_hash_with_every_field_as_earlier_builds_wrote_it_reads_and_writes_alike() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(&NewSession::new().id("old"))
+        .await
+        .unwrap();
+    let lean = s.session("old").await.unwrap().unwrap();
+    let k = session_key("old", "");
+    let _: i64 = t.cmd(&[
+        "HSET",
+        &k,
+        "version",
+        "0",
+        "user_id",
+        "",
+        "kind",
+        "root",
+        "parent",
+        "",
+        "spawn_depth",
+        "0",
+        "lifecycle",
+        "ephemeral",
+        "status",
+        "active",
+        "model",
+        "",
+        "system_prompt",
+        "",
+        "config",
+        "{}",
+        "metadata",
+        "{}",
+        "round_index",
+        "0",
+        "last_compact_seq",
+        "0",
+        "pending",
+        "",
+        "compacted",
+        "",
+    ]);
+    assert_eq!(s.session("old").await.unwrap().unwrap(), lean);
+
+    assert_eq!(s.working("old").await.unwrap().version, 0);
+    s.set_working("old", "plan", &json!(1)).await.unwrap();
+    assert_eq!(s.working("old").await.unwrap().version, 1);
+    for text in ["a", "b", "c"] {
+        s.append("old", &NewMessage::new("user").content(text))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        s.messages("old", MessageQuery::active())
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    s.compact("old", &Compaction::new(1, 2, "sum"))
+        .await
+        .unwrap();
+    let active = s.messages("old", MessageQuery::active()).await.unwrap();
+    assert_eq!(
+        active.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        [3, 4],
+        "the compacted range is left out"
+    );
+    s.archive("old").await.unwrap();
+    s.set_pending("old", Some(&json!(["call"]))).await.unwrap();
+    s.set_pending("old", None).await.unwrap();
+    let meta = t.hash(&k);
+    assert_eq!(meta["status"], "archived");
+    assert!(
+        !meta.contains_key("pending"),
+        "cleared pending leaves: {meta:?}"
+    );
+    assert_eq!(
+        (
+            meta["compacted"].as_str(),
+            meta["last_compact_seq"].as_str()
+        ),
+        ("1-2", "1")
+    );
+}
+
+/// A fresh session's meta holds only the fields every session has and those away from their
+/// default; working state, messages and compaction read absent ones as their defaults.
+#[tokio::test]
+async fn a_lean_meta_hash_reads_absent_fields_as_their_defaults() {
+    let t = env().await;
+    let s = &t.store;
+    s.create_session(&NewSession::new().id("lean"))
+        .await
+        .unwrap();
+    let mut fields: Vec<String> = t.hash(&session_key("lean", "")).into_keys().collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        ["created_at", "next_seq", "ttl", "ttl_at", "updated_at"]
+    );
+    assert_eq!(s.working("lean").await.unwrap().version, 0);
+    assert!(matches!(
+        s.set_working_if_version("lean", "k", &json!(1), 1).await,
+        Err(Error::Conflict {
+            expected: 1,
+            current: 0
+        })
+    ));
+    assert_eq!(
+        s.set_working_if_version("lean", "k", &json!(1), 0)
+            .await
+            .unwrap(),
+        1
+    );
+    s.append("lean", &NewMessage::new("user").content("a"))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.messages("lean", MessageQuery::active())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    s.compact("lean", &Compaction::new(1, 1, "sum"))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.session("lean").await.unwrap().unwrap().last_compact_seq,
+        1
+    );
 }

@@ -82,9 +82,10 @@ async fn cascade_close_deletes_linked_and_ephemeral_descendants_and_frees_detach
         let meta = s.require_session(freed).await.unwrap();
         assert_eq!(meta.parent, None, "{freed}");
         let meta_key = s.keys().session(freed).meta;
+        // detached: the field is at its default, so absent (META_DEFAULTS)
         assert_eq!(
-            t.cmd::<String>(&["HGET", &meta_key, "parent"]),
-            "",
+            t.cmd::<Option<String>>(&["HGET", &meta_key, "parent"]),
+            None,
             "{freed}"
         );
     }
