@@ -17,9 +17,9 @@ all the session's keys (``session_ttl``, else the namespace's default).
 more, the oldest are marked compacted out by the core's ``compact`` (one script: a
 compaction mark and a note), not deleted, so ``get_messages(..., include_compacted=True)``,
 the CLI and the durable tier still have them. Reads are one round trip for the newest
-``max_messages`` (all messages without it); a save reads at most the newest ``max_messages +
-len(messages) + 1`` (to skip a replayed transcript, as the framework's providers do), then
-appends in one script.
+``max_messages`` (reading at most ``2 * max_messages + 1``: compaction notes sit among them;
+all messages without it); a save reads at most ``len(messages)`` more than that (to skip a
+replayed transcript, as the framework's providers do), then appends in one script.
 """
 
 from __future__ import annotations
@@ -193,7 +193,8 @@ class AgentStateHistoryProvider(HistoryProvider):
             return self._decode(await self._items(store, sid, None, all=True))
         if self.max_messages == 0:
             return []
-        last = None if self.max_messages is None else self.max_messages + 1  # + our note
+        # The newest max_messages sit among at most as many of our notes (see save_messages).
+        last = None if self.max_messages is None else 2 * self.max_messages + 1
         messages = self._decode(await self._items(store, sid, last))
         if self.max_messages is not None:
             messages = messages[-self.max_messages :]
@@ -216,7 +217,9 @@ class AgentStateHistoryProvider(HistoryProvider):
         if not encoded or self.max_messages == 0:
             return
         store = await self._open()
-        window = len(messages) + (0 if self.max_messages is None else self.max_messages + 1)
+        # Every active message the bounded history can hold: each save adds at most one note
+        # among its messages, so max_messages real ones sit among at most as many notes.
+        window = len(messages) + (0 if self.max_messages is None else 2 * self.max_messages + 1)
         try:
             stored = await store.amessages(sid, last=window)
         except UnknownSession:
@@ -240,10 +243,13 @@ class AgentStateHistoryProvider(HistoryProvider):
             seqs = await store.aappend_many(sid, to_write)
         if self.max_messages is None:
             return
-        active = [seq for seq, _ in existing] + list(seqs)
-        excess = len(active) - self.max_messages
+        reals = [seq for seq, _ in existing] + list(seqs)
+        excess = len(reals) - self.max_messages
         if excess > 0:
-            first, last = active[0], active[excess - 1]
+            # From the oldest active seq (earlier notes included) to just before the oldest
+            # message kept: nothing but the kept ones and the new note stays active.
+            first = stored[0]["seq"] if stored else reals[0]
+            last = reals[excess] - 1
             note = json.dumps({_NOTE: {"from_seq": first, "to_seq": last}})
             await store.acompact(sid, first, last, note)
 
