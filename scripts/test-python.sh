@@ -120,20 +120,24 @@ ADK_TESTS=(tests/unittests/sessions/test_session_service.py)
 # $HARNESS_SUITE), run against the pinned pydantic-ai-harness: prints their folder, or
 # nothing when they cannot be had.
 harness_suite() {
-  local dir="$WORK/sdists/pydantic_ai_harness-tests-$HARNESS_TESTS_COMMIT"
-  local raw="https://raw.githubusercontent.com/pydantic/pydantic-ai-harness/$HARNESS_TESTS_COMMIT"
+  local dir="$WORK/sdists/pydantic_ai_harness-tests-$HARNESS_TESTS_COMMIT" repo
   if [ -n "${HARNESS_SUITE:-}" ]; then
     dir="$WORK/sdists/pydantic_ai_harness-tests-local"
     rm -rf "$dir" && mkdir -p "$dir/tests"
     cp "$HARNESS_SUITE"/tests/__init__.py "$HARNESS_SUITE"/tests/conftest.py "$dir/tests/"
     cp -r "$HARNESS_SUITE/tests/step_persistence" "$dir/tests/"
   elif [ ! -f "$dir/tests/step_persistence/test_step_persistence.py" ]; then
-    local f
-    for f in __init__.py conftest.py step_persistence/__init__.py \
-        step_persistence/test_step_persistence.py step_persistence/test_sqlite_and_media.py; do
-      mkdir -p "$(dirname "$dir/tests/$f")"
-      curl -fsSL --max-time 30 "$raw/tests/$f" -o "$dir/tests/$f" || { rm -rf "$dir"; return 0; }
+    # The commit is upstream's; a fork that mirrors it (where it was found) is the fallback.
+    for repo in pydantic/pydantic-ai-harness itsakhilyou/pydantic-ai-harness; do
+      local f raw="https://raw.githubusercontent.com/$repo/$HARNESS_TESTS_COMMIT"
+      for f in __init__.py conftest.py step_persistence/__init__.py \
+          step_persistence/test_step_persistence.py step_persistence/test_sqlite_and_media.py; do
+        mkdir -p "$(dirname "$dir/tests/$f")"
+        curl -fsSL --max-time 30 "$raw/tests/$f" -o "$dir/tests/$f" || { rm -rf "$dir"; continue 2; }
+      done
+      break
     done
+    [ -d "$dir" ] || return 0
   fi
   echo "$dir"
 }
