@@ -424,17 +424,22 @@ class AgentStateStepStore(_Base):
     ) -> Any:
         from pydantic_ai_harness.step_persistence import ToolEffectRecord
 
-        if effect["state"] == "done":
-            return _record(ToolEffectRecord, json.loads(effect["result"]["record"]))
-        if details is not None:
+        result = effect.get("result")
+        if effect["state"] == "done" and isinstance(result, dict) and "record" in result:
+            return _record(ToolEffectRecord, json.loads(result["record"]))
+        if effect["state"] != "done" and details is not None:
             return _record(ToolEffectRecord, json.loads(details["payload"]["record"]))
-        # An intent another agentstate tool recorded, with no details: what the ledger knows.
+        # A call another agentstate tool (the CLI's `effects`, the Store) recorded, without
+        # our details: what the ledger knows.
+        finished = effect.get("finished_at")
         return ToolEffectRecord(
             tool_call_id=effect["call_id"],
             tool_name="",
             run_id=run_id,
-            status="started",
+            status="completed" if effect["state"] == "done" else "started",
             started_at=datetime.fromtimestamp(effect["started_at"] / 1000, timezone.utc),
+            ended_at=None if finished is None else datetime.fromtimestamp(finished / 1000, timezone.utc),
+            effect_summary=None if result is None else json.dumps(result, ensure_ascii=False),
         )
 
     async def get_tool_effect(self, *, run_id: str, tool_call_id: str) -> Any:

@@ -216,6 +216,14 @@ def test_the_tool_effect_ledger_is_the_cores(steps, store):
         assert await steps.get_tool_effect(run_id="r1", tool_call_id="t2") is None
         assert await steps.get_tool_effect(run_id="nope", tool_call_id="x") is None
         assert await steps.list_unresolved_tool_effects(run_id="nope") == []
+        # A call the Store (or the CLI) recorded in the run's ledger reads as what it knows.
+        sid = steps.run_key("r1")
+        assert store.effect_begin(sid, "raw", {"amount": 42})["state"] == "started"
+        [raw] = await steps.list_unresolved_tool_effects(run_id="r1")
+        assert (raw.tool_call_id, raw.tool_name, raw.status) == ("raw", "", "started")
+        store.effect_finish(sid, "raw", {"charged": True})
+        raw = await steps.get_tool_effect(run_id="r1", tool_call_id="raw")
+        assert (raw.status, raw.effect_summary) == ("completed", '{"charged": true}')
 
     run(go())
 
