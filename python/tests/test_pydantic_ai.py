@@ -325,6 +325,12 @@ _CHILD = textwrap.dedent(
             agent = Agent(TestModel(custom_output_text="continued"), capabilities=[StepPersistence(store=steps, run_id="second")])
             result = await agent.run("and then?", message_history=history)
             print(len(history), result.output)
+        elif mode == "conversation":  # another process moves conversation `name` on a revision
+            from agentstate.pydantic_ai import AgentStateConversationStore
+            heads = AgentStateConversationStore(store=steps._store)
+            saved = await heads.get(conversation_id=name)
+            moved = await heads.save(summary=saved.summary, messages=saved.messages + saved.messages[-1:])
+            print(moved.revision)
 
     asyncio.run(main())
     """
@@ -377,7 +383,7 @@ def test_a_run_is_continued_from_another_process(redis_server, prefix, steps):
 # -- conversation heads ---------------------------------------------------------------------
 
 
-def test_a_stale_conversation_writer_gets_conversation_conflict_and_writes_nothing(store):
+def test_a_stale_conversation_writer_gets_conversation_conflict_and_writes_nothing(redis_server, prefix, store):
     heads = AgentStateConversationStore(store=store)
     msgs = [ModelRequest(parts=[UserPromptPart(content="one", timestamp=T0)])]
 
@@ -385,7 +391,11 @@ def test_a_stale_conversation_writer_gets_conversation_conflict_and_writes_nothi
         fresh = ConversationSummary(id="conv-1", workspace="/w")
         mine = await heads.save(summary=fresh, messages=msgs)
         assert mine.revision == 1
-        theirs = await heads.save(summary=mine, messages=msgs + [ModelResponse(parts=[TextPart("two")], timestamp=T0)])
+        # Another process resumes the conversation and saves on top of it: ours is stale now.
+        p = _child(redis_server.url, prefix, "conversation", "conv-1")
+        out, err = p.communicate(timeout=120)
+        assert (p.returncode, out.strip()) == (0, "2"), err
+        theirs = (await heads.get(conversation_id="conv-1")).summary
         assert theirs.revision == 2
         with pytest.raises(ConversationConflict, match="changed in another process"):
             await heads.save(summary=mine, messages=[ModelRequest(parts=[UserPromptPart(content="stale", timestamp=T0)])])
