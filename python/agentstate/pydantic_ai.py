@@ -50,7 +50,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Sequence
 
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 
 from . import _check
 from ._agentstate import AlreadyExists, Conflict, InvalidInput, Store, UnknownSession, resolved
@@ -662,6 +662,10 @@ class AgentStateMessageHistory(_Base):
 
     def _encode(self, messages: Any) -> List[Dict[str, Any]]:
         messages = _check.sequence("messages", messages, "ModelMessages")
+        for i, m in enumerate(messages):
+            # pydantic would serialize a foreign object with a warning, not refuse it.
+            if not isinstance(m, (ModelRequest, ModelResponse)):
+                raise _check.type_error(f"messages[{i}]", "a ModelRequest or ModelResponse", m)
         try:
             texts = json.loads(ModelMessagesTypeAdapter.dump_json(messages))
         except Exception as e:  # pydantic's serialization error names the bad item
