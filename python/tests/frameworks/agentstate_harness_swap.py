@@ -6,7 +6,7 @@ no tests), unedited, with the harness's stores swapped for
 Loaded before the suite is collected, it starts a private redis-server and a real spill
 daemon (``agentstate spill``: everything the suite stores is also flushed to SQLite), and
 replaces ``pydantic_ai_harness.step_persistence.InMemoryStepStore`` and ``SqliteStepStore``
-(which the test modules import) by stand-ins with their constructors: each in-memory store
+(which the test modules import, and ``StepPersistence.from_spec`` builds) by stand-ins with their constructors: each in-memory store
 gets its own ``id_prefix`` in the one namespace, each SQLite database file one per path (two
 stores on one file share runs, as they share the file in the original).
 
@@ -26,6 +26,8 @@ from typing import Any, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pydantic_ai_harness.step_persistence as step_persistence  # noqa: E402
+import pydantic_ai_harness.step_persistence._capability as step_persistence_capability  # noqa: E402
+import pydantic_ai_harness.step_persistence._store as step_persistence_store  # noqa: E402
 from _swap import BROKEN, SwapPlugin, load_deselected, mark_used, start_backend  # noqa: E402
 
 from agentstate.pydantic_ai import AgentStateStepStore  # noqa: E402
@@ -80,8 +82,11 @@ if BROKEN:
         pass
 
 
-step_persistence.InMemoryStepStore = InMemoryStepStore  # type: ignore[misc]
-step_persistence.SqliteStepStore = SqliteStepStore  # type: ignore[misc]
+# Wherever the harness names them: the package (the tests import it from there) and the
+# modules StepPersistence.from_spec builds its stores from.
+for _module in (step_persistence, step_persistence_capability, step_persistence_store):
+    _module.InMemoryStepStore = InMemoryStepStore  # type: ignore[attr-defined]
+    _module.SqliteStepStore = SqliteStepStore  # type: ignore[attr-defined]
 
 
 def pytest_configure(config):
