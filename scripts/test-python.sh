@@ -20,7 +20,15 @@
 #      a pinned commit: the google-adk sdist ships no tests) with AgentStateSessionService
 #      registered as one more backend; ADK_SUITE=<folder holding tests/unittests/...> runs a
 #      local copy instead (a machine that cannot reach GitHub says SKIPPED without one),
-#   6. those suites again with a deliberately broken stand-in, which must fail (the swap is live).
+#   6. pydantic-ai-harness' step-persistence tests (tests/step_persistence, fetched from
+#      github.com/pydantic/pydantic-ai-harness at a pinned commit: its sdist ships no tests)
+#      with InMemoryStepStore and SqliteStepStore swapped for AgentStateStepStore;
+#      HARNESS_SUITE=<folder holding tests/step_persistence> runs a local copy instead (a
+#      machine that cannot reach GitHub says SKIPPED without one; python/tests/test_pydantic_ai.py
+#      still ran). agent-framework-redis ships no tests and its repository's history-provider
+#      tests drive a mocked Redis client, so python/tests/test_agent_framework.py covers what
+#      they check,
+#   7. those suites again with a deliberately broken stand-in, which must fail (the swap is live).
 # Deselected framework tests are listed with reasons in python/tests/frameworks/*_deselected.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +37,7 @@ OPENAI_AGENTS=0.24.0
 STRANDS_AGENTS=1.61.1   # 1.62.0's sdist no longer ships tests/
 GOOGLE_ADK=2.13.0
 ADK_TESTS_COMMIT=11cc093158fed8ad72b40fce0d0bf3d8b2f8aa18   # google/adk-python, with _conformance.py
+HARNESS_TESTS_COMMIT=1297012524c80dc4b67eb3b193691ffe9a0f815a   # pydantic/pydantic-ai-harness, run against 0.62.0
 
 scripts/ensure-tools.sh redis-server redis-cli
 command -v python3 >/dev/null || { echo "error: python3 (>= 3.9) is required" >&2; exit 1; }
@@ -107,6 +116,33 @@ adk_suite() {
 }
 ADK_DIR=$(adk_suite)
 ADK_TESTS=(tests/unittests/sessions/test_session_service.py)
+# pydantic-ai-harness' step-persistence tests at HARNESS_TESTS_COMMIT (or a local copy in
+# $HARNESS_SUITE), run against the pinned pydantic-ai-harness: prints their folder, or
+# nothing when they cannot be had.
+harness_suite() {
+  local dir="$WORK/sdists/pydantic_ai_harness-tests-$HARNESS_TESTS_COMMIT" repo
+  if [ -n "${HARNESS_SUITE:-}" ]; then
+    dir="$WORK/sdists/pydantic_ai_harness-tests-local"
+    rm -rf "$dir" && mkdir -p "$dir/tests"
+    cp "$HARNESS_SUITE"/tests/__init__.py "$HARNESS_SUITE"/tests/conftest.py "$dir/tests/"
+    cp -r "$HARNESS_SUITE/tests/step_persistence" "$dir/tests/"
+  elif [ ! -f "$dir/tests/step_persistence/test_step_persistence.py" ]; then
+    # The commit is upstream's; a fork that mirrors it (where it was found) is the fallback.
+    for repo in pydantic/pydantic-ai-harness itsakhilyou/pydantic-ai-harness; do
+      local f raw="https://raw.githubusercontent.com/$repo/$HARNESS_TESTS_COMMIT"
+      for f in __init__.py conftest.py step_persistence/__init__.py \
+          step_persistence/test_step_persistence.py step_persistence/test_sqlite_and_media.py; do
+        mkdir -p "$(dirname "$dir/tests/$f")"
+        curl -fsSL --max-time 30 "$raw/tests/$f" -o "$dir/tests/$f" || { rm -rf "$dir"; continue 2; }
+      done
+      break
+    done
+    [ -d "$dir" ] || return 0
+  fi
+  echo "$dir"
+}
+HARNESS_DIR=$(harness_suite)
+HARNESS_TESTS=(tests/step_persistence)
 export PYTHONPATH="$ROOT/python/tests/frameworks"
 PYTEST="python -m pytest -p no:cacheprovider -p no:warnings -q"
 
@@ -134,6 +170,13 @@ else
   echo "SKIPPED google-adk session contract suite: github.com unreachable and no ADK_SUITE (python/tests/test_adk.py still ran)"
 fi
 
+if [ -n "$HARNESS_DIR" ]; then
+  echo "== pydantic-ai-harness: its step-persistence tests with InMemoryStepStore, SqliteStepStore -> AgentStateStepStore"
+  (cd "$HARNESS_DIR" && $PYTEST -o anyio_mode=auto -p agentstate_harness_swap "${HARNESS_TESTS[@]}")
+else
+  echo "SKIPPED pydantic-ai-harness step-persistence suite: github.com unreachable and no HARNESS_SUITE (python/tests/test_pydantic_ai.py still ran)"
+fi
+
 echo "== the swap is live: the same suites with a deliberately broken stand-in must fail"
 # A suite rejects a broken stand-in only when (check_broken.py): the run ended in failed tests
 # (exit 1, not a crash or a collection error), at least MIN_USED tests used the stand-in
@@ -144,6 +187,7 @@ echo "== the swap is live: the same suites with a deliberately broken stand-in m
 #   strands-agents 1.61.1 (the four files above): 64 tests construct the repository, 15 fail
 #   langgraph-checkpoint-conformance 0.0.2:       81 cases call the saver, 3 fail
 #   google-adk 2.13.0 session contract tests:     31 tests construct the service, 5 fail
+#   pydantic-ai-harness 0.62.0 tests/step_persistence: 52 tests construct the store, 17 fail
 CHECK_BROKEN="python $ROOT/python/tests/frameworks/check_broken.py"
 broken() { # label dir plugin min_used min_failed tests...
   local label=$1 dir=$2 plugin=$3 min_used=$4 min_failed=$5; shift 5
@@ -160,4 +204,7 @@ AGENTSTATE_SWAP_BROKEN=1 AGENTSTATE_SWAP_RECORD="$LG_RECORD" python python/tests
 $CHECK_BROKEN langgraph-conformance "$LG_RECORD" "$LG_RC" 81 3 "$LG_LOG"
 if [ -n "$ADK_DIR" ]; then
   broken google-adk "$ADK_DIR" agentstate_adk_swap 31 5 "${ADK_TESTS[@]}"
+fi
+if [ -n "$HARNESS_DIR" ]; then
+  PYTEST="$PYTEST -o anyio_mode=auto" broken pydantic-ai-harness "$HARNESS_DIR" agentstate_harness_swap 52 17 "${HARNESS_TESTS[@]}"
 fi

@@ -14,7 +14,10 @@ the event loop. One ``Store`` may be shared by any number of threads and event l
 
 Adapters: :mod:`agentstate.openai_agents` (OpenAI Agents SDK ``Session``) and
 :mod:`agentstate.strands` (Strands Agents ``SessionRepository``); :mod:`agentstate.langgraph`
-(LangGraph checkpointer ``AgentStateSaver``).
+(LangGraph checkpointer ``AgentStateSaver``); :mod:`agentstate.adk` (Google ADK
+``AgentStateSessionService``); :mod:`agentstate.pydantic_ai` (the Pydantic AI harness's
+``StepStore`` and a ``message_history``); :mod:`agentstate.agent_framework` (Microsoft Agent
+Framework ``HistoryProvider``).
 
 Runs: ``with store.run_lease(sid) as run:`` holds the session's run lease (one run per
 session across processes, renewed in the background); ``run.store`` writes under its fencing

@@ -1,4 +1,4 @@
-"""Every public method of the three adapters refuses arguments of the wrong type (or a refused
+"""Every public method of the adapters refuses arguments of the wrong type (or a refused
 value) with ``TypeError``/``ValueError`` naming the argument, before anything is written.
 
 Each case seeds a fresh namespace through the adapter, takes a snapshot of it (every key and
@@ -506,3 +506,127 @@ def test_langgraph_saver_takes_the_ids_and_limits_langgraph_uses(store: Store):
     assert saver.get_tuple(_config("7")).checkpoint["id"] == CKPT["id"]  # an int thread is its str
     saver.delete_for_runs(("r",))
     assert [t.checkpoint["id"] for t in saver.list(_config("t1"))] == [LAST]
+
+
+# ---- Pydantic AI: AgentStateStepStore, AgentStateConversationStore, AgentStateMessageHistory --
+
+
+def _steps(st: Any, **kw: Any) -> Any:
+    from agentstate.pydantic_ai import AgentStateStepStore
+
+    kw.setdefault("store", st)
+    return AgentStateStepStore(**kw)
+
+
+def _heads(st: Any) -> Any:
+    from agentstate.pydantic_ai import AgentStateConversationStore
+
+    return AgentStateConversationStore(store=st)
+
+
+def _history(st: Any, sid: Any = "chat") -> Any:
+    from agentstate.pydantic_ai import AgentStateMessageHistory
+
+    return AgentStateMessageHistory(sid, store=st)
+
+
+def _event() -> Any:
+    from pydantic_ai_harness.step_persistence import StepEvent
+
+    return StepEvent(run_id="r1", kind="run_started", step_index=0)
+
+
+def _request(text: str = "hi") -> Any:
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    return ModelRequest(parts=[UserPromptPart(content=text)])
+
+
+PYDANTIC_AI = {
+    "url int": Case(lambda w: _steps(None, store=None, url=6379), TypeError, "url must be a str or None"),
+    "prefix int": Case(lambda w: _steps(w, prefix=7), TypeError, "prefix must be a str or None"),
+    "partitions 0": Case(lambda w: _steps(w, partitions=0), ValueError, "partitions must be >= 1"),
+    "store str": Case(lambda w: _steps("redis://127.0.0.1"), TypeError, "store must be"),
+    "id_prefix with a space": Case(lambda w: _steps(w, id_prefix="a b"), ValueError, "id_prefix"),
+    "register_run dict": Case(lambda w: _steps(w).register_run({"run_id": "r1"}), TypeError, "record must be a RunRecord"),
+    "append_event None": Case(lambda w: _steps(w).append_event(None), TypeError, "event must be a StepEvent"),
+    "append_event dict": Case(lambda w: _steps(w).append_event({"run_id": "r1"}), TypeError, "event must be a StepEvent"),
+    "save_snapshot event": Case(lambda w: _steps(w).save_snapshot(_event()), TypeError, "snapshot must be a ContinuableSnapshot"),
+    "record_tool_effect event": Case(lambda w: _steps(w).record_tool_effect(_event()), TypeError, "record must be a ToolEffectRecord"),
+    "list_events run_id int": Case(lambda w: _steps(w).list_events(run_id=1), TypeError, "run_id must be a str"),
+    "get_run run_id None": Case(lambda w: _steps(w).get_run(run_id=None), TypeError, "run_id must be a str"),
+    "latest_snapshot run_id None": Case(lambda w: _steps(w).latest_snapshot(run_id=None), TypeError, "run_id must be a str"),
+    "list_runs parent int": Case(lambda w: _steps(w).list_runs(parent_run_id=3), TypeError, "parent_run_id must be a str or None"),
+    "heads save summary dict": Case(lambda w: _heads(w).save(summary={"id": "c"}, messages=[]), TypeError, "summary must be a ConversationSummary"),
+    "heads delete None": Case(lambda w: _heads(w).delete(source=None), TypeError, "source must be a ConversationSummary"),
+    "heads get id None": Case(lambda w: _heads(w).get(conversation_id=None), TypeError, "conversation_id must be a str"),
+    "history session_id None": Case(lambda w: _history(w, None), TypeError, "session_id must be a str"),
+    "history append str": Case(lambda w: _history(w).append("hello"), TypeError, "messages must be a list of ModelMessages"),
+    "history append a dict after a good one": Case(
+        lambda w: _history(w).append([_request(), {"kind": "request"}]), TypeError, "messages[1] must be a ModelRequest"
+    ),
+    "history aappend None": Case(lambda w: _history(w).aappend(None), TypeError, "messages must be a list of ModelMessages"),
+    "history load last -1": Case(lambda w: _history(w).load(last=-1), ValueError, "last must be >= 0"),
+}
+
+
+@_cases(PYDANTIC_AI)
+def test_pydantic_ai_classes_refuse_wrong_arguments_before_writing(store: Store, redis_server, case: Case):
+    pytest.importorskip("pydantic_ai_harness")
+    seeded = _steps(store)
+    asyncio.run(seeded.append_event(_event()))
+    _history(store).append([_request("seed")])
+
+    def read_back() -> Any:
+        return asyncio.run(_steps(store).list_events(run_id="r1")), _history(store).load()
+
+    _refused(redis_server, store, case, read_back, read_back())
+
+
+# ---- Microsoft Agent Framework: AgentStateHistoryProvider -------------------------------------
+
+
+def _provider(st: Any, source: Any = "mem", **kw: Any) -> Any:
+    from agentstate.agent_framework import AgentStateHistoryProvider
+
+    kw.setdefault("store", st)
+    return AgentStateHistoryProvider(source, **kw)
+
+
+def _message(text: str) -> Any:
+    from agent_framework import Message
+
+    return Message(role="user", contents=[text])
+
+
+AGENT_FRAMEWORK = {
+    "source_id None": Case(lambda w: _provider(w, None), TypeError, "source_id must be a str"),
+    "source_id empty": Case(lambda w: _provider(w, ""), ValueError, "source_id must be a non-empty str"),
+    "url int": Case(lambda w: _provider(None, store=None, url=6379), TypeError, "url must be a str or None"),
+    "store str": Case(lambda w: _provider("redis://127.0.0.1"), TypeError, "store must be"),
+    "max_messages -1": Case(lambda w: _provider(w, max_messages=-1), ValueError, "max_messages must be >= 0"),
+    "max_messages str": Case(lambda w: _provider(w, max_messages="5"), TypeError, "max_messages must be an int"),
+    "session_ttl str": Case(lambda w: _provider(w, session_ttl="1h"), TypeError, "session_ttl must be a number"),
+    "session_ttl 0": Case(lambda w: _provider(w, session_ttl=0), ValueError, "session_ttl must be > 0"),
+    "save session_id None": Case(lambda w: _provider(w).save_messages(None, [_message("x")]), TypeError, "session_id must be a non-empty str"),
+    "save messages str": Case(lambda w: _provider(w).save_messages("s1", "hello"), TypeError, "messages must be a list of Messages"),
+    "save messages generator": Case(
+        lambda w: _provider(w).save_messages("s1", (m for m in [_message("x")])), TypeError, "messages must be a list of Messages"
+    ),
+    "save a dict after a good message": Case(
+        lambda w: _provider(w).save_messages("s1", [_message("ok"), {"role": "user"}]), TypeError, "messages[1] must be an agent_framework Message"
+    ),
+    "get session_id int": Case(lambda w: _provider(w).get_messages(5), TypeError, "session_id must be a non-empty str"),
+    "clear session_id empty": Case(lambda w: _provider(w).clear(""), TypeError, "session_id must be a non-empty str"),
+}
+
+
+@_cases(AGENT_FRAMEWORK)
+def test_agent_framework_provider_refuses_wrong_arguments_before_writing(store: Store, redis_server, case: Case):
+    pytest.importorskip("agent_framework")
+    asyncio.run(_provider(store).save_messages("s1", [_message("seed")]))
+
+    def read_back() -> Any:
+        return [m.to_dict() for m in asyncio.run(_provider(store).get_messages("s1"))]
+
+    _refused(redis_server, store, case, read_back, read_back())
