@@ -162,18 +162,32 @@ impl Durable {
     /// writes nothing (`None`) when a higher fencing token or moved cursors show another
     /// daemon owns the partition.
     pub(crate) async fn flush(&self, batch: Batch) -> Result<Option<Applied>> {
+        Ok(self.flush_many(vec![batch]).await?.pop().flatten())
+    }
+
+    /// Applies several partitions' batches, each with its cursors: on SQLite in one
+    /// transaction (one commit for a wake's partitions; a batch that fails fails them all),
+    /// on PostgreSQL one transaction each (each holds its partition's cursor row). Per batch
+    /// what [`Durable::flush`] returns.
+    pub(crate) async fn flush_many(&self, batches: Vec<Batch>) -> Result<Vec<Option<Applied>>> {
         match self {
             Durable::Sqlite(db) => {
                 with_db(db, move |c| {
-                    let applied = flush::flush(c, &batch)?;
-                    if applied.as_ref().is_some_and(|a| a.erased) {
+                    let applied = flush::flush_many(c, &batches)?;
+                    if applied.iter().flatten().any(|a| a.erased) {
                         flush::truncate_wal_file(c);
                     }
                     Ok(applied)
                 })
                 .await
             }
-            Durable::Postgres(pg) => pg.flush(&batch).await,
+            Durable::Postgres(pg) => {
+                let mut applied = Vec::with_capacity(batches.len());
+                for batch in &batches {
+                    applied.push(pg.flush(batch).await?);
+                }
+                Ok(applied)
+            }
         }
     }
 

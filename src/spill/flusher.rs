@@ -13,6 +13,17 @@ use crate::records::{committed, parse_stream_id, wal_field, Entry, WalEntry, Wal
 use crate::scripts;
 use crate::store::Store;
 
+/// A batch read from Redis, with what its commit reports.
+pub(super) struct ReadBatch {
+    /// The entries and cursors, for the durable tier.
+    batch: Batch,
+    /// wal and decisions entries it holds.
+    counts: (usize, usize),
+    /// When each wal entry was acknowledged (its id's Redis clock), for the write-behind
+    /// window.
+    acked: Vec<u64>,
+}
+
 impl SpillDaemon {
     /// Reads up to a batch from both streams of `p` and commits it to the durable tier. Returns the
     /// entries committed, or `None` when the partition turned out to belong to another daemon
@@ -20,6 +31,70 @@ impl SpillDaemon {
     /// round trip as the lease, so entries of a new timeline are never read after an old
     /// cursor; the next pass takes the partition again and recovers.
     pub(super) async fn flush_batch(&mut self, p: u32) -> Result<Option<(usize, usize)>> {
+        let Some(read) = self.read_batch(p).await? else {
+            return Ok(None);
+        };
+        if read.counts == (0, 0) {
+            return Ok(Some((0, 0)));
+        }
+        let started = std::time::Instant::now();
+        let applied = self.db.flush(read.batch).await?;
+        self.committed(p, applied, read.counts, &read.acked, started)
+            .await
+    }
+
+    /// [`SpillDaemon::flush_batch`] for several partitions at once (those a wait woke for):
+    /// their batches in one durable-tier transaction, so a wake costs one commit however
+    /// many partitions it covers. Returns what each committed, as `flush_batch` does; on an
+    /// error that is about one batch (SQLite rejecting an entry) nothing is committed and the
+    /// caller flushes each partition alone, which isolates it.
+    pub(super) async fn flush_together(
+        &mut self,
+        parts: &[u32],
+    ) -> Result<Vec<(u32, Option<(usize, usize)>)>> {
+        let mut reads = Vec::new();
+        let mut done = Vec::new();
+        for &p in parts {
+            if !self.hold_lease(p).await? {
+                continue;
+            }
+            match self.read_batch(p).await? {
+                Some(read) if read.counts != (0, 0) => reads.push((p, read)),
+                other => done.push((p, other.map(|r| r.counts))),
+            }
+        }
+        if reads.is_empty() {
+            return Ok(done);
+        }
+        let started = std::time::Instant::now();
+        let (batches, rest): (Vec<_>, Vec<_>) = reads
+            .into_iter()
+            .map(|(p, r)| (r.batch, (p, r.counts, r.acked)))
+            .unzip();
+        let applied = match self.db.flush_many(batches).await {
+            Ok(applied) => applied,
+            Err(err)
+                if err.is_database_unusable()
+                    || err.is_durable_unreachable()
+                    || err.is_unavailable() =>
+            {
+                return Err(err)
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "a batch failed the shared transaction; flushing each partition alone");
+                return Ok(done);
+            }
+        };
+        for ((p, counts, acked), applied) in rest.into_iter().zip(applied) {
+            let outcome = self.committed(p, applied, counts, &acked, started).await?;
+            done.push((p, outcome));
+        }
+        Ok(done)
+    }
+
+    /// Reads the next batch of `p` after its cursors, with its lease in the same round trip;
+    /// `None` (and the lease forgotten) when another daemon or a Redis loss took it.
+    async fn read_batch(&mut self, p: u32) -> Result<Option<ReadBatch>> {
         let keys = self.store.keys();
         let part = &self.parts[p as usize];
         let count = self.config.batch_size;
@@ -44,9 +119,6 @@ impl SpillDaemon {
         if held.as_deref() != Some(lease.as_str()) {
             self.lost_lease(p);
             return Ok(None);
-        }
-        if wal.is_empty() && decisions.is_empty() {
-            return Ok(Some((0, 0)));
         }
         // user_set records carry a reference only: read the values they refer to now. They
         // are classic entries of op `user_set`: only those are parsed here, every entry once
@@ -86,13 +158,31 @@ impl SpillDaemon {
             decisions,
             user_values,
         };
-        let started = std::time::Instant::now();
-        let applied = self.db.flush(batch).await?;
+        Ok(Some(ReadBatch {
+            batch,
+            counts: (nw, nd),
+            acked,
+        }))
+    }
+
+    /// After the durable tier applied (or, `None`, fenced) `p`'s batch of `counts` entries:
+    /// publishes the committed ids and records the figures; the entries committed, or
+    /// `None` when the partition turned out to be another daemon's.
+    async fn committed(
+        &mut self,
+        p: u32,
+        applied: Option<Applied>,
+        counts: (usize, usize),
+        acked: &[u64],
+        started: std::time::Instant,
+    ) -> Result<Option<(usize, usize)>> {
+        let (nw, nd) = counts;
         let Some(Applied { wal, decisions, .. }) = applied else {
             // Fenced: another daemon owns the partition now.
             self.lost_lease(p);
             return Ok(None);
         };
+        let lease = lease::value(&self.owner, self.parts[p as usize].token);
         let ids = [
             (committed::WAL, wal.as_str()),
             (committed::DECISIONS, &decisions),
@@ -103,7 +193,7 @@ impl SpillDaemon {
         };
         super::metrics::batch_committed(nw + nd, started.elapsed());
         let part = &mut self.parts[p as usize];
-        super::behind::record(&mut part.behind, published_at, &acked);
+        super::behind::record(&mut part.behind, published_at, acked);
         part.wal = wal;
         part.decisions = decisions;
         part.trim_due = true;

@@ -569,11 +569,21 @@ impl SpillDaemon {
     async fn pass_over(&mut self, parts: &[u32], full: bool) -> Result<PassReport> {
         let mut report = PassReport::default();
         let (mut worked, mut failure, mut unreachable) = (false, None, None);
+        // The partitions a wait woke for commit in one transaction; each pass below then
+        // goes on from what it committed.
+        let mut together = Vec::new();
+        if !full && parts.len() > 1 {
+            together = self.flush_together(parts).await?;
+        }
         for &p in parts {
             if self.cancel.is_cancelled() {
                 break;
             }
-            match self.pass_partition(p, &mut report, full).await {
+            let flushed = together
+                .iter()
+                .find(|(q, _)| *q == p)
+                .and_then(|(_, counts)| *counts);
+            match self.pass_partition(p, &mut report, full, flushed).await {
                 Ok(()) => worked = true,
                 // Nor is a SQLite file that cannot be used (removed, replaced, corrupt), nor
                 // a namespace bound to another tier.
@@ -624,8 +634,14 @@ impl SpillDaemon {
     /// The pass over partition `p` (see [`SpillDaemon::pass`]); adds what it did to `report`.
     /// Outside a full pass it serves restore requests only when the bell rang, and trims at
     /// most every [`TRIM_EVERY`]: a write's wake costs the read, the commit and its
-    /// publication.
-    async fn pass_partition(&mut self, p: u32, report: &mut PassReport, full: bool) -> Result<()> {
+    /// publication. `flushed`: the batch [`SpillDaemon::flush_together`] committed already.
+    async fn pass_partition(
+        &mut self,
+        p: u32,
+        report: &mut PassReport,
+        full: bool,
+        mut flushed: Option<(usize, usize)>,
+    ) -> Result<()> {
         // Above its share (`membership`), a daemon leaves the partitions it does not hold
         // to the others.
         if self.parts[p as usize].token == 0 && !self.below_share() && !self.draining {
@@ -636,7 +652,11 @@ impl SpillDaemon {
         }
         report.partitions += 1;
         let drained = loop {
-            let Some((w, d)) = self.flush_batch(p).await? else {
+            let step = match flushed.take() {
+                Some(counts) => Some(counts),
+                None => self.flush_batch(p).await?,
+            };
+            let Some((w, d)) = step else {
                 break false;
             };
             report.wal += w as u64;

@@ -35,33 +35,43 @@ pub(crate) fn rebase(
     Ok(n == 1)
 }
 
-/// Flushes `batch` in one transaction. Returns `None`, writing nothing, when SQLite shows
-/// another daemon owns the partition now (a higher fencing token or moved cursors).
-pub(crate) fn flush(conn: &mut Connection, batch: &Batch) -> Result<Option<Applied>> {
-    let changes = plan::plan(batch, Error::sqlite)?;
+/// Applies several partitions' batches in one transaction, each with its cursors (one commit
+/// for what one wake of the daemon read). Per batch `None`, writing nothing for it, when
+/// SQLite shows another daemon owns its partition now (a higher fencing token or moved
+/// cursors). A batch that fails to apply fails them all; the caller then flushes each alone.
+pub(crate) fn flush_many(conn: &mut Connection, batches: &[Batch]) -> Result<Vec<Option<Applied>>> {
+    let plans = batches
+        .iter()
+        .map(|b| plan::plan(b, Error::sqlite))
+        .collect::<Result<Vec<_>>>()?;
     // IMMEDIATE: take the write lock before reading the cursors. A deferred transaction
     // that reads first cannot wait for another daemon's write lock (SQLITE_BUSY at once,
     // without the busy timeout) when several daemons share the file.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if batch.is_fenced_by(&cursors(&tx, batch.partition)?) {
-        return Ok(None);
+    let mut out = Vec::with_capacity(batches.len());
+    for (batch, changes) in batches.iter().zip(&plans) {
+        if batch.is_fenced_by(&cursors(&tx, batch.partition)?) {
+            out.push(None);
+            continue;
+        }
+        let mut erased = false;
+        for change in changes {
+            erased |= execute(&tx, change)?;
+        }
+        let next = batch.next_cursors();
+        tx.execute(
+            "INSERT INTO cursors (partition, wal, decisions, token) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (partition) DO UPDATE SET wal = ?2, decisions = ?3, token = ?4",
+            params![batch.partition, next.wal, next.decisions, next.token],
+        )?;
+        out.push(Some(Applied {
+            wal: next.wal,
+            decisions: next.decisions,
+            erased,
+        }));
     }
-    let mut erased = false;
-    for change in &changes {
-        erased |= execute(&tx, change)?;
-    }
-    let next = batch.next_cursors();
-    tx.execute(
-        "INSERT INTO cursors (partition, wal, decisions, token) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (partition) DO UPDATE SET wal = ?2, decisions = ?3, token = ?4",
-        params![batch.partition, next.wal, next.decisions, next.token],
-    )?;
     tx.commit()?;
-    Ok(Some(Applied {
-        wal: next.wal,
-        decisions: next.decisions,
-        erased,
-    }))
+    Ok(out)
 }
 
 /// Executes one change; returns true when it deleted user data.
