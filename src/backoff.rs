@@ -1,6 +1,7 @@
-//! [`Backoff`]: the one way a bounded wait on Redis pauses between polls — a durable write
-//! waiting for SQLite's commit, a restore waiting for the daemon, a retry of an idempotent
-//! call, a consumer's blocking read on a cluster.
+//! [`Backoff`]: the one way a bounded wait on Redis pauses between polls — a restore waiting
+//! for the daemon, a retry of an idempotent call, and on a cluster (where a blocking read
+//! would hold up the shared connection) a durable write waiting for its commit and a
+//! consumer's read.
 
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::backoff::Backoff;
 pub use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::records::{parse_stream_id, Entry, Stream};
@@ -63,7 +64,7 @@ impl Store {
         let deadline = Instant::now() + wait;
         // A block shorter than the connection's response timeout, which would cut it.
         let slice = CHECK_EVERY.min(self.config().response_timeout / 2);
-        let mut cluster_poll = Duration::from_millis(1);
+        let mut cluster_poll = Backoff::new(wait);
         let mut conn = self.conn().await?;
         loop {
             let (committed, entry, rung): (Option<String>, Vec<redis::Value>, Vec<Entry>) =
@@ -80,8 +81,7 @@ impl Store {
             }
             if self.is_cluster() {
                 // A blocking read would hold up the cluster connection every caller shares.
-                tokio::time::sleep(left.min(cluster_poll)).await;
-                cluster_poll = (cluster_poll * 2).min(slice);
+                cluster_poll.pause().await;
                 continue;
             }
             let after = rung.first().map_or("0-0", |(bell_id, _)| bell_id.as_str());
