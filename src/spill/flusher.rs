@@ -8,10 +8,13 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::{lease, SpillDaemon};
 use crate::durable::plan::{Applied, Batch};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::records::{committed, parse_stream_id, wal_field, Entry, WalEntry, WalOp, WalRecord};
 use crate::scripts;
 use crate::store::Store;
+
+/// Commands in one partition's batch read ([`SpillDaemon::read_commands`]).
+const READ_COMMANDS: usize = 3;
 
 /// A batch read from Redis, with what its commit reports.
 pub(super) struct ReadBatch {
@@ -31,7 +34,13 @@ impl SpillDaemon {
     /// round trip as the lease, so entries of a new timeline are never read after an old
     /// cursor; the next pass takes the partition again and recovers.
     pub(super) async fn flush_batch(&mut self, p: u32) -> Result<Option<(usize, usize)>> {
-        let Some(read) = self.read_batch(p).await? else {
+        // One pipeline, on a cluster too: the lease and the batch in one round trip.
+        let mut pipe = redis::pipe();
+        for cmd in self.read_commands(p) {
+            pipe.add_command(cmd);
+        }
+        let read: Vec<redis::Value> = pipe.query_async(&mut self.store.conn().await?).await?;
+        let Some(read) = self.read_batch(p, read).await? else {
             return Ok(None);
         };
         if read.counts == (0, 0) {
@@ -39,26 +48,40 @@ impl SpillDaemon {
         }
         let started = std::time::Instant::now();
         let applied = self.db.flush(read.batch).await?;
-        self.committed(p, applied, read.counts, &read.acked, started)
-            .await
+        let published = match &applied {
+            Some(a) => self.publish(p, a).await?,
+            None => None,
+        };
+        Ok(self.committed(p, applied, published, read.counts, &read.acked, started))
     }
 
-    /// [`SpillDaemon::flush_batch`] for several partitions at once (those a wait woke for):
-    /// their batches in one durable-tier transaction, so a wake costs one commit however
-    /// many partitions it covers. Returns what each committed, as `flush_batch` does; on an
-    /// error that is about one batch (SQLite rejecting an entry) nothing is committed and the
+    /// [`SpillDaemon::flush_batch`] for several partitions of one Redis node at once (those a
+    /// wait woke for): their reads in one pipeline (each lease with its batch, in order),
+    /// their batches in one durable-tier transaction and their publications in one
+    /// pipeline, so a wake costs about one commit however many partitions it covers. Returns what each committed, as `flush_batch` does; on an error
+    /// that is about one batch (SQLite rejecting an entry) nothing is committed and the
     /// caller flushes each partition alone, which isolates it.
     pub(super) async fn flush_together(
         &mut self,
         parts: &[u32],
     ) -> Result<Vec<(u32, Option<(usize, usize)>)>> {
+        let mut held = Vec::new();
+        for &p in parts {
+            if self.hold_lease(p).await? {
+                held.push(p);
+            }
+        }
+        let commands = held.iter().flat_map(|&p| self.read_commands(p)).collect();
+        let mut replies = self
+            .store
+            .fan_out::<redis::Value>(commands)
+            .await?
+            .into_iter();
         let mut reads = Vec::new();
         let mut done = Vec::new();
-        for &p in parts {
-            if !self.hold_lease(p).await? {
-                continue;
-            }
-            match self.read_batch(p).await? {
+        for &p in &held {
+            let reply: Vec<redis::Value> = replies.by_ref().take(READ_COMMANDS).collect();
+            match self.read_batch(p, reply).await? {
                 Some(read) if read.counts != (0, 0) => reads.push((p, read)),
                 other => done.push((p, other.map(|r| r.counts))),
             }
@@ -85,37 +108,76 @@ impl SpillDaemon {
                 return Ok(done);
             }
         };
+        let publications: Vec<(u32, &Applied)> = rest
+            .iter()
+            .zip(&applied)
+            .filter_map(|((p, ..), a)| a.as_ref().map(|a| (*p, a)))
+            .collect();
+        let calls: Vec<redis::Cmd> = publications
+            .iter()
+            .map(|(p, a)| self.publish_call(*p, a).cmd().clone())
+            .collect();
+        let published: Vec<Option<u64>> = match self.store.fan_out::<u64>(calls).await {
+            Ok(at) => at.into_iter().map(|at| (at > 0).then_some(at)).collect(),
+            // NOSCRIPT (a Redis that lost its scripts), or a node out of reach: one at a
+            // time, through the path that loads a script.
+            Err(_) => {
+                let mut at = Vec::new();
+                for (p, a) in &publications {
+                    at.push(self.publish(*p, a).await?);
+                }
+                at
+            }
+        };
+        let mut published = published.into_iter();
         for ((p, counts, acked), applied) in rest.into_iter().zip(applied) {
-            let outcome = self.committed(p, applied, counts, &acked, started).await?;
+            let at = match applied {
+                Some(_) => published.next().flatten(),
+                None => None,
+            };
+            let outcome = self.committed(p, applied, at, counts, &acked, started);
             done.push((p, outcome));
         }
         Ok(done)
     }
 
-    /// Reads the next batch of `p` after its cursors, with its lease in the same round trip;
-    /// `None` (and the lease forgotten) when another daemon or a Redis loss took it.
-    async fn read_batch(&mut self, p: u32) -> Result<Option<ReadBatch>> {
+    /// The round trip that reads `p`'s next batch after its cursors, with its lease
+    /// ([`READ_COMMANDS`] commands: the lease, the wal, the decisions).
+    fn read_commands(&self, p: u32) -> Vec<redis::Cmd> {
         let keys = self.store.keys();
         let part = &self.parts[p as usize];
         let count = self.config.batch_size;
-        let lease = lease::value(&self.owner, part.token);
-        let mut conn = self.store.conn().await?;
-        let (held, wal, decisions): (Option<String>, Vec<WalEntry>, Vec<Entry>) = redis::pipe()
-            .get(keys.lease(p))
-            .cmd("XRANGE")
-            .arg(keys.wal(p))
+        let mut lease = redis::cmd("GET");
+        lease.arg(keys.lease(p));
+        let mut wal = redis::cmd("XRANGE");
+        wal.arg(keys.wal(p))
             .arg(format!("({}", part.wal))
             .arg("+")
             .arg("COUNT")
-            .arg(count)
-            .cmd("XRANGE")
+            .arg(count);
+        let mut decisions = redis::cmd("XRANGE");
+        decisions
             .arg(keys.decisions(p))
             .arg(format!("({}", part.decisions))
             .arg("+")
             .arg("COUNT")
-            .arg(count)
-            .query_async(&mut conn)
-            .await?;
+            .arg(count);
+        vec![lease, wal, decisions]
+    }
+
+    /// The batch of `p` from the replies to [`SpillDaemon::read_commands`]; `None` (and the
+    /// lease forgotten) when another daemon or a Redis loss took the partition.
+    async fn read_batch(&mut self, p: u32, reply: Vec<redis::Value>) -> Result<Option<ReadBatch>> {
+        let [held, wal, decisions]: [redis::Value; READ_COMMANDS] = reply
+            .try_into()
+            .map_err(|_| Error::redis("a batch read answered with too few replies"))?;
+        let parse = |e: redis::ParsingError| Error::redis(format!("a batch read: {e}"));
+        let held: Option<String> = redis::from_redis_value(held).map_err(parse)?;
+        let wal: Vec<WalEntry> = redis::from_redis_value(wal).map_err(parse)?;
+        let decisions: Vec<Entry> = redis::from_redis_value(decisions).map_err(parse)?;
+        let keys = self.store.keys();
+        let part = &self.parts[p as usize];
+        let lease = lease::value(&self.owner, part.token);
         if held.as_deref() != Some(lease.as_str()) {
             self.lost_lease(p);
             return Ok(None);
@@ -140,7 +202,8 @@ impl SpillDaemon {
             for (uid, key) in &wanted {
                 pipe.hget(keys.user(uid), key);
             }
-            let values: Vec<Option<String>> = pipe.query_async(&mut conn).await?;
+            let values: Vec<Option<String>> =
+                pipe.query_async(&mut self.store.conn().await?).await?;
             user_values = wanted.into_iter().zip(values).collect();
         }
         let (nw, nd) = (wal.len(), decisions.len());
@@ -165,31 +228,41 @@ impl SpillDaemon {
         }))
     }
 
-    /// After the durable tier applied (or, `None`, fenced) `p`'s batch of `counts` entries:
-    /// publishes the committed ids and records the figures; the entries committed, or
-    /// `None` when the partition turned out to be another daemon's.
-    async fn committed(
+    /// The fenced publication of `applied`, `p`'s commit.
+    fn publish_call(&self, p: u32, applied: &Applied) -> scripts::ScriptCall {
+        let lease = lease::value(&self.owner, self.parts[p as usize].token);
+        let ids = [
+            (committed::WAL, applied.wal.as_str()),
+            (committed::DECISIONS, applied.decisions.as_str()),
+        ];
+        scripts::publish_committed(self.store.keys(), p, &lease, &ids)
+    }
+
+    /// Publishes `applied`, `p`'s commit: the Redis clock of the publication, `None` when the
+    /// lease no longer holds the partition.
+    async fn publish(&self, p: u32, applied: &Applied) -> Result<Option<u64>> {
+        let at: u64 = self.store.invoke(&self.publish_call(p, applied)).await?;
+        Ok((at > 0).then_some(at))
+    }
+
+    /// Records `p`'s commit of `counts` entries (`applied`, published at `published`, both on
+    /// success): the new cursors and figures. The entries committed, or `None` (the lease
+    /// forgotten) when the partition turned out to be another daemon's: fenced in the durable
+    /// tier (`applied` is `None`) or in Redis (`published` is).
+    fn committed(
         &mut self,
         p: u32,
         applied: Option<Applied>,
+        published: Option<u64>,
         counts: (usize, usize),
         acked: &[u64],
         started: std::time::Instant,
-    ) -> Result<Option<(usize, usize)>> {
+    ) -> Option<(usize, usize)> {
         let (nw, nd) = counts;
-        let Some(Applied { wal, decisions, .. }) = applied else {
-            // Fenced: another daemon owns the partition now.
+        let (Some(Applied { wal, decisions, .. }), Some(published_at)) = (applied, published)
+        else {
             self.lost_lease(p);
-            return Ok(None);
-        };
-        let lease = lease::value(&self.owner, self.parts[p as usize].token);
-        let ids = [
-            (committed::WAL, wal.as_str()),
-            (committed::DECISIONS, &decisions),
-        ];
-        let Some(published_at) = publish_committed(&self.store, p, &lease, &ids).await? else {
-            self.lost_lease(p);
-            return Ok(None);
+            return None;
         };
         super::metrics::batch_committed(nw + nd, started.elapsed());
         let part = &mut self.parts[p as usize];
@@ -200,7 +273,7 @@ impl SpillDaemon {
         part.flushed += (nw + nd) as u64;
         part.window_count += (nw + nd) as u64;
         tracing::debug!(partition = p, wal = nw, decisions = nd, "committed batch");
-        Ok(Some((nw, nd)))
+        Some((nw, nd))
     }
 }
 

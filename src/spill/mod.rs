@@ -572,7 +572,7 @@ impl SpillDaemon {
         // The partitions a wait woke for commit in one transaction; each pass below then
         // goes on from what it committed.
         let mut together = Vec::new();
-        if !full && parts.len() > 1 {
+        if !full && parts.len() > 1 && !self.store.is_cluster() {
             together = self.flush_together(parts).await?;
         }
         for &p in parts {
