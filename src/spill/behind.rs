@@ -7,8 +7,9 @@
 
 use serde::Serialize;
 
-/// Upper bounds of the buckets, ms; a last bucket holds everything above.
-pub const BOUNDS_MS: &[u64] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000];
+/// Upper bounds of the buckets, ms (the Prometheus histogram's); a last bucket holds
+/// everything above.
+pub const BOUNDS_MS: &[u64] = super::metrics::WRITE_BEHIND_BOUNDS_MS;
 
 /// Entries counted per bucket ([`BOUNDS_MS`], then one for above the last bound).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

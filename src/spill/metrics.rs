@@ -48,9 +48,12 @@ pub(crate) fn batch_committed(entries: usize, took: Duration) {
     metrics::histogram!(BATCH_SECONDS).record(took.as_secs_f64());
 }
 
-/// The bucket bounds of [`WRITE_BEHIND`], seconds: `agentstate stats`' buckets.
+/// The bucket bounds of [`WRITE_BEHIND`], ms: also `agentstate stats`' buckets.
+pub const WRITE_BEHIND_BOUNDS_MS: &[u64] = &[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000];
+
+/// [`WRITE_BEHIND_BOUNDS_MS`] in seconds, as the Prometheus recorder takes them.
 pub(crate) fn write_behind_bounds() -> Vec<f64> {
-    super::behind::BOUNDS_MS
+    WRITE_BEHIND_BOUNDS_MS
         .iter()
         .map(|&ms| ms as f64 / 1000.0)
         .collect()
