@@ -3,7 +3,8 @@
 //! `<prefix>:{p}:committed` ([`crate::records::committed`]) and then rings
 //! `<prefix>:{p}:commit_bell`, a one-entry stream a durable caller blocks on (`XREAD BLOCK`),
 //! so it learns of the commit at once and needs no access to the durable tier. (On a
-//! cluster, whose connection every caller shares, it polls instead: 1 ms doubling to 20 ms.)
+//! cluster, whose connection every caller shares, or for a Redis user that may not run
+//! `XREAD`, it polls instead: 1 ms doubling to 20 ms.)
 
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,9 @@ impl Store {
         let deadline = Instant::now() + wait;
         // A block shorter than the connection's response timeout, which would cut it.
         let slice = CHECK_EVERY.min(self.config().response_timeout / 2);
-        let mut cluster_poll = Backoff::new(wait);
+        // On a cluster a blocking read would hold up the connection every caller shares.
+        let mut polling = self.is_cluster();
+        let mut poll = Backoff::new(wait);
         let mut conn = self.conn().await?;
         loop {
             let (committed, entry, rung): (Option<String>, Vec<redis::Value>, Vec<Entry>) =
@@ -79,20 +82,26 @@ impl Store {
             if left.is_zero() {
                 return Err(Error::DurabilityTimeout(wait));
             }
-            if self.is_cluster() {
-                // A blocking read would hold up the cluster connection every caller shares.
-                cluster_poll.pause().await;
+            if polling {
+                poll.pause().await;
                 continue;
             }
             let after = rung.first().map_or("0-0", |(bell_id, _)| bell_id.as_str());
-            let _: redis::Value = redis::cmd("XREAD")
+            let woken: redis::RedisResult<redis::Value> = redis::cmd("XREAD")
                 .arg("BLOCK")
                 .arg(left.min(slice).as_millis().max(1) as u64)
                 .arg("STREAMS")
                 .arg(&bell)
                 .arg(after)
                 .query_async(&mut conn)
-                .await?;
+                .await;
+            match woken {
+                // An ACL from before the commit bell (docs/security.md grants +xread).
+                Err(e) if e.code() == Some("NOPERM") => polling = true,
+                other => {
+                    other?;
+                }
+            }
         }
     }
 }

@@ -24,6 +24,8 @@ const CLUSTER_POLL: Duration = Duration::from_millis(50);
 pub(super) struct Waker {
     /// The connection `XREAD BLOCK` runs on; `None` until the first wait or after an error.
     conn: Option<MultiplexedConnection>,
+    /// Redis refused `XREAD` to this user (an ACL from before the wake): the daemon polls.
+    refused: bool,
 }
 
 impl SpillDaemon {
@@ -38,7 +40,7 @@ impl SpillDaemon {
                 part.token > 0 && !part.failed
             })
             .collect();
-        if self.store.is_cluster() {
+        if self.store.is_cluster() || self.waker.refused {
             tokio::time::sleep(max.min(CLUSTER_POLL)).await;
             // Nothing rings here: every pass looks for restore requests, as it always did.
             for &p in &watched {
@@ -81,7 +83,17 @@ impl SpillDaemon {
                     .await?
             }
         };
-        let reply: Option<StreamReadReply> = read.query_async(&mut conn).await?;
+        let reply: Option<StreamReadReply> = match read.query_async(&mut conn).await {
+            Err(e) if e.code() == Some("NOPERM") => {
+                tracing::warn!(
+                    error = %e,
+                    "the Redis user may not run XREAD: the daemon polls its partitions every 50 ms instead of waking on each write; grant +xread (the ACL line in docs/security.md)"
+                );
+                self.waker.refused = true;
+                return Ok(Vec::new());
+            }
+            other => other?,
+        };
         self.waker.conn = Some(conn);
         let mut woken = Vec::new();
         for stream in reply.map(|r| r.keys).unwrap_or_default() {

@@ -246,3 +246,46 @@ async fn the_readme_acl_user_runs_every_flow_and_nothing_outside_the_namespace()
         "{out:?}"
     );
 }
+
+/// A user created with the ACL line of a build before the daemon and durable callers blocked
+/// on streams (no `+xread`): the daemon polls instead of waking and a durable write still
+/// returns once committed, rather than failing on NOPERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_xread_still_gets_every_write_committed() {
+    let server = RedisServer::start().unwrap();
+    let words: Vec<String> = readme_acl_line()
+        .into_iter()
+        .filter(|w| w != "+xread")
+        .collect();
+    let mut admin = server.connection();
+    let _: () = redis::cmd(&words[0])
+        .arg(&words[1..])
+        .query(&mut admin)
+        .unwrap();
+    let url = format!("redis://agentstate:{PASSWORD}@127.0.0.1:{}", server.port());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("old-acl.db");
+    let store = Store::connect(Config::new(&url)).await.unwrap();
+    let daemon = SpillDaemon::open(store.clone(), SpillConfig::new(&db))
+        .await
+        .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
+    let durable = store.with_durability(Durability::Durable);
+    let sid = durable.create_session(&NewSession::new()).await.unwrap();
+    for i in 1..=5 {
+        let m = NewMessage::new("user").content(format!("m{i}"));
+        assert_eq!(durable.append(&sid, &m).await.unwrap(), i);
+    }
+    let rows: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM messages WHERE session_id = ?1",
+            [&sid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rows, 5);
+    cancel.cancel();
+    running.await.unwrap().unwrap();
+}
