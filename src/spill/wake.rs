@@ -16,7 +16,8 @@ use redis::streams::StreamReadReply;
 use super::SpillDaemon;
 use crate::error::Result;
 
-/// The pause that stands for the wait on a cluster.
+/// The pause that stands for the wait on a cluster, or for a Redis user that may not run
+/// `XREAD`.
 const CLUSTER_POLL: Duration = Duration::from_millis(50);
 
 /// The blocking connection, kept between waits and dropped after an error.
