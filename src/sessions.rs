@@ -156,8 +156,8 @@ pub(crate) const META_FIELDS: [&str; 20] = [
 /// The meta fields a session's hash leaves out while they hold their default, with that
 /// default as stored text: a reader takes an absent field as its default. The scripts write
 /// through `lua/_prelude.lua::set_meta`, whose `META_DEFAULTS` table a unit test checks
-/// against this list. A fresh root session's hash is so five or six fields, not twenty
-/// (the memory of a live session: issue 40, BENCHMARKS.md W8).
+/// against this list. A fresh root session's hash is so five or six fields, not twenty:
+/// memory per live session is what a deployment of many agents pays (BENCHMARKS.md, W8).
 pub(crate) const META_DEFAULTS: [(&str, &str); 15] = [
     ("version", "0"),
     ("user_id", ""),
