@@ -17,7 +17,7 @@ use crate::store::Store;
 const READ_COMMANDS: usize = 3;
 
 /// A batch read from Redis, with what its commit reports.
-pub(super) struct ReadBatch {
+struct ReadBatch {
     /// The entries and cursors, for the durable tier.
     batch: Batch,
     /// wal and decisions entries it holds.
@@ -118,7 +118,7 @@ impl SpillDaemon {
             .map(|(p, a)| self.publish_call(*p, a).cmd().clone())
             .collect();
         let published: Vec<Option<u64>> = match self.store.fan_out::<u64>(calls).await {
-            Ok(at) => at.into_iter().map(|at| (at > 0).then_some(at)).collect(),
+            Ok(at) => at.into_iter().map(held_at).collect(),
             // NOSCRIPT (a Redis that lost its scripts), or a node out of reach: one at a
             // time, through the path that loads a script.
             Err(_) => {
@@ -241,8 +241,9 @@ impl SpillDaemon {
     /// Publishes `applied`, `p`'s commit: the Redis clock of the publication, `None` when the
     /// lease no longer holds the partition.
     async fn publish(&self, p: u32, applied: &Applied) -> Result<Option<u64>> {
-        let at: u64 = self.store.invoke(&self.publish_call(p, applied)).await?;
-        Ok((at > 0).then_some(at))
+        Ok(held_at(
+            self.store.invoke(&self.publish_call(p, applied)).await?,
+        ))
     }
 
     /// Records `p`'s commit of `counts` entries (`applied`, published at `published`, both on
@@ -289,6 +290,11 @@ pub(super) async fn publish_committed(
     fields: &[(&str, &str)],
 ) -> Result<Option<u64>> {
     let call = scripts::publish_committed(store.keys(), p, lease, fields);
-    let at: u64 = store.invoke(&call).await?;
-    Ok((at > 0).then_some(at))
+    Ok(held_at(store.invoke(&call).await?))
+}
+
+/// `publish_committed.lua`'s reply read: the Redis clock of the publication, or `None` (0)
+/// when the caller no longer held the lease.
+fn held_at(at: u64) -> Option<u64> {
+    (at > 0).then_some(at)
 }

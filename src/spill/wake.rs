@@ -60,10 +60,20 @@ impl SpillDaemon {
             .arg("BLOCK")
             .arg(max.as_millis().max(1) as u64)
             .arg("STREAMS");
-        for &p in &watched {
-            read.arg(keys.wal(p))
-                .arg(keys.decisions(p))
-                .arg(keys.restore_bell(p));
+        // Each stream's key with its partition and whether it is the restore bell, in the
+        // order the read names them: the reply is matched against these.
+        let streams: Vec<(String, u32, bool)> = watched
+            .iter()
+            .flat_map(|&p| {
+                [
+                    (keys.wal(p), p, false),
+                    (keys.decisions(p), p, false),
+                    (keys.restore_bell(p), p, true),
+                ]
+            })
+            .collect();
+        for (key, ..) in &streams {
+            read.arg(key);
         }
         for &p in &watched {
             let part = &self.parts[p as usize];
@@ -98,14 +108,10 @@ impl SpillDaemon {
         self.waker.conn = Some(conn);
         let mut woken = Vec::new();
         for stream in reply.map(|r| r.keys).unwrap_or_default() {
-            let Some(&p) = watched.iter().find(|&&p| {
-                stream.key == keys.wal(p)
-                    || stream.key == keys.decisions(p)
-                    || stream.key == keys.restore_bell(p)
-            }) else {
+            let Some(&(_, p, bell)) = streams.iter().find(|(key, ..)| *key == stream.key) else {
                 continue;
             };
-            if stream.key == keys.restore_bell(p) {
+            if bell {
                 let part = &mut self.parts[p as usize];
                 part.restore_due = true;
                 if let Some(last) = stream.ids.last() {

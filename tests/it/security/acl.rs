@@ -28,8 +28,12 @@ fn readme_acl_line() -> Vec<String> {
 
 /// A private Redis with docs/security.md's user created; the user's URL.
 fn server_with_acl_user() -> (RedisServer, String) {
+    server_with_user(readme_acl_line())
+}
+
+/// A private Redis with the user `words` (an `ACL SETUSER` line) creates; the user's URL.
+fn server_with_user(words: Vec<String>) -> (RedisServer, String) {
     let server = RedisServer::start().unwrap();
-    let words = readme_acl_line();
     let mut admin = server.connection();
     let _: () = redis::cmd(&words[0])
         .arg(&words[1..])
@@ -252,17 +256,11 @@ async fn the_readme_acl_user_runs_every_flow_and_nothing_outside_the_namespace()
 /// returns once committed, rather than failing on NOPERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_without_xread_still_gets_every_write_committed() {
-    let server = RedisServer::start().unwrap();
-    let words: Vec<String> = readme_acl_line()
+    let without_xread = readme_acl_line()
         .into_iter()
         .filter(|w| w != "+xread")
         .collect();
-    let mut admin = server.connection();
-    let _: () = redis::cmd(&words[0])
-        .arg(&words[1..])
-        .query(&mut admin)
-        .unwrap();
-    let url = format!("redis://agentstate:{PASSWORD}@127.0.0.1:{}", server.port());
+    let (_server, url) = server_with_user(without_xread);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("old-acl.db");
     let store = Store::connect(Config::new(&url)).await.unwrap();
