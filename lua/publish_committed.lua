@@ -4,7 +4,9 @@
   lease. Redis losing its state takes the lease with it, so a daemon that has not noticed the
   loss yet can never re-create the marker that tells agents "a daemon checked this Redis
   against SQLite" (that is the owner's takeover, after the re-seed). Then it rings the commit
-  bell (a one-entry stream), which wakes the durable callers blocked on it (`XREAD BLOCK`).
+  bell (a one-entry stream), which wakes the durable callers blocked on it (`XREAD BLOCK`);
+  the bell's entry carries the same field, value pairs, so a woken caller reads its commit
+  from the wake itself.
   KEYS[1] committed hash   <prefix>:{p}:committed
   KEYS[2] lease string     <prefix>:{p}:lease
   KEYS[3] commit bell      <prefix>:{p}:commit_bell
@@ -24,5 +26,5 @@ if redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return 0
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', 'c', '1')
+redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', unpack(ARGV, 2))
 return now_ms()

@@ -255,8 +255,8 @@ impl Keys {
     }
 
     /// `<prefix>:{p}:commit_bell` — a one-entry stream the spill daemon adds to after every
-    /// publication of `committed`: durable callers block on it (`XREAD BLOCK`) instead of
-    /// polling.
+    /// publication of `committed`, its entry the pairs just published: durable callers block
+    /// on it (`XREAD BLOCK`) instead of polling.
     pub fn commit_bell(&self, p: u32) -> String {
         format!("{}:{{{p}}}:commit_bell", self.prefix)
     }
