@@ -98,12 +98,21 @@ pub(crate) const DEMO_DB: &str = "./agentstate-demo.db";
 impl Global {
     /// Fills `--redis`, `--db` and `--prefix` from `AGENTSTATE_REDIS_URL` / `AGENTSTATE_DB` /
     /// `AGENTSTATE_PREFIX` when they were not given (an empty variable counts as unset),
-    /// the precedence the Python package follows too.
-    fn read_env(&mut self) {
+    /// the precedence the Python package follows too. The demo (`own_lane`) takes only the
+    /// Redis from the environment: those variables name the application's file and
+    /// namespace, which a demo run must not write into.
+    fn read_env(&mut self, own_lane: bool) {
         use crate::config::{env, DEFAULT_PREFIX};
         if self.redis.is_none() {
             self.redis = env::var(env::REDIS_URL);
             self.redis_from_env = self.redis.is_some();
+        }
+        if own_lane {
+            self.prefix = self
+                .prefix_arg
+                .take()
+                .unwrap_or_else(|| DEFAULT_PREFIX.into());
+            return;
         }
         if self.db.is_none() {
             self.db = env::var(env::DB).map(PathBuf::from);
@@ -303,6 +312,11 @@ fn verb_of(matches: &ArgMatches) -> String {
     words.join(" ")
 }
 
+/// The program name the command line was run with (`args[0]`): how the demo's hints name
+/// this command when it runs inside another program (the Python wheel passes the console
+/// script's path, or `python -m agentstate`).
+pub(crate) static ENTERED_AS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// Runs the command line `args` (the program name first, as `std::env::args_os` gives it)
 /// and returns the exit code: 0 on success, 1 on a runtime error, 2 on bad usage (each
 /// error one `error:` line on stderr). `--help` and `--version` (and a verb given without
@@ -325,7 +339,11 @@ where
             return 2;
         }
     };
-    cli.global.read_env();
+    cli.global
+        .read_env(matches!(cli.command, TopCommand::Demo(_)));
+    if let Some(program) = args.first() {
+        let _ = ENTERED_AS.set(program.to_string_lossy().into_owned());
+    }
     let mut at = Situation {
         verb: verb_of(&matches),
         db: cli.global.db(),
@@ -344,8 +362,10 @@ where
             "warn,agentstate::spill=info,agentstate::cli=info,deadpool=error"
         }
         // A command's own daemon pass (`check_against_sqlite`) is the daemon's business:
-        // only its errors show, so stderr stays the command's one `error:` line.
-        _ => "warn,agentstate::spill=error",
+        // only its errors show, so stderr stays the command's one `error:` line. So is
+        // whether a daemon runs at all (`stats` shows it): an agent process is told, an
+        // operator's one write is not.
+        _ => "warn,agentstate::spill=error,agentstate::durability=error",
     };
     tracing_subscriber::fmt()
         .with_env_filter(

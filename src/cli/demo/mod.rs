@@ -183,12 +183,31 @@ async fn expire_bookkeeping(store: &Store) -> Result<usize> {
     Ok(expiring)
 }
 
-/// How to run this very binary in a shell: `agentstate` when that is what PATH finds,
-/// else its path (relative to the current directory when inside it), so the hints run as
-/// printed after `scripts/demo.sh` (which does not install it).
+/// How to run this command in a shell: `agentstate` when that is what PATH finds, else its
+/// path (relative to the current directory when inside it), so the hints run as printed
+/// after `scripts/demo.sh` (which does not install it). Inside another program (the Python
+/// wheel's extension, whose process is the interpreter) the program name it was entered
+/// with stands for it: a console script's path, or a command line such as
+/// `python -m agentstate`, printed as given.
 fn program() -> String {
-    let Ok(me) = std::env::current_exe().and_then(|p| p.canonicalize()) else {
-        return "agentstate".into();
+    let exe = std::env::current_exe().and_then(|p| p.canonicalize());
+    let entered = super::ENTERED_AS.get().map(String::as_str);
+    let me = match exe {
+        Ok(exe)
+            if exe
+                .file_stem()
+                .is_some_and(|n| n.to_string_lossy().starts_with("agentstate")) =>
+        {
+            exe
+        }
+        _ => match entered {
+            Some(e) if e.contains(' ') => return e.to_string(),
+            Some(e) => match std::path::Path::new(e).canonicalize() {
+                Ok(path) => path,
+                Err(_) => return "agentstate".into(),
+            },
+            None => return "agentstate".into(),
+        },
     };
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)

@@ -250,6 +250,50 @@ fn demo_on_a_shared_redis_works_in_its_own_namespace_and_leaves_the_session_live
 }
 
 #[test]
+fn the_demo_stays_out_of_the_applications_file_and_namespace_named_in_the_environment() {
+    let server = RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let app_db = dir.path().join("app.db");
+    // As README's "one configuration" has an application export them.
+    let out = crate::support::cli_output(
+        Command::new(env!("CARGO_BIN_EXE_agentstate"))
+            .env_remove("AGENTSTATE_LOG")
+            .env("AGENTSTATE_REDIS_URL", server.url())
+            .env("AGENTSTATE_DB", &app_db)
+            .env("AGENTSTATE_PREFIX", "app")
+            .current_dir(dir.path())
+            .args(["--json", "demo"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !app_db.exists(),
+        "the demo wrote into the application's file"
+    );
+    assert_demo_history(&dir.path().join("agentstate-demo.db"));
+    let mut c = server.connection();
+    let app_keys: Vec<String> = redis::cmd("KEYS").arg("app:*").query(&mut c).unwrap();
+    assert_eq!(app_keys, Vec::<String>::new());
+    let demo_keys: Vec<String> = redis::cmd("KEYS").arg("asdemo:*").query(&mut c).unwrap();
+    assert!(!demo_keys.is_empty());
+    // The application's daemon then starts on its own file as if no demo had run.
+    let out = crate::support::cli_output(
+        Command::new(env!("CARGO_BIN_EXE_agentstate"))
+            .env_remove("AGENTSTATE_LOG")
+            .env("AGENTSTATE_REDIS_URL", server.url())
+            .env("AGENTSTATE_DB", &app_db)
+            .env("AGENTSTATE_PREFIX", "app")
+            .current_dir(dir.path())
+            .args(["spill", "--once"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(app_db.exists());
+}
+
+#[test]
 fn with_nothing_on_the_default_address_a_command_starts_a_private_redis() {
     let dir = tempfile::tempdir().unwrap();
     let out = unconfigured(dir.path(), &dead_address())
