@@ -6,7 +6,15 @@
 //! itself and needs no access to the durable tier. (On a
 //! cluster, whose connection every caller shares, or for a Redis user that may not run
 //! `XREAD`, it polls instead: 1 ms doubling to 20 ms.)
+//!
+//! A write that does not wait ([`Durability::Live`]) is durable only once a daemon runs. So
+//! a store that writes looks for a live daemon heartbeat (`<prefix>:daemons`) on its first
+//! write and then at most every [`DAEMONS_CHECK_EVERY`], off the write's path, and when
+//! there is none the process says so once: a `tracing` warning, and
+//! [`take_durability_warning`] for a front end that shows it its own way (Python logs it).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::streams::StreamReadReply;
@@ -21,6 +29,36 @@ use crate::store::Store;
 /// is still in its stream: a Redis that lost its data does not ring the bell, and a rebuilt
 /// stream committed past the entry must not read as its commit.
 const CHECK_EVERY: Duration = Duration::from_millis(20);
+
+/// How often a store that writes looks again for a running spill daemon.
+const DAEMONS_CHECK_EVERY: Duration = Duration::from_secs(30);
+
+/// Set once this process has said that no spill daemon runs: it says so once.
+static NO_DAEMON_SAID: AtomicBool = AtomicBool::new(false);
+
+/// That warning, until a front end takes it.
+static UNSHOWN: Mutex<Option<String>> = Mutex::new(None);
+
+/// The "no spill daemon runs, writes are not durable" warning, once per process, for a front
+/// end that shows it its own way (the Python binding logs it); `None` when there is nothing
+/// new to say.
+pub fn take_durability_warning() -> Option<String> {
+    if !NO_DAEMON_SAID.load(Ordering::Relaxed) {
+        return None;
+    }
+    UNSHOWN.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// When a store last looked for a running daemon: milliseconds since the process' first
+/// look, plus one (0: never).
+#[derive(Default)]
+pub(crate) struct LastCheck(AtomicU64);
+
+/// The instant [`LastCheck`]s count from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
 
 impl Store {
     /// Waits, for a `Durable` store, until the daemon committed `wal_id` of partition `p`'s wal.
@@ -41,6 +79,7 @@ impl Store {
     /// before a check, the write would read as committed: the one case this cannot tell.)
     pub(crate) async fn settle_stream(&self, p: u32, stream: Stream, id: &str) -> Result<()> {
         if self.durability() == Durability::Live {
+            self.look_for_daemons().await;
             return Ok(());
         }
         let wanted = parse_stream_id(id)
@@ -129,4 +168,69 @@ impl Store {
             );
         }
     }
+
+    /// Looks for a live spill daemon heartbeat on this store's first write (awaited, so even
+    /// a one-write process hears it) and then at most every [`DAEMONS_CHECK_EVERY`] (in the
+    /// background); when none is live, says once per process that writes are not durable.
+    async fn look_for_daemons(&self) {
+        if NO_DAEMON_SAID.load(Ordering::Relaxed) {
+            return;
+        }
+        let checked = &self.daemons_checked().0;
+        let last = checked.load(Ordering::Relaxed);
+        let now = epoch().elapsed().as_millis() as u64 + 1;
+        if last != 0 && now - last < DAEMONS_CHECK_EVERY.as_millis() as u64 {
+            return;
+        }
+        if checked
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return; // another write of this store is looking
+        }
+        let store = self.clone();
+        let look = async move {
+            if let Ok(false) = store.daemon_alive().await {
+                say_no_daemon(store.keys().prefix());
+            }
+        };
+        if last == 0 {
+            look.await;
+        } else {
+            tokio::spawn(look);
+        }
+    }
+
+    /// True when some spill daemon of the namespace has a heartbeat that has not lapsed.
+    /// Heartbeats are scored by Redis' clock; this compares with the caller's, allowing
+    /// [`DAEMONS_CHECK_EVERY`] of skew (a warning, not a fence).
+    async fn daemon_alive(&self) -> Result<bool> {
+        let mut conn = self.conn().await?;
+        let last: Vec<(String, f64)> = redis::cmd("ZREVRANGE")
+            .arg(self.keys().daemons())
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()) as f64;
+        let skew = DAEMONS_CHECK_EVERY.as_millis() as f64;
+        Ok(last
+            .first()
+            .is_some_and(|(_, lapses)| *lapses + skew > now_ms))
+    }
+}
+
+/// Says (once per process) that no spill daemon of namespace `prefix` runs.
+fn say_no_daemon(prefix: &str) {
+    if NO_DAEMON_SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let warning = format!(
+        "no spill daemon of namespace {prefix:?} is running: writes stay in Redis only (not durable) until one runs; start one with `agentstate --prefix {prefix} spill` (or a SpillDaemon)"
+    );
+    tracing::warn!("{warning}");
+    *UNSHOWN.lock().unwrap_or_else(|e| e.into_inner()) = Some(warning);
 }

@@ -37,7 +37,8 @@
 //! - `sessions`, `working`, `messages`, `checkpoints`, `rounds`, `decisions`, `users`,
 //!   `graphs` (graph checkpoint logs), `fork`: one capability each, as `impl Store` blocks.
 //! - `consumer`: consumer groups over the decisions streams: read, ack, claim, dead letters.
-//! - `durability`: `Durable` writes wait for SQLite's commit (and see a lost write).
+//! - `durability`: `Durable` writes wait for SQLite's commit (and see a lost write); a
+//!   process that writes with no daemon running is told once.
 //! - `durable` (feature `spill`): the durable tier, one interface over SQLite and PostgreSQL:
 //!   the flush's shared interpreter, retention, snapshots, copy; the two thin backends.
 //! - `keys` (public): the only place key names are formatted; id validation; partition
@@ -138,6 +139,7 @@ pub use consumer::{
     Consumer, ConsumerOptions, DeadLetter, DecisionEvent, Delivery, Outcome, StartFrom,
 };
 pub use decisions::{Decision, DecisionId, NewDecision};
+pub use durability::take_durability_warning;
 pub use effects::{args_digest, Effect, EffectStart, EffectState};
 pub use error::{Error, Result};
 pub use fork::Fork;

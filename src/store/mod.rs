@@ -50,6 +50,9 @@ struct Inner {
     lanes: Lanes,
     /// The keys of the sessions this store used lately.
     session_keys: SessionKeysCache,
+    /// When a write of this store last looked for a running spill daemon
+    /// ([`crate::durability`]).
+    pub(crate) daemons_checked: crate::durability::LastCheck,
 }
 
 impl std::fmt::Debug for Store {
@@ -101,6 +104,7 @@ impl Store {
                 keys,
                 lanes,
                 session_keys: SessionKeysCache::default(),
+                daemons_checked: Default::default(),
             }),
             durability: Durability::Live,
             fence: None,
@@ -130,6 +134,11 @@ impl Store {
     /// wipes): see [`Admin`]. Agents do not need them.
     pub fn admin(&self) -> Admin<'_> {
         Admin { store: self }
+    }
+
+    /// When a write of this store last looked for a running spill daemon.
+    pub(crate) fn daemons_checked(&self) -> &crate::durability::LastCheck {
+        &self.inner.daemons_checked
     }
 
     /// The namespace's key names (the key protocol of [`crate::keys`]).
@@ -200,6 +209,7 @@ impl Store {
                 lanes,
                 session_keys: SessionKeysCache::default(),
                 config,
+                daemons_checked: Default::default(),
             }),
             durability: self.durability,
             fence: self.fence,

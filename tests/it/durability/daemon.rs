@@ -487,3 +487,52 @@ async fn a_daemon_on_another_durable_tier_refuses_to_start_and_creates_nothing()
     let out = t.cli(&["--db", ours.to_str().unwrap(), "spill", "--once"]);
     assert_eq!(out.code, 0, "{out:?}");
 }
+
+/// A process that writes while no daemon of its namespace runs is told once that nothing it
+/// writes is durable, with the command to start one; with a daemon running it is told
+/// nothing. (Real processes: the warning is said once per process.)
+#[test]
+fn a_process_writing_with_no_daemon_running_is_told_once_that_nothing_is_durable() {
+    use crate::support::{cli_command_at, cli_output, wait_until_blocking};
+    let server = agentstate::test_support::redis_server::RedisServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        cli_output(
+            cli_command_at(&server.url(), dir.path())
+                .env("AGENTSTATE_LOG", "warn")
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    };
+    let told = "no spill daemon of namespace \"as\" is running: writes stay in Redis only (not durable) until one runs; start one with `agentstate --prefix as spill`";
+    // A command's own pass checks this Redis, then ends: no daemon runs afterwards.
+    assert_eq!(run(&["spill", "--once"]).code, 0);
+    for args in [
+        &["session", "create", "--id", "s1"][..],
+        &["msg", "append", "s1", "--role", "user", "--content", "a"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert_eq!(out.stderr.matches(told).count(), 1, "{out:?}");
+    }
+    let mut daemon = cli_command_at(&server.url(), dir.path())
+        .args(["spill"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut c = server.connection();
+    wait_until_blocking("the daemon's heartbeat", Duration::from_secs(10), || {
+        redis::cmd("ZCARD")
+            .arg("as:daemons")
+            .query::<u64>(&mut c)
+            .unwrap()
+            > 0
+    });
+    let out = run(&["msg", "append", "s1", "--role", "user", "--content", "c"]);
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!out.stderr.contains("no spill daemon"), "{out:?}");
+}
