@@ -45,8 +45,21 @@ where
     F: Future<Output = agentstate::Result<T>> + Send,
     T: Send,
 {
-    py.detach(|| runtime().block_on(fut))
-        .map_err(|e| errors::to_py(e, at))
+    let out = py.detach(|| runtime().block_on(fut));
+    log_warnings(py);
+    out.map_err(|e| errors::to_py(e, at))
+}
+
+/// Logs what the core has to say once per process (no spill daemon runs, so writes are not
+/// durable) as a warning of the `agentstate` logger: a log line, not a Python warning, so a
+/// test suite that turns warnings into errors still runs.
+fn log_warnings(py: Python<'_>) {
+    if let Some(warning) = agentstate::take_durability_warning() {
+        let _ = py
+            .import("logging")
+            .and_then(|logging| logging.call_method1("getLogger", ("agentstate",)))
+            .and_then(|logger| logger.call_method1("warning", (warning,)));
+    }
 }
 
 /// Builds a call's Python result (or exception) on the loop thread, with the GIL.
@@ -117,6 +130,7 @@ impl LoopBridge {
                 Err(e) => future.call_method1("set_exception", (e.value(py),))?,
             };
         }
+        log_warnings(py);
         Ok(())
     }
 }

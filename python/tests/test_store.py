@@ -53,6 +53,23 @@ def test_sessions_and_messages(store: Store):
         store.append("nobody", "user", "x")
 
 
+def test_a_message_with_neither_content_nor_tool_calls_is_refused_and_writes_nothing(store: Store):
+    """As the CLI's ``msg append`` refuses it: a message with nothing in it is a mistake."""
+    sid = store.create_session("bodiless")
+    store.append(sid, "user", "first")
+    calls = [
+        lambda: store.append(sid, "user", None),
+        lambda: store.append(sid, "user"),
+        lambda: store.append_many(sid, [{"role": "user", "content": "ok"}, {"role": "user"}]),
+        lambda: store.append_checkpointed(sid, {"role": "user"}, "label", {}),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInput, match="a message needs content or tool_calls"):
+            call()
+    assert [m["seq"] for m in store.messages(sid)] == [1]
+    assert store.append(sid, "user", "") == 2  # empty content is content
+
+
 def test_contents_array_is_the_json_array_of_the_contents_or_none(store: Store):
     """``contents_array`` joins the contents only when each is one whole JSON value: a
     content like ``1,2`` or ``"a"]`` would shift the array's elements if joined."""
@@ -60,7 +77,7 @@ def test_contents_array_is_the_json_array_of_the_contents_or_none(store: Store):
     texts = ['{"a":1,"b":[1.5,null,true]}', ' [1, "x]", {}] ', r'"\u00e9\",\\"', "2", "{}", "[]"]
     for t in texts:
         store.append(sid, "user", t)
-    store.append(sid, "system")  # no content: left out
+    store.append(sid, "assistant", tool_calls=[{"id": "c1"}])  # no content: left out
     assert store.contents_array(sid) == "[" + ",".join(texts) + "]"
     assert json.loads(store.contents_array(sid)) == [json.loads(t) for t in texts]
     assert store.contents_array(sid, last=3) == "[{},[]]"  # the last 3 messages: 2 contents

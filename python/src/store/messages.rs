@@ -6,7 +6,8 @@ use crate::convert::json_array;
 twins! {
     impl PyStore;
 
-    /// Appends one message and returns its seq. `idempotency_key`: a repeat returns the
+    /// Appends one message and returns its seq; it needs `content` or `tool_calls` (as the
+    /// CLI's `msg append`; `content=""` is an empty one). `idempotency_key`: a repeat returns the
     /// original seq and writes nothing; `expect_seq`: the seq the caller believes comes next
     /// (else `Conflict`).
     #[pyo3(signature = (sid, role, content = None, *, name = None, tool_calls = None, tool_call_id = None, round_index = None, meta = None, idempotency_key = None, expect_seq = None))]
@@ -31,6 +32,7 @@ twins! {
         m.tool_call_id = tool_call_id;
         m.round_index = round_index;
         m.meta = opt_json(meta.as_ref())?;
+        has_body(&m, "append")?;
 
         let s = self.s();
         async move {
@@ -203,8 +205,21 @@ twins! {
 /// Reads one message dict (`role` required; `content`, `name`, `tool_calls`,
 /// `tool_call_id`, `round_index`, `meta` optional).
 pub fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<NewMessage> {
-    serde_json::from_value(py_to_json(obj)?)
-        .map_err(|e| errors::InvalidInput::new_err(format!("message: {e}")))
+    let m = serde_json::from_value(py_to_json(obj)?)
+        .map_err(|e| errors::InvalidInput::new_err(format!("message: {e}")))?;
+    has_body(&m, "a message dict")?;
+    Ok(m)
+}
+
+/// Refuses a message with neither content nor tool calls, as the CLI's `msg append` does
+/// (nothing is written).
+fn has_body(m: &NewMessage, what: &str) -> PyResult<()> {
+    if m.content.is_none() && m.tool_calls.is_none() {
+        return Err(errors::InvalidInput::new_err(format!(
+            "{what}: a message needs content or tool_calls (got neither); pass content=\"\" for an empty one"
+        )));
+    }
+    Ok(())
 }
 
 fn query(all: bool, after: Option<u64>, last: Option<usize>) -> MessageQuery {
