@@ -1,5 +1,5 @@
 """The ``agentstate`` console script: the Rust command line inside the extension module, so
-``pip install agentstate`` brings the whole product (the spill daemon, the server, the demo,
+installing this package brings the whole product (the spill daemon, the server, the demo,
 the operator's commands) without a second binary."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import sys
 from typing import Optional, Sequence
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Optional[Sequence[str]] = None, program: Optional[str] = None) -> None:
     """Runs ``agentstate`` with ``argv`` (default: this process' arguments) and exits with
-    its code."""
+    its code. ``program`` is how a shell runs this command again (default: the console
+    script's path), which the demo prints in its hints."""
     from ._agentstate import run_cli
 
     # Behave as the native binary does: Ctrl-C and SIGTERM reach the command's own handlers
@@ -20,4 +21,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         signal.signal(getattr(signal, name), signal.SIG_DFL)
     args = list(sys.argv[1:] if argv is None else argv)
     sys.stdout.flush()
-    sys.exit(run_cli(["agentstate", *args]))
+    sys.exit(run_cli([program or sys.argv[0] or "agentstate", *args]))

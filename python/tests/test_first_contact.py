@@ -5,6 +5,7 @@ and a durable write lost with Redis says so."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -117,6 +118,76 @@ def test_the_package_installs_the_agentstate_command():
         done = subprocess.run([*cmd, "no-such-verb"], capture_output=True, text=True)
         assert done.returncode == 2 and "unrecognized subcommand 'no-such-verb'" in done.stderr
         assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_the_demo_from_the_wheel_stays_in_its_lane_and_its_hints_run_as_printed(own_redis, tmp_path):
+    # An application's configuration exported, as README suggests: the demo must not use it.
+    app_env = {"AGENTSTATE_REDIS_URL": own_redis, "AGENTSTATE_DB": str(tmp_path / "app.db"),
+               "AGENTSTATE_PREFIX": "app", "PATH": "/usr/bin:/bin"}
+    for cmd in ([agentstate_command()], [sys.executable, "-m", "agentstate"]):
+        done = subprocess.run([*cmd, "demo"], capture_output=True, text=True, cwd=tmp_path,
+                              env=app_env, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not (tmp_path / "app.db").exists()
+        assert namespace_keys(own_redis, "app") == []
+        hints = [line.strip() for line in done.stdout.split("Look for yourself:\n", 1)[1].splitlines()
+                 if line.startswith("  ")]
+        ours = [h for h in hints if "session show" in h or " export " in h]
+        assert len(ours) == 2, hints
+        for hint in ours:
+            # The command as it was entered (the console script, or this interpreter with -m).
+            assert hint.startswith(cmd[0] if len(cmd) == 1 else f"{sys.executable} -m agentstate"), hint
+            ran = subprocess.run(["sh", "-c", hint], capture_output=True, text=True, cwd=tmp_path,
+                                 env={"PATH": "/usr/bin:/bin"}, timeout=60)
+            assert ran.returncode == 0 and ran.stdout, (hint, ran.stderr)
+
+
+def test_writing_with_no_daemon_running_is_logged_once_and_not_with_one(own_redis, tmp_path):
+    """Writes succeed either way; a process whose namespace has no running daemon is told
+    once, through the ``agentstate`` logger, that they are not durable."""
+    script = f"""
+import asyncio, logging, sys
+from agentstate import SpillDaemon, Store
+logging.basicConfig(stream=sys.stdout, format="%(name)s %(levelname)s %(message)s")
+daemon = SpillDaemon({own_redis!r}, {str(tmp_path / "a.db")!r}).start()
+if sys.argv[1] == "stopped":
+    daemon.stop()
+store = Store({own_redis!r})
+sid = store.create_session()
+store.append(sid, "user", "one")
+async def two():
+    await store.aappend(sid, "user", "two")
+asyncio.run(two())
+print("seqs", [m["seq"] for m in store.messages(sid)])
+"""
+    told = ("agentstate WARNING no spill daemon of namespace \"as\" is running: writes stay in "
+            "Redis only (not durable) until one runs; start one with `agentstate --prefix as spill`")
+    for case, times in (("stopped", 1), ("running", 0)):
+        done = subprocess.run([sys.executable, "-c", script, case], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "seqs [1, 2]" in done.stdout, done.stdout
+        assert done.stdout.count(told) == times, (case, done.stdout)
+
+
+def test_building_from_source_without_cargo_says_what_to_do_in_one_line(tmp_path):
+    """``pip install ./python`` on a machine without cargo: one line saying to install it or
+    use a prebuilt wheel, not maturin's attempt to install Rust and its traceback."""
+    pytest.importorskip("maturin")
+    source = Path(__file__).resolve().parents[1]
+    no_cargo = ":".join(p for p in os.environ.get("PATH", "").split(":")
+                        if p and not (Path(p) / "cargo").exists())
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--dry-run",
+         "--target", str(tmp_path / "t"), str(source)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PATH": no_cargo},
+    )
+    assert done.returncode != 0
+    said = [line.strip() for line in (done.stdout + done.stderr).splitlines()
+            if "needs cargo" in line]
+    assert said == ["error: building agentstate from source needs cargo (Rust): install it with "
+                    "rustup (https://rustup.rs), or install a prebuilt wheel (scripts/build-wheel.sh "
+                    "makes one on a machine with cargo)"], done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 def test_a_runtime_error_is_one_line_and_exit_1(own_redis, tmp_path):
