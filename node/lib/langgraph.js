@@ -157,7 +157,7 @@ class AgentStateSaver extends Base {
   async getTuple(config) {
     const c = conf(config);
     const store = await this.#open();
-    const r = await store.graphGet(this.agentstateId(c.thread_id), c.checkpoint_ns ?? '', c.checkpoint_id || null);
+    const r = await store.graphGet(this.agentstateId(c.thread_id), c.checkpoint_ns ?? '', c.checkpoint_id || undefined);
     return r ? this.#tuple(c.thread_id, r) : undefined;
   }
 
@@ -173,8 +173,8 @@ class AgentStateSaver extends Base {
       throw new InvalidInput(`limit must be a non-negative integer, not ${String(limit)}`);
     }
     if (limit === 0) return;
-    const beforeId = before ? conf(before, 'before', false).checkpoint_id ?? null : null;
-    const flt = filter ? await this.#dumpMetadata(filter) : null;
+    const beforeId = before ? conf(before, 'before', false).checkpoint_id ?? undefined : undefined;
+    const flt = filter ? await this.#dumpMetadata(filter) : undefined;
     const store = await this.#open();
     let threads;
     if (c.thread_id !== undefined && c.thread_id !== null) {
@@ -186,7 +186,7 @@ class AgentStateSaver extends Base {
     for (const [threadId, sid] of threads) {
       if (c.checkpoint_id) {
         const r = await store.graphGet(sid, c.checkpoint_ns ?? '', c.checkpoint_id);
-        if (r && (beforeId === null || r.id < beforeId) && matches(r.metadata, flt)) {
+        if (r && (beforeId === undefined || r.id < beforeId) && matches(r.metadata, flt)) {
           yield await this.#tuple(threadId, r);
           left -= 1;
         }
@@ -196,7 +196,7 @@ class AgentStateSaver extends Base {
       let after = beforeId;
       let size = Math.min(left, FIRST_PAGE);
       for (;;) {
-        const page = await store.graphList(sid, c.checkpoint_ns ?? null, after, flt, size);
+        const page = await store.graphList(sid, c.checkpoint_ns ?? undefined, after, flt, size);
         for (const r of page) {
           yield await this.#tuple(threadId, r);
           left -= 1;
@@ -223,7 +223,7 @@ class AgentStateSaver extends Base {
     await store.graphPut(this.agentstateId(c.thread_id), {
       ns,
       id: checkpoint.id,
-      parent: c.checkpoint_id ?? null,
+      parent: c.checkpoint_id ?? undefined,
       checkpoint: await this.#dumpDoc(doc),
       metadata: await this.#dumpMetadata(metadata),
       channels: Object.entries(checkpoint.channel_versions ?? {}).map(([ch, v]) => [ch, String(v)]),
