@@ -18,6 +18,7 @@ const { peer, missing } = require('./peer');
 const lg = peer('@langchain/langgraph-checkpoint');
 const Base = lg ? lg.BaseCheckpointSaver : missing('AgentStateSaver', '@langchain/langgraph-checkpoint');
 const WRITES_IDX_MAP = lg ? lg.WRITES_IDX_MAP : {};
+const TASKS = lg ? lg.TASKS : '__pregel_tasks';
 
 const EMPTY = 'empty:';
 const TYPED = '$agentstate.typed';
@@ -129,7 +130,7 @@ class AgentStateSaver extends Base {
     return out;
   }
 
-  async #tuple(threadId, r) {
+  async #tuple(threadId, r, store, sid) {
     let checkpoint = r.checkpoint;
     if (checkpoint && TYPED in checkpoint) checkpoint = await this.#loadDoc(checkpoint);
     const values = {};
@@ -137,6 +138,7 @@ class AgentStateSaver extends Base {
       if (v !== EMPTY) values[ch] = await this.#loads(v);
     }
     checkpoint = { ...checkpoint, channel_values: values };
+    if (checkpoint.v < 4 && r.parent) await this.#migratePendingSends(checkpoint, store, sid, r);
     const metadata = {};
     for (const [k, v] of Object.entries(r.metadata ?? {})) metadata[k] = await this.#loadDoc(v);
     const tuple = {
@@ -153,12 +155,32 @@ class AgentStateSaver extends Base {
     return tuple;
   }
 
+  /**
+   * A checkpoint of format < 4 keeps its pending sends as the parent's TASKS writes; the
+   * current format holds them in channel_values[TASKS] (what MemorySaver does on read).
+   */
+  async #migratePendingSends(checkpoint, store, sid, r) {
+    const parent = await store.graphGet(sid, r.ns, r.parent);
+    const sends = [];
+    for (const [, channel, value] of parent?.writes ?? []) {
+      if (channel === TASKS) sends.push(await this.#loads(value));
+    }
+    checkpoint.channel_values[TASKS] = sends;
+    const versions = Object.values(checkpoint.channel_versions ?? {});
+    checkpoint.channel_versions = {
+      ...checkpoint.channel_versions,
+      [TASKS]: versions.length > 0 ? lg.maxChannelVersion(...versions) : this.getNextVersion(undefined),
+    };
+  }
+
   /** The checkpoint `config` names (its checkpoint_id, else the newest of its namespace), with its pending writes. */
   async getTuple(config) {
-    const c = conf(config);
+    const c = conf(config, 'config', false);
+    if (c.thread_id === undefined || c.thread_id === null) return undefined; // as MemorySaver
     const store = await this.#open();
-    const r = await store.graphGet(this.agentstateId(c.thread_id), c.checkpoint_ns ?? '', c.checkpoint_id || undefined);
-    return r ? this.#tuple(c.thread_id, r) : undefined;
+    const sid = this.agentstateId(c.thread_id);
+    const r = await store.graphGet(sid, c.checkpoint_ns ?? '', c.checkpoint_id || undefined);
+    return r ? this.#tuple(c.thread_id, r, store, sid) : undefined;
   }
 
   /**
@@ -187,7 +209,7 @@ class AgentStateSaver extends Base {
       if (c.checkpoint_id) {
         const r = await store.graphGet(sid, c.checkpoint_ns ?? '', c.checkpoint_id);
         if (r && (beforeId === undefined || r.id < beforeId) && matches(r.metadata, flt)) {
-          yield await this.#tuple(threadId, r);
+          yield await this.#tuple(threadId, r, store, sid);
           left -= 1;
         }
         if (left <= 0) return;
@@ -198,7 +220,7 @@ class AgentStateSaver extends Base {
       for (;;) {
         const page = await store.graphList(sid, c.checkpoint_ns ?? undefined, after, flt, size);
         for (const r of page) {
-          yield await this.#tuple(threadId, r);
+          yield await this.#tuple(threadId, r, store, sid);
           left -= 1;
           if (left <= 0) return;
         }
