@@ -14,6 +14,20 @@ const root = path.dirname(pkg);
 const addon = path.join(pkg, 'agentstate.node');
 const inRepo = fs.existsSync(path.join(root, 'Cargo.toml')) && fs.existsSync(path.join(pkg, 'Cargo.toml'));
 
+/**
+ * The ESM twins of the declarations (index.d.mts, ...): the same text, its relative imports
+ * pointing at the twins, so an ESM program resolves the frameworks' types as ESM too (a
+ * CommonJS declaration would mix their CommonJS and ESM types).
+ */
+function declarationsForEsm() {
+  for (const name of ['index', 'langgraph', 'openai-agents']) {
+    const text = fs.readFileSync(path.join(pkg, `${name}.d.ts`), 'utf8');
+    const esm = text.replace(/from '\.\/(index|langgraph|openai-agents)'/g, "from './$1.mjs'");
+    fs.writeFileSync(path.join(pkg, `${name}.d.mts`), esm);
+  }
+}
+
+if (inRepo) declarationsForEsm();
 if (process.env.AGENTSTATE_NODE_SKIP_BUILD === '1') process.exit(0);
 if (!inRepo) {
   if (fs.existsSync(addon)) process.exit(0);

@@ -34,7 +34,12 @@ impl NativeStore {
     /// Stores a checkpoint of `label` with the given `payload` instead of a snapshot of
     /// working state; resolves to its id.
     #[napi]
-    pub async fn put_checkpoint(&self, sid: String, label: String, payload: Value) -> Result<String> {
+    pub async fn put_checkpoint(
+        &self,
+        sid: String,
+        label: String,
+        payload: Value,
+    ) -> Result<String> {
         self.store
             .put_checkpoint(&sid, &label, &payload)
             .await
@@ -95,7 +100,11 @@ impl NativeStore {
     /// The latest checkpoint of every label.
     #[napi]
     pub async fn checkpoints(&self, sid: String) -> Result<Vec<Value>> {
-        let v = self.store.checkpoints(&sid).await.map_err(|e| self.fail(e))?;
+        let v = self
+            .store
+            .checkpoints(&sid)
+            .await
+            .map_err(|e| self.fail(e))?;
         Ok(v.iter().map(js).collect())
     }
 }

@@ -248,7 +248,11 @@ impl NativeStore {
     /// The compaction audit.
     #[napi]
     pub async fn compactions(&self, sid: String) -> Result<Vec<Value>> {
-        let v = self.store.compactions(&sid).await.map_err(|e| self.fail(e))?;
+        let v = self
+            .store
+            .compactions(&sid)
+            .await
+            .map_err(|e| self.fail(e))?;
         Ok(v.iter().map(js).collect())
     }
 

@@ -62,7 +62,10 @@ impl NativeStore {
         n.system_prompt = o.system_prompt;
         n.config = o.config;
         n.metadata = o.metadata;
-        self.store.create_session(&n).await.map_err(|e| self.fail(e))
+        self.store
+            .create_session(&n)
+            .await
+            .map_err(|e| self.fail(e))
     }
 
     /// The session's meta, or null when it exists nowhere (restored from SQLite through the

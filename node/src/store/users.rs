@@ -25,7 +25,11 @@ impl NativeStore {
     /// Every value stored for the user, by key (an empty object when none).
     #[napi]
     pub async fn user_values(&self, user: String) -> Result<Value> {
-        let v = self.store.user_values(&user).await.map_err(|e| self.fail(e))?;
+        let v = self
+            .store
+            .user_values(&user)
+            .await
+            .map_err(|e| self.fail(e))?;
         Ok(serde_json::to_value(v).unwrap_or(Value::Null))
     }
 
@@ -42,7 +46,11 @@ impl NativeStore {
     /// resolves to the receipt.
     #[napi]
     pub async fn forget_user(&self, user: String) -> Result<Value> {
-        let r = self.store.forget_user(&user).await.map_err(|e| self.fail(e))?;
+        let r = self
+            .store
+            .forget_user(&user)
+            .await
+            .map_err(|e| self.fail(e))?;
         Ok(js(&r))
     }
 }

@@ -26,7 +26,9 @@ impl NativeStore {
         let r = match if_version {
             Some(v) => {
                 let v = whole("ifVersion", v)?;
-                self.store.set_working_if_version(&sid, &key, &value, v).await
+                self.store
+                    .set_working_if_version(&sid, &key, &value, v)
+                    .await
             }
             None => self.store.set_working(&sid, &key, &value).await,
         };
