@@ -105,6 +105,14 @@ export interface GraphRecord {
   writes: [string, string, string][];
 }
 
+/** A session's run lease. */
+export interface Lease {
+  owner: string;
+  token: number;
+  /** ms since the epoch */
+  expiresAt: number;
+}
+
 /** A client of one agentstate namespace in one Redis. */
 export declare class Store {
   private constructor();
@@ -117,6 +125,10 @@ export declare class Store {
   readonly partitions: number;
   readonly url: string;
   readonly limits: { message: number; workingValue: number; state: number };
+  /** A store whose transcript and state writes carry run lease token `token` (Fenced once another process took the lease). */
+  fenced(token: number | null): Store;
+  /** The run lease token this store's writes carry, or null. */
+  readonly fence: number | null;
   /** Marks the store closed (later calls reject). */
   close(): void;
 
@@ -167,6 +179,26 @@ export declare class Store {
   forgetUser(user: string): Promise<{ [key: string]: Json }>;
   saveState(userId: string, state: Json, sessionId?: string, roundId?: number): Promise<number>;
   exportState(userId: string, sessionId?: string, roundId?: number): Promise<Json | null>;
+
+  // run leases, the inbox, the tool-effect ledger, decisions
+  acquireLease(sid: string, owner: string, ttlMs: number): Promise<Lease>;
+  renewLease(sid: string, owner: string, token: number, ttlMs: number): Promise<boolean>;
+  releaseLease(sid: string, owner: string, token: number): Promise<boolean>;
+  leaseHolder(sid: string): Promise<Lease | null>;
+  inboxPut(sid: string, items: (NewMessage & { itemId: string })[]): Promise<boolean[]>;
+  inboxClaim(sid: string, owner: string, token: number, limit?: number): Promise<{ [key: string]: Json }[]>;
+  inboxDeliver(sid: string, owner: string, token: number, itemIds: string[]): Promise<number[]>;
+  inboxVoid(sid: string, itemIds: string[]): Promise<number>;
+  inbox(sid: string): Promise<{ [key: string]: Json }[]>;
+  effectBegin(sid: string, callId: string, args: Json): Promise<{ state: 'started' | 'running' | 'done'; callId: string; argsDigest: string; result?: Json }>;
+  effectFinish(sid: string, callId: string, result: Json): Promise<boolean>;
+  effect(sid: string, callId: string): Promise<{ [key: string]: Json } | null>;
+  effects(sid: string): Promise<{ [key: string]: Json }[]>;
+  unresolvedEffects(sid: string): Promise<{ [key: string]: Json }[]>;
+  recordDecision(sid: string, decision: string, rationale: string, options?: { action?: string; meta?: Json }): Promise<string>;
+  recordOutcome(decisionId: string, outcome: string): Promise<boolean>;
+  incompleteDecisions(sid?: string): Promise<{ [key: string]: Json }[]>;
+  deadLetters(count?: number): Promise<{ [key: string]: Json }[]>;
 
   // graph checkpoint logs
   graphPut(thread: string, put: GraphPutInput): Promise<void>;

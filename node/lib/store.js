@@ -49,6 +49,20 @@ class Store {
     return new Store(this._native.withDurability(Boolean(durable)));
   }
 
+  /** A store sharing this one's pool whose transcript and state writes carry run lease token `token` (null: none): once another process took the lease they reject with Fenced. */
+  fenced(token) {
+    try {
+      return new Store(this._native.fenced(token ?? undefined));
+    } catch (e) {
+      throw fromNative(e, 'store.fenced');
+    }
+  }
+
+  /** The run lease token this store's writes carry, or null. */
+  get fence() {
+    return this.#native.fence ?? null;
+  }
+
   /** True when writes wait for SQLite. */
   get durable() {
     return this.#native.durable;
@@ -80,7 +94,7 @@ class Store {
   }
 }
 
-const SKIP = new Set(['constructor', 'withDurability']);
+const SKIP = new Set(['constructor', 'withDurability', 'fenced']);
 for (const name of Object.getOwnPropertyNames(native.NativeStore.prototype)) {
   const d = Object.getOwnPropertyDescriptor(native.NativeStore.prototype, name);
   if (SKIP.has(name) || typeof d.value !== 'function') continue;

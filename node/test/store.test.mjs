@@ -129,3 +129,32 @@ test('npx agentstate runs the CLI through the addon', () => {
   const version = execFileSync('npx', ['--no-install', 'agentstate', '--version'], { encoding: 'utf8' });
   assert.match(version, /agentstate/);
 });
+
+test('a run lease fences a stale writer: Fenced, and nothing written', async () => {
+  const { Fenced, Leased } = pkg;
+  await store.createSession({ id: 'leased' });
+  const first = await store.acquireLease('leased', 'run-a', 100);
+  const a = store.fenced(first.token);
+  assert.equal(a.fence, first.token);
+  assert.equal(await a.append('leased', 'assistant', 'by a'), 1);
+  await assert.rejects(store.acquireLease('leased', 'run-b', 10000), Leased);
+  await new Promise((r) => setTimeout(r, 150)); // a's lease lapses; b takes the session over
+  const second = await store.acquireLease('leased', 'run-b', 10000);
+  assert.ok(second.token > first.token);
+  await assert.rejects(a.append('leased', 'assistant', 'late a'), (e) => e instanceof Fenced && e.token === first.token);
+  assert.deepEqual((await store.loadMessages('leased')).map((m) => m.content), ['by a']);
+  assert.equal((await store.leaseHolder('leased')).owner, 'run-b');
+});
+
+test('the tool-effect ledger and decisions', async () => {
+  await store.createSession({ id: 'effects' });
+  assert.equal((await store.effectBegin('effects', 'call-1', { q: 1 })).state, 'started');
+  assert.equal((await store.effectBegin('effects', 'call-1', { q: 1 })).state, 'running');
+  await assert.rejects(store.effectBegin('effects', 'call-1', { q: 2 }), InvalidInput);
+  assert.equal(await store.effectFinish('effects', 'call-1', { ok: true }), true);
+  assert.deepEqual((await store.effectBegin('effects', 'call-1', { q: 1 })).result, { ok: true });
+  const d = await store.recordDecision('effects', 'ship', 'tests pass', { action: 'deploy' });
+  assert.deepEqual((await store.incompleteDecisions('effects')).map((x) => x.id), [d]);
+  assert.equal(await store.recordOutcome(d, 'shipped'), true);
+  assert.deepEqual(await store.incompleteDecisions('effects'), []);
+});

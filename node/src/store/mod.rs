@@ -17,7 +17,11 @@ use serde_json::Value;
 use crate::errors;
 
 mod checkpoints;
+mod decisions;
+mod effects;
 mod graphs;
+mod inbox;
+mod leases;
 mod messages;
 mod rounds;
 mod sessions;
