@@ -25,7 +25,8 @@ impl NativeStore {
             let m = super::messages::message(&format!("items[{i}]"), Value::Object(fields))?;
             parsed.push((id, m));
         }
-        let refs: Vec<(&str, &NewMessage)> = parsed.iter().map(|(id, m)| (id.as_str(), m)).collect();
+        let refs: Vec<(&str, &NewMessage)> =
+            parsed.iter().map(|(id, m)| (id.as_str(), m)).collect();
         self.store
             .inbox_put(&sid, &refs)
             .await

@@ -32,7 +32,12 @@ impl NativeStore {
     /// Takes the session's run lease for `owner` for `ttlMs` if it is free, expired or
     /// `owner`'s already (which keeps its token). `Leased` while another owner holds it.
     #[napi]
-    pub async fn acquire_lease(&self, sid: String, owner: String, ttl_ms: f64) -> Result<LeaseInfo> {
+    pub async fn acquire_lease(
+        &self,
+        sid: String,
+        owner: String,
+        ttl_ms: f64,
+    ) -> Result<LeaseInfo> {
         let l = self
             .store
             .acquire_lease(&sid, &owner, ttl(ttl_ms)?)
@@ -44,7 +49,13 @@ impl NativeStore {
     /// Extends the lease for `ttlMs` from now while `owner` holds it with `token`; false
     /// when it does not (the run must stop).
     #[napi]
-    pub async fn renew_lease(&self, sid: String, owner: String, token: f64, ttl_ms: f64) -> Result<bool> {
+    pub async fn renew_lease(
+        &self,
+        sid: String,
+        owner: String,
+        token: f64,
+        ttl_ms: f64,
+    ) -> Result<bool> {
         let token = whole("token", token)?;
         self.store
             .renew_lease(&sid, &owner, token, ttl(ttl_ms)?)
