@@ -76,6 +76,58 @@ export async function startRedis() {
   };
 }
 
+/** A free port for a cluster node (12000-19999: its bus port, +10000, stays below the ephemeral range). */
+async function clusterPort() {
+  for (;;) {
+    const port = 12000 + Math.floor(Math.random() * 8000);
+    const free = (p) =>
+      new Promise((resolve) => {
+        const srv = net.createServer();
+        srv.once('error', () => resolve(false));
+        srv.listen(p, '127.0.0.1', () => srv.close(() => resolve(true)));
+      });
+    if ((await free(port)) && (await free(port + 10000))) return port;
+  }
+}
+
+/** Three `redis-server --cluster-enabled yes` masters joined with `redis-cli --cluster create`; `url` names every node. */
+export async function startCluster() {
+  const nodes = [];
+  for (let i = 0; i < 3; i++) {
+    const port = await clusterPort();
+    const dir = tempDir('agentstate-cluster-');
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir,
+      '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'], { stdio: 'ignore' });
+    process.on('exit', () => child.exitCode === null && child.kill('SIGKILL'));
+    nodes.push({ port, child });
+  }
+  for (const n of nodes) {
+    for (let i = 0; ; i++) {
+      try {
+        if (redisCli(n.port, 'PING') === 'PONG') break;
+      } catch {}
+      if (i > 200) throw new Error(`cluster node ${n.port} did not answer`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  execFileSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' });
+  for (let i = 0; !nodes.every((n) => redisCli(n.port, 'CLUSTER', 'INFO').includes('cluster_state:ok')); i++) {
+    if (i > 400) throw new Error('the cluster did not reach cluster_state:ok');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    nodes,
+    url: 'redis+cluster://' + nodes.map((n) => `127.0.0.1:${n.port}`).join(','),
+    stop: async () => {
+      for (const n of nodes) {
+        const exited = new Promise((r) => n.child.once('exit', r));
+        n.child.kill('SIGKILL');
+        await exited;
+      }
+    },
+  };
+}
+
 /** A started spill daemon of the package on a fresh SQLite file in `dir`. */
 export async function startDaemon(url, dir, prefix) {
   const db = path.join(dir, 'agentstate.db');

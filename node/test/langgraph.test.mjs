@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { StateGraph, Annotation, START, END } from '@langchain/langgraph';
-import { AgentStateSaver } from '@agentstate/node';
-import { startRedis, startDaemon, tempDir } from './helpers.mjs';
+import { MemorySaver } from '@langchain/langgraph-checkpoint';
+import { AgentStateSaver, Store } from '@agentstate/node';
+import { startRedis, startDaemon, startCluster, redisCli, tempDir } from './helpers.mjs';
 
 let redis, daemon;
 before(async () => {
@@ -71,4 +72,35 @@ test('a thread survives FLUSHALL (restored by the daemon)', async () => {
   await graph.invoke({ n: 5 }, config);
   redis.cli('FLUSHALL');
   assert.equal((await graph.getState(config)).values.n, 12);
+});
+
+test('on a 3-master cluster: the run matches MemorySaver, and the thread lives in one slot', async () => {
+  const cluster = await startCluster();
+  const daemon = await startDaemon(cluster.url, tempDir(), 'gc');
+  try {
+    const store = await Store.connect({ url: cluster.url, prefix: 'gc' });
+    const config = { configurable: { thread_id: 'cluster-1' } };
+    const ours = counter(new AgentStateSaver({ store }));
+    const reference = counter(new MemorySaver());
+    for (const g of [ours, reference]) {
+      await g.invoke({ n: 1 }, config);
+      await g.invoke({ n: 2 }, config);
+    }
+    const history = async (g) => {
+      const out = [];
+      for await (const s of g.getStateHistory(config)) out.push([s.values, s.next, s.metadata.step, s.metadata.source]);
+      return out;
+    };
+    assert.deepEqual(await history(ours), await history(reference));
+    const slots = new Set();
+    for (const node of cluster.nodes) {
+      for (const key of redisCli(node.port, '--scan', '--pattern', 'gc:*cluster-1*').split('\n').filter(Boolean)) {
+        slots.add(redisCli(node.port, 'CLUSTER', 'KEYSLOT', key));
+      }
+    }
+    assert.equal(slots.size, 1, `the thread's keys are in one slot: ${[...slots]}`);
+  } finally {
+    await daemon.stop();
+    await cluster.stop();
+  }
 });
