@@ -254,9 +254,9 @@ fn limit_setting(what: &str) -> &'static str {
     }
 }
 
-/// A snake_case setting as the Node package spells it (`max_message_bytes` ->
-/// `maxMessageBytes`).
-fn camel(name: &str) -> String {
+/// A snake_case name as the Node package spells it (`max_message_bytes` ->
+/// `maxMessageBytes`): its settings, and the keys of the objects it returns.
+pub fn camel(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut upper = false;
     for c in name.chars() {

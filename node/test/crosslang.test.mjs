@@ -1,33 +1,23 @@
 // One session, one thread, two languages: the Python package (AGENTSTATE_PYTHON names a
 // Python with it installed; scripts/test-node.sh builds the wheel into a venv when asked)
 // reads what the Node adapters wrote and the other way round. Skipped without it.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { StateGraph, Annotation, START, END } from '@langchain/langgraph';
+import { counter } from './graphs.mjs';
 import { AgentStateSaver, AgentStateSession } from '@agentstate/node';
-import { startRedis, startDaemon, tempDir } from './helpers.mjs';
+import { serverForThisFile } from './per-file.mjs';
 
 const PYTHON = process.env.AGENTSTATE_PYTHON;
 const skip = PYTHON ? false : 'AGENTSTATE_PYTHON is not set (a Python with the agentstate wheel)';
-let redis, daemon;
-before(async () => {
-  if (skip) return;
-  redis = await startRedis();
-  daemon = await startDaemon(redis.url, tempDir());
-});
-after(async () => {
-  if (skip) return;
-  await daemon.stop();
-  await redis.stop();
-});
+const env = serverForThisFile({ skip: Boolean(skip) });
 
 const py = (...args) =>
-  JSON.parse(execFileSync(PYTHON, [fileURLToPath(new URL('./crosslang.py', import.meta.url)), redis.url, ...args], { encoding: 'utf8' }));
+  JSON.parse(execFileSync(PYTHON, [fileURLToPath(new URL('./crosslang.py', import.meta.url)), env.redis.url, ...args], { encoding: 'utf8' }));
 
 test('an OpenAI Agents conversation written by Node is read item for item by Python, and back', { skip }, async () => {
-  const node = new AgentStateSession('cross-conv', { url: redis.url });
+  const node = new AgentStateSession('cross-conv', { url: env.redis.url });
   const written = [
     { role: 'user', content: 'from node' },
     { type: 'function_call', callId: 'js-1', name: 'lookup', arguments: '{"q":"é"}', status: 'completed' },
@@ -44,20 +34,9 @@ test('an OpenAI Agents conversation written by Node is read item for item by Pyt
   assert.equal(py('session-read', 'cross-conv').length, 3);
 });
 
-function counter(saver) {
-  const State = Annotation.Root({ n: Annotation({ reducer: (a, b) => a + b, default: () => 0 }) });
-  return new StateGraph(State)
-    .addNode('inc', () => ({ n: 1 }))
-    .addNode('double', (s) => ({ n: s.n }))
-    .addEdge(START, 'inc')
-    .addEdge('inc', 'double')
-    .addEdge('double', END)
-    .compile({ checkpointer: saver });
-}
-
 test('one LangGraph thread, two languages: Python runs it, Node continues it, Python reads on', { skip }, async () => {
   assert.deepEqual(py('graph', 'cross-thread').values, { n: 4 });
-  const graph = counter(new AgentStateSaver({ url: redis.url }));
+  const graph = counter(new AgentStateSaver({ url: env.redis.url }));
   const config = { configurable: { thread_id: 'cross-thread' } };
   assert.equal((await graph.getState(config)).values.n, 4, 'Node reads the Python checkpoint');
   await graph.invoke({ n: 1 }, config);

@@ -135,3 +135,4 @@ export async function startDaemon(url, dir, prefix) {
   await daemon.start();
   return daemon;
 }
+

@@ -1,26 +1,19 @@
 // AgentStateSaver under a real LangGraph.js graph: interrupt in one process, resume in
 // another; the state history; an updateState fork; and the thread surviving a Redis loss.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { StateGraph, Annotation, START, END } from '@langchain/langgraph';
+import { counter } from './graphs.mjs';
 import { MemorySaver } from '@langchain/langgraph-checkpoint';
 import { AgentStateSaver, Store } from '@agentstate/node';
-import { startRedis, startDaemon, startCluster, redisCli, tempDir } from './helpers.mjs';
+import { serverForThisFile } from './per-file.mjs';
+import { startCluster, startDaemon, redisCli, tempDir } from './helpers.mjs';
 
-let redis, daemon;
-before(async () => {
-  redis = await startRedis();
-  daemon = await startDaemon(redis.url, tempDir());
-});
-after(async () => {
-  await daemon.stop();
-  await redis.stop();
-});
+const env = serverForThisFile();
 
 const worker = (...args) =>
-  JSON.parse(execFileSync('node', [fileURLToPath(new URL('./graph-worker.mjs', import.meta.url)), redis.url, ...args], { encoding: 'utf8' }));
+  JSON.parse(execFileSync('node', [fileURLToPath(new URL('./graph-worker.mjs', import.meta.url)), env.redis.url, ...args], { encoding: 'utf8' }));
 
 test('interrupt in one process, resume in another', () => {
   const first = worker('start', 'hitl-1');
@@ -32,19 +25,8 @@ test('interrupt in one process, resume in another', () => {
   assert.equal(second.values.log[0], 'start');
 });
 
-function counter(saver) {
-  const State = Annotation.Root({ n: Annotation({ reducer: (a, b) => a + b, default: () => 0 }) });
-  return new StateGraph(State)
-    .addNode('inc', () => ({ n: 1 }))
-    .addNode('double', (s) => ({ n: s.n }))
-    .addEdge(START, 'inc')
-    .addEdge('inc', 'double')
-    .addEdge('double', END)
-    .compile({ checkpointer: saver });
-}
-
 test('getStateHistory and an updateState fork', async () => {
-  const saver = new AgentStateSaver({ url: redis.url });
+  const saver = new AgentStateSaver({ url: env.redis.url });
   const graph = counter(saver);
   const config = { configurable: { thread_id: 'history-1' } };
   await graph.invoke({ n: 1 }, config);
@@ -65,12 +47,12 @@ test('getStateHistory and an updateState fork', async () => {
 
 test('a thread survives FLUSHALL (restored by the daemon)', async () => {
   const { Store } = await import('@agentstate/node');
-  const store = await Store.connect({ url: redis.url, durable: true });
+  const store = await Store.connect({ url: env.redis.url, durable: true });
   const saver = new AgentStateSaver({ store });
   const graph = counter(saver);
   const config = { configurable: { thread_id: 'lost-1' } };
   await graph.invoke({ n: 5 }, config);
-  redis.cli('FLUSHALL');
+  env.redis.cli('FLUSHALL');
   assert.equal((await graph.getState(config)).values.n, 12);
 });
 

@@ -1,27 +1,19 @@
 // AgentStateSession (the OpenAI Agents JS Session) on a private redis-server: the Session
 // contract, exactness across processes, typed refusals that write nothing.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { AgentStateSession, InvalidInput } from '@agentstate/node';
-import { startRedis, startDaemon, tempDir } from './helpers.mjs';
+import { serverForThisFile } from './per-file.mjs';
 
-let redis, daemon;
-before(async () => {
-  redis = await startRedis();
-  daemon = await startDaemon(redis.url, tempDir());
-});
-after(async () => {
-  await daemon.stop();
-  await redis.stop();
-});
+const env = serverForThisFile();
 
 const user = (text) => ({ role: 'user', content: text });
 const call = (id) => ({ type: 'function_call', callId: id, name: 'lookup', arguments: '{"q":1}', status: 'completed' });
 
 test('the Session contract: getSessionId, addItems, getItems(limit), popItem, clearSession', async () => {
-  const s = new AgentStateSession('conv-1', { url: redis.url });
+  const s = new AgentStateSession('conv-1', { url: env.redis.url });
   assert.equal(await s.getSessionId(), 'conv-1');
   assert.deepEqual(await s.getItems(), []);
   assert.equal(await s.popItem(), undefined);
@@ -39,7 +31,7 @@ test('the Session contract: getSessionId, addItems, getItems(limit), popItem, cl
 });
 
 test('bad items are refused before anything is written', async () => {
-  const s = new AgentStateSession('conv-bad', { url: redis.url });
+  const s = new AgentStateSession('conv-bad', { url: env.redis.url });
   await s.addItems([user('kept')]);
   for (const bad of [[user('x'), 'not an object'], [user('x'), { big: 10n }], 'no array']) {
     await assert.rejects(s.addItems(bad), InvalidInput);
@@ -54,12 +46,12 @@ test('four processes adding to one session: every item once, each batch contiguo
     [0, 1, 2, 3].map(
       (w) =>
         new Promise((resolve, reject) => {
-          const c = fork(script, [redis.url, 'shared-conv', String(w)]);
+          const c = fork(script, [env.redis.url, 'shared-conv', String(w)]);
           c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`worker ${w}: ${code}`))));
         })
     )
   );
-  const items = await new AgentStateSession('shared-conv', { url: redis.url }).getItems();
+  const items = await new AgentStateSession('shared-conv', { url: env.redis.url }).getItems();
   assert.equal(items.length, 4 * 20 * 3);
   for (let i = 0; i < items.length; i += 3) {
     const [a, b, c] = items.slice(i, i + 3).map((x) => x.content);

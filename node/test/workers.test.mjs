@@ -1,24 +1,15 @@
 // Eight Node worker processes append to one session at once: every acknowledged seq exists
 // exactly once, the seqs are gapless, and every reader sees one order.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Store } from '@agentstate/node';
-import { startRedis, startDaemon, tempDir } from './helpers.mjs';
+import { serverForThisFile } from './per-file.mjs';
 
 const WORKERS = 8;
 const EACH = 50;
-let redis, daemon;
-
-before(async () => {
-  redis = await startRedis();
-  daemon = await startDaemon(redis.url, tempDir());
-});
-after(async () => {
-  await daemon.stop();
-  await redis.stop();
-});
+const env = serverForThisFile();
 
 /** Runs one worker process; resolves to the seqs it was acknowledged. */
 function worker(url, sid, n) {
@@ -31,9 +22,9 @@ function worker(url, sid, n) {
 }
 
 test('8 processes appending to one session: every seq exactly once, one order', async () => {
-  const store = await Store.connect({ url: redis.url });
+  const store = await Store.connect({ url: env.redis.url });
   const sid = await store.createSession({ id: 'shared' });
-  const acked = (await Promise.all(Array.from({ length: WORKERS }, (_, n) => worker(redis.url, sid, n)))).flat();
+  const acked = (await Promise.all(Array.from({ length: WORKERS }, (_, n) => worker(env.redis.url, sid, n)))).flat();
   const messages = await store.loadMessages(sid);
   assert.equal(messages.length, WORKERS * EACH);
   assert.deepEqual(messages.map((m) => m.seq), Array.from({ length: WORKERS * EACH }, (_, i) => i + 1), 'gapless, in order');
@@ -47,6 +38,6 @@ test('8 processes appending to one session: every seq exactly once, one order', 
     const mine = messages.filter((m) => JSON.parse(m.content).w === w).map((m) => JSON.parse(m.content).i);
     assert.deepEqual(mine, Array.from({ length: EACH }, (_, i) => i));
   }
-  const again = await (await Store.connect({ url: redis.url })).loadMessages(sid);
+  const again = await (await Store.connect({ url: env.redis.url })).loadMessages(sid);
   assert.deepEqual(again, messages, 'a second reader sees the same order');
 });

@@ -230,25 +230,13 @@ pub(crate) fn js<T: serde::Serialize>(value: &T) -> Value {
 /// An object's top-level keys in camelCase; any other value as it is.
 pub(crate) fn camel_keys(v: Value) -> Value {
     match v {
-        Value::Object(m) => Value::Object(m.into_iter().map(|(k, v)| (camel(&k), v)).collect()),
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (agentstate::test_support::advice::camel(&k), v))
+                .collect(),
+        ),
         other => other,
     }
-}
-
-fn camel(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut upper = false;
-    for c in name.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A u64 from the core as a JS number (seqs, versions and counts stay far below 2^53).
