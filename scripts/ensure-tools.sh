@@ -2,7 +2,7 @@
 # Makes sure the commands named as arguments are on PATH (default: redis-server), installing
 # Debian's package that provides each (its own name; redis-cli and redis-benchmark come in
 # redis-tools) when one is missing and we can (root or sudo), and otherwise saying exactly
-# what to run. Used by scripts/test.sh, scripts/demo.sh, .ci/run.
+# what to run (node comes in nodejs). Used by scripts/test.sh, scripts/demo.sh, .ci/run.
 set -euo pipefail
 missing=()
 for tool in "${@:-redis-server}"; do
@@ -13,6 +13,7 @@ packages=()
 for tool in "${missing[@]}"; do
   case "$tool" in
     redis-cli|redis-benchmark) packages+=(redis-tools) ;;
+    node) packages+=(nodejs) ;;
     *) packages+=("$tool") ;;
   esac
 done

@@ -18,6 +18,8 @@ pub enum Front {
     Cli,
     /// The Python package (`Store(url, prefix=...)`, `SpillDaemon(...)`).
     Python,
+    /// The Node package (`Store.connect({ url, prefix })`, `new SpillDaemon({ ... })`).
+    Node,
 }
 
 /// Where the call ran, filled in as it gets there; read when it fails.
@@ -75,6 +77,17 @@ impl Situation {
                     self.spill_command()
                 )
             }
+            Front::Node => {
+                let prefix = if self.prefix.is_empty() || self.prefix == DEFAULT_PREFIX {
+                    String::new()
+                } else {
+                    format!(", prefix: {:?}", self.prefix)
+                };
+                format!(
+                    "start one with `npx {}` (the command this package installs), or in this process with `await new SpillDaemon({{ url, db{prefix} }}).start()`",
+                    self.spill_command()
+                )
+            }
         }
     }
 
@@ -83,6 +96,7 @@ impl Situation {
         match self.front {
             Front::Cli => format!("--{name}"),
             Front::Python => format!("{name}="),
+            Front::Node => format!("`{}` option", camel(name)),
         }
     }
 
@@ -95,6 +109,7 @@ impl Situation {
 /// The one line that says what failed and what to do for `err`, where it happened.
 pub fn line(err: &Error, at: &Situation) -> String {
     let python = at.front == Front::Python;
+    let node = at.front == Front::Node;
     let text = match err {
         Error::RedisUnavailable {
             message,
@@ -112,6 +127,7 @@ pub fn line(err: &Error, at: &Situation) -> String {
                     let start = match at.front {
                         Front::Cli => "start one with `agentstate server` (or `docker compose up -d redis`), or pass --redis URL".to_string(),
                         Front::Python => format!("start one with `agentstate server` (a command this package installs) or `docker compose up -d redis`, or connect elsewhere: Store(url) or {}", crate::config::env::REDIS_URL),
+                        Front::Node => format!("start one with `npx agentstate server` (a command this package installs) or `docker compose up -d redis`, or connect elsewhere: Store.connect({{ url }}) or {}", crate::config::env::REDIS_URL),
                     };
                     format!("cannot reach Redis at {addr}: {reason} — {start}")
                 } else {
@@ -127,6 +143,8 @@ pub fn line(err: &Error, at: &Situation) -> String {
             } else if !detail.contains("(not in") {
                 text.push_str(if python {
                     " — store.list_sessions() lists the sessions; store.create_session(id) makes one"
+                } else if node {
+                    " — await store.listSessions() lists the sessions; await store.createSession({ id }) makes one"
                 } else {
                     " — `agentstate session list` lists the sessions; `agentstate session create --id ...` makes one"
                 });
@@ -154,13 +172,15 @@ pub fn line(err: &Error, at: &Situation) -> String {
             "bad seq range {from} to {to}: {detail} — {} shows the seqs",
             if python {
                 "store.messages(sid, all=True)"
+            } else if node {
+                "store.loadMessages(sid, { all: true })"
             } else {
                 "`agentstate msg list <session> --all`"
             }
         ),
         Error::AlreadyExists(what) => format!(
             "{what} already exists — choose another {id}, or leave {id} out for a generated one",
-            id = if python { "id" } else { "--id" }
+            id = if python || node { "id" } else { "--id" }
         ),
         Error::SpawnDepthExceeded { .. } => {
             format!("{err} — create the sub-agent under a shallower parent")
@@ -173,9 +193,16 @@ pub fn line(err: &Error, at: &Situation) -> String {
                 "{err} — keep large payloads elsewhere and store a reference, or raise the limit: Store(..., {}=N)",
                 limit_setting(what)
             ),
+            Front::Node => format!(
+                "{err} — keep large payloads elsewhere and store a reference, or raise the limit: Store.connect({{ ..., {}: N }})",
+                camel(limit_setting(what))
+            ),
         },
         Error::MalformedJson { .. } if python => {
             format!("{err} — pass a value made of dict, list, str, int, float, bool and None")
+        }
+        Error::MalformedJson { .. } if node => {
+            format!("{err} — pass a value made of objects, arrays, strings, finite numbers, booleans and null")
         }
         Error::MalformedJson { .. } => format!(
             "{err} — give one JSON value, e.g. '{{\"step\":1}}' or '\"text\"' (quoted for the shell), or `-` to read it from stdin, `@FILE` from a file"
@@ -225,6 +252,24 @@ fn limit_setting(what: &str) -> &'static str {
         // "message", and a Lua-side refusal, which does not say which payload.
         _ => "max_message_bytes",
     }
+}
+
+/// A snake_case name as the Node package spells it (`max_message_bytes` ->
+/// `maxMessageBytes`): its settings, and the keys of the objects it returns.
+pub fn camel(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The transport's reason in lower case, without the OS error number.

@@ -1,0 +1,32 @@
+// Types of @agentstate/node/langgraph.
+import type { BaseCheckpointSaver, Checkpoint, CheckpointListOptions, CheckpointMetadata, CheckpointTuple, ChannelVersions, PendingWrite, SerializerProtocol } from '@langchain/langgraph-checkpoint';
+import type { RunnableConfig } from '@langchain/core/runnables';
+import type { Store } from './index';
+
+/** AgentStateSaver's options; url and prefix default to AGENTSTATE_REDIS_URL / AGENTSTATE_PREFIX. */
+export interface AgentStateSaverOptions {
+  url?: string;
+  prefix?: string;
+  partitions?: number;
+  /** A connected Store to use instead of url. */
+  store?: Store;
+  /** Prepended to every thread_id to form the agentstate session id. */
+  idPrefix?: string;
+  serde?: SerializerProtocol;
+}
+
+/** A LangGraph.js checkpoint saver storing threads in agentstate (readable by the Python saver). */
+export declare class AgentStateSaver extends BaseCheckpointSaver<string> {
+  constructor(options?: AgentStateSaverOptions);
+  readonly idPrefix: string;
+  agentstateId(threadId: string | number): string;
+  getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined>;
+  list(config: RunnableConfig, options?: CheckpointListOptions): AsyncGenerator<CheckpointTuple>;
+  put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig>;
+  putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void>;
+  deleteThread(threadId: string): Promise<void>;
+  deleteForRuns(runIds: string[]): Promise<void>;
+  copyThread(sourceThreadId: string, targetThreadId: string): Promise<void>;
+  prune(threadIds: string[], strategy?: 'keep_latest' | 'delete'): Promise<void>;
+  getNextVersion(current: string | undefined): string;
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The Node package's tests, as a Node user gets it:
+#   0. builds the addon once (`npm run build` in node/: `cargo build --release --locked -p
+#      agentstate-node`, copied to node/agentstate.node, debug info stripped) and packs the
+#      package (`npm pack`: the prebuilt addon inside); a fresh temp project installs that
+#      tarball and the pinned test-time frameworks (node/test/package.json) with no cargo on
+#      PATH; everything below runs from that installed copy,
+# then runs
+#   1. our tests (node/test/*.test.mjs, node's test runner: store, typed errors, 8 worker
+#      processes on one session, Redis loss and restore, the LangGraph.js graph across two
+#      processes, the OpenAI Agents JS session), each file on its own private redis-server;
+#      the cross-language test (crosslang.test.mjs) runs with the Python venv that
+#      scripts/test-python.sh leaves in $CARGO_TARGET_DIR/python/venv (or AGENTSTATE_PYTHON),
+#      and says SKIPPED without one,
+#   2. `tsc --noEmit` of node/test/types.ts against the package's declared types,
+#   3. LangGraph.js' checkpointer validation suite (@langchain/langgraph-checkpoint-validation)
+#      against AgentStateSaver, through vitest,
+#   4. that suite again with a deliberately broken saver, which must fail (the suite is live).
+# BENCH=1 then runs node/bench/bench.mjs (the adapters beside MemorySaver / MemorySession).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+scripts/ensure-tools.sh redis-server redis-cli node npm
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+WORK="$CARGO_TARGET_DIR/node"
+mkdir -p "$WORK"
+start=$(date +%s)
+
+echo "== build: the addon (cargo build --release) and the tarball (npm pack)"
+(cd node && npm run --silent build)
+rm -f "$WORK"/agentstate-node-*.tgz
+TARBALL="$WORK/$(cd node && npm pack --silent --pack-destination "$WORK" | tail -1)"
+echo "   $TARBALL ($(du -h "$TARBALL" | cut -f1))"
+
+echo "== install: the tarball into a fresh project, no cargo on PATH"
+PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/agentstate-node-test.XXXXXX")
+trap 'rm -rf "$PROJECT"' EXIT
+cp node/test/package.json node/test/tsconfig.json node/test/*.mjs node/test/types.ts \
+  node/test/crosslang.py node/bench/bench.mjs "$PROJECT/"
+PY="${AGENTSTATE_PYTHON:-$CARGO_TARGET_DIR/python/venv/bin/python}"
+if [ -x "$PY" ] && "$PY" -c 'import agentstate.openai_agents, agentstate.langgraph' 2>/dev/null; then
+  export AGENTSTATE_PYTHON="$PY"
+else
+  echo "   cross-language: SKIPPED (no Python with the agentstate wheel: run scripts/test-python.sh first)"
+  unset AGENTSTATE_PYTHON
+fi
+NOCARGO_PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v -e '\.cargo/bin' -e '/rustup' | paste -sd: -)
+(
+  cd "$PROJECT"
+  export PATH="$NOCARGO_PATH"
+  ! command -v cargo >/dev/null || { echo "error: cargo is still on PATH" >&2; exit 1; }
+  npm install --silent --no-audit --no-fund "$TARBALL"
+  npm install --silent --no-audit --no-fund
+)
+
+cd "$PROJECT"
+export PATH="$NOCARGO_PATH"
+echo "== 1. our tests (node --test)"
+node --test --test-concurrency=2 ./*.test.mjs
+echo "== 2. tsc --noEmit against the declared types"
+npx --no-install tsc -p tsconfig.json
+echo "== 3. @langchain/langgraph-checkpoint-validation against AgentStateSaver"
+npx --no-install vitest run --globals validation.spec.mjs --reporter=dot
+echo "== 4. the validation suite with a broken saver must fail"
+SAVER=node_modules/@agentstate/node/lib/langgraph.js
+cp "$SAVER" saver.orig
+sed -i "s|if (stored.startsWith('json:')) return JSON.parse(stored.slice(5));|if (stored.startsWith('json:')) return null;|" "$SAVER"
+grep -q "return null;" "$SAVER" || { echo "error: could not plant the defect" >&2; exit 1; }
+if npx --no-install vitest run --globals validation.spec.mjs --reporter=dot >/dev/null 2>&1; then
+  echo "error: the validation suite passed a saver that decodes every value as null" >&2
+  exit 1
+fi
+echo "   failed, as it must"
+cp saver.orig "$SAVER"
+if [ "${BENCH:-}" = 1 ]; then
+  echo "== bench: the adapters beside MemorySaver / MemorySession"
+  node bench.mjs
+fi
+echo "== node: all passed in $(( $(date +%s) - start ))s"
