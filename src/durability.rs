@@ -14,7 +14,7 @@
 //! [`take_durability_warning`] for a front end that shows it its own way (Python logs it).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use redis::streams::StreamReadReply;
@@ -36,17 +36,19 @@ const DAEMONS_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// Set once this process has said that no spill daemon runs: it says so once.
 static NO_DAEMON_SAID: AtomicBool = AtomicBool::new(false);
 
-/// That warning, until a front end takes it.
-static UNSHOWN: Mutex<Option<String>> = Mutex::new(None);
+/// That warning's text. (A `OnceLock` and a flag, not a mutex: a process that forks while a
+/// runtime thread held a lock would leave the child's callers blocked on it for good.)
+static WARNING: OnceLock<String> = OnceLock::new();
+
+/// Set once a front end took [`WARNING`].
+static SHOWN: AtomicBool = AtomicBool::new(false);
 
 /// The "no spill daemon runs, writes are not durable" warning, once per process, for a front
 /// end that shows it its own way (the Python binding logs it); `None` when there is nothing
 /// new to say.
 pub fn take_durability_warning() -> Option<String> {
-    if !NO_DAEMON_SAID.load(Ordering::Relaxed) {
-        return None;
-    }
-    UNSHOWN.lock().unwrap_or_else(|e| e.into_inner()).take()
+    let warning = WARNING.get()?;
+    (!SHOWN.swap(true, Ordering::Relaxed)).then(|| warning.clone())
 }
 
 /// When a store last looked for a running daemon: milliseconds since the process' first
@@ -232,5 +234,5 @@ fn say_no_daemon(prefix: &str) {
         "no spill daemon of namespace {prefix:?} is running: writes stay in Redis only (not durable) until one runs; start one with `agentstate --prefix {prefix} spill` (or a SpillDaemon)"
     );
     tracing::warn!("{warning}");
-    *UNSHOWN.lock().unwrap_or_else(|e| e.into_inner()) = Some(warning);
+    let _ = WARNING.set(warning);
 }

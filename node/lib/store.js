@@ -6,12 +6,17 @@
 const native = require('./native');
 const { fromNative, AgentStateError } = require('./errors');
 
-/** Calls `fn`, turning a synchronous throw or a rejection into an agentstate error. */
+/** Calls `fn`, turning a synchronous throw or a rejection into an agentstate error; then
+ * emits what the core says once per process (no spill daemon runs: writes are not durable)
+ * as a process warning. */
 async function call(what, fn) {
   try {
     return await fn();
   } catch (e) {
     throw fromNative(e, what);
+  } finally {
+    const warning = native.takeDurabilityWarning();
+    if (warning) process.emitWarning(warning, 'AgentStateWarning');
   }
 }
 

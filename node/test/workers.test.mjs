@@ -6,6 +6,7 @@ import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Store } from '@agentstate/node';
 import { serverForThisFile } from './per-file.mjs';
+import { startRedis, startDaemon, tempDir } from './helpers.mjs';
 
 const WORKERS = 8;
 const EACH = 50;
@@ -40,4 +41,32 @@ test('8 processes appending to one session: every seq exactly once, one order', 
   }
   const again = await (await Store.connect({ url: env.redis.url })).loadMessages(sid);
   assert.deepEqual(again, messages, 'a second reader sees the same order');
+});
+
+/** Runs one worker process appending `each` messages; resolves to what it wrote on stderr. */
+function workerStderr(url, sid, each) {
+  return new Promise((resolve, reject) => {
+    const child = fork(fileURLToPath(new URL('./append-worker.mjs', import.meta.url)), [url, sid, '0', String(each)], { silent: true });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('message', () => {});
+    child.on('exit', (code) => (code === 0 ? resolve(stderr) : reject(new Error(`worker exited ${code}: ${stderr}`))));
+  });
+}
+
+test('a process writing while no spill daemon runs is warned once; with one running, not at all', async () => {
+  const redis = await startRedis();
+  const daemon = await startDaemon(redis.url, tempDir());
+  try {
+    const store = await Store.connect({ url: redis.url });
+    const sid = await store.createSession({ id: 'watched' });
+    const told = 'AgentStateWarning: no spill daemon of namespace "as" is running: writes stay in Redis only (not durable) until one runs; start one with `agentstate --prefix as spill`';
+    assert.equal((await workerStderr(redis.url, sid, 3)).includes('no spill daemon'), false);
+    await daemon.stop();
+    const stderr = await workerStderr(redis.url, sid, 3);
+    assert.equal(stderr.split(told).length - 1, 1, stderr);
+    assert.equal((await store.loadMessages(sid)).length, 6, 'the writes succeeded either way');
+  } finally {
+    await redis.stop();
+  }
 });

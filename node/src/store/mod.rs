@@ -69,6 +69,13 @@ pub(crate) fn secs(what: &str, s: f64) -> Result<Duration> {
         .map_err(|_| errors::invalid(format!("{what} must be a non-negative number of seconds")))
 }
 
+/// What the core has to say once per process (no spill daemon runs, so writes are not
+/// durable), or null: the package emits it as a process warning.
+#[napi]
+pub fn take_durability_warning() -> Option<String> {
+    agentstate::take_durability_warning()
+}
+
 /// The Redis URL and prefix of the options, else the environment, else the defaults (the
 /// CLI's precedence): what `resolved` answers and every constructor uses.
 #[napi]
