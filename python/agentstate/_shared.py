@@ -5,6 +5,7 @@ every adapter object (a session per conversation) shares one connection pool. ``
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Dict, Optional, Tuple
 
@@ -13,6 +14,17 @@ from ._agentstate import Store, resolved
 _Key = Tuple[str, str, int]
 _stores: Dict[_Key, Store] = {}
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # Another thread may have held the lock (connecting) when the process forked; in the
+    # child that thread is gone and the lock would stay held. The cached stores stay: a
+    # Store reconnects by itself in a forked child.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def shared_store(

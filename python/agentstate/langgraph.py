@@ -91,6 +91,16 @@ _version_seq = itertools.count()
 _version_nonce = f"{os.getpid()}.{time.time_ns()}"
 
 
+def _new_version_nonce() -> None:
+    # Forked children would otherwise share the parent's nonce and counter, and so draw the
+    # same version tie-breakers (LangGraph's own, from `random`, is reseeded at a fork).
+    global _version_nonce
+    _version_nonce = f"{os.getpid()}.{time.time_ns()}"
+
+
+os.register_at_fork(after_in_child=_new_version_nonce)
+
+
 class AgentStateSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver storing threads in agentstate (sync and async methods).
 

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use agentstate::test_support::advice::Situation;
 use pyo3::prelude::*;
@@ -26,17 +26,8 @@ use tokio::task::AbortHandle;
 
 use crate::errors;
 
-/// The process-wide multi-threaded tokio runtime shared by every `Store`.
-pub fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .thread_name("agentstate")
-            .build()
-            .expect("cannot start the agentstate tokio runtime")
-    })
-}
+/// This process's runtime (a forked child builds its own: see [`crate::fork`]).
+pub use crate::fork::runtime;
 
 /// Runs `fut` to completion on the calling thread with the GIL released (the sync methods);
 /// an error is worded for where the call ran (`at`).

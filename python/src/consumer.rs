@@ -5,22 +5,46 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agentstate::test_support::advice::Situation;
-use agentstate::{Consumer, Delivery};
+use agentstate::{Consumer, ConsumerOptions, Delivery};
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 
+use crate::bridge::block;
 use crate::convert::{to_json, Json};
+use crate::fork::Local;
+use crate::store::PyStore;
 
 /// Deliveries handed out and not yet acked or released, by (partition, entry id): `ack`
 /// takes the dicts `read` returned and finds the core's `Delivery` again.
 type Outstanding = Arc<Mutex<HashMap<(u32, String), Delivery>>>;
 
-/// A consumer of the decisions streams, made by ``Store.consumer(group, name, ...)``.
+/// The group member of one process: the core consumer (reads need `&mut`: one read at a
+/// time) and the deliveries it handed out.
+#[derive(Clone)]
+struct Member {
+    consumer: Arc<tokio::sync::Mutex<Consumer>>,
+    outstanding: Outstanding,
+}
+
+impl Member {
+    fn new(c: Consumer) -> Self {
+        Member {
+            consumer: Arc::new(tokio::sync::Mutex::new(c)),
+            outstanding: Arc::default(),
+        }
+    }
+}
+
+/// A consumer of the decisions streams, made by ``Store.consumer(group, name, ...)``. After
+/// `os.fork()` the child's first call joins the group again under the same name on its own
+/// connection (deliveries the parent handed out stay the parent's to ack).
 #[pyclass(frozen, name = "Consumer", module = "agentstate")]
 pub struct PyConsumer {
-    /// Reads need `&mut`; one read at a time per consumer.
-    inner: Arc<tokio::sync::Mutex<Consumer>>,
-    outstanding: Outstanding,
+    /// This process's member; locked only with the GIL held (so never across a fork).
+    member: Mutex<Local<Member>>,
+    /// What a forked child joins the group again with.
+    store: PyStore,
+    options: ConsumerOptions,
     group: String,
     name: String,
     /// Where its store's calls run, for the wording of errors.
@@ -28,26 +52,44 @@ pub struct PyConsumer {
 }
 
 impl PyConsumer {
-    pub fn new(c: Consumer, at: Arc<Situation>) -> Self {
+    pub fn new(c: Consumer, store: PyStore, options: ConsumerOptions) -> Self {
         PyConsumer {
-            at,
+            at: Arc::clone(&store.at),
             group: c.group().to_string(),
             name: c.name().to_string(),
-            inner: Arc::new(tokio::sync::Mutex::new(c)),
-            outstanding: Arc::default(),
+            member: Mutex::new(Local::new(Member::new(c))),
+            store,
+            options,
         }
+    }
+
+    /// This process's member: the one joined here, or (first call after a fork) one joined
+    /// now; the parent's is leaked.
+    fn member(&self, py: Python<'_>) -> PyResult<Member> {
+        let lock = || self.member.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = lock().get() {
+            return Ok(m.clone());
+        }
+        let s = self.store.s(py)?;
+        let (group, name, options) = (&self.group, &self.name, self.options.clone());
+        let fresh = block(py, &self.at, s.consumer(group, name, options))?;
+        let mut slot = lock();
+        if slot.get().is_none() {
+            *slot = Local::new(Member::new(fresh));
+        }
+        Ok(slot.get().expect("set above in this generation").clone())
     }
 
     /// The core deliveries behind the dicts (`partition`, `entry_id`), removed from the
     /// outstanding set.
-    fn take(&self, py_deliveries: &[Bound<'_, PyAny>]) -> PyResult<Vec<Delivery>> {
+    fn take(&self, m: &Member, py_deliveries: &[Bound<'_, PyAny>]) -> PyResult<Vec<Delivery>> {
         let mut keys = Vec::with_capacity(py_deliveries.len());
         for d in py_deliveries {
             let p: u32 = d.get_item("partition")?.extract()?;
             let e: String = d.get_item("entry_id")?.extract()?;
             keys.push((p, e));
         }
-        let mut map = self.outstanding.lock().unwrap();
+        let mut map = m.outstanding.lock().unwrap();
         keys.into_iter()
             .map(|k| {
                 map.remove(&k).ok_or_else(|| {
@@ -86,12 +128,11 @@ twins! {
     /// Waits up to `block` for decisions/outcomes (claiming stale ones of dead consumers
     /// first) and returns them as dicts (`partition`, `entry_id`, `deliveries`, `type`, ...).
     fn read / aread(self, py) -> Json {
-        let inner = self.inner.clone();
-        let out = self.outstanding.clone();
+        let Member { consumer, outstanding } = self.member(py)?;
         async move {
-            let batch = inner.lock().await.read().await?;
+            let batch = consumer.lock().await.read().await?;
             let json = to_json(&batch);
-            let mut map = out.lock().unwrap();
+            let mut map = outstanding.lock().unwrap();
             for d in batch {
                 map.insert((d.partition, d.entry_id.clone()), d);
             }
@@ -101,16 +142,16 @@ twins! {
 
     /// Acknowledges deliveries returned by `read`; returns how many the group still held.
     fn ack / aack(self, py, deliveries: Vec<Bound<'_, PyAny>>) -> usize {
-        let ds = self.take(&deliveries)?;
-        let inner = self.inner.clone();
-        async move { inner.lock().await.ack(&ds).await }
+        let m = self.member(py)?;
+        let ds = self.take(&m, &deliveries)?;
+        async move { m.consumer.lock().await.ack(&ds).await }
     }
 
     /// Hands deliveries back to the group unprocessed (the next claim of any consumer takes
     /// them; not counted as a delivery).
     fn release / arelease(self, py, deliveries: Vec<Bound<'_, PyAny>>) -> () {
-        let ds = self.take(&deliveries)?;
-        let inner = self.inner.clone();
-        async move { inner.lock().await.release(&ds).await }
+        let m = self.member(py)?;
+        let ds = self.take(&m, &deliveries)?;
+        async move { m.consumer.lock().await.release(&ds).await }
     }
 }

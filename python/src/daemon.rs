@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{block, runtime};
 use crate::errors;
+use crate::fork::Local;
 
 /// A running daemon: how to stop it and the task to wait for.
 struct Running {
@@ -27,13 +28,18 @@ struct Running {
 /// The spill daemon in a background task of this process: flushes the namespace's streams
 /// to SQLite, restores sessions Redis lost, trims. ``start()`` returns once its first pass
 /// has checked the namespace (creates are allowed from then on); ``stop()`` drains what it
-/// took, commits, and releases its leases. Also a context manager.
+/// took, commits, and releases its leases. Also a context manager. A daemon started before
+/// `os.fork()` keeps running in the parent only: in the child it reads as not running, its
+/// `stop()` does nothing (the leases and the SQLite handle are the parent's), and `start()`
+/// starts the child's own daemon.
 #[pyclass(frozen, name = "SpillDaemon", module = "agentstate")]
 pub struct PySpillDaemon {
     config: Config,
     spill: SpillConfig,
     at: Arc<Situation>,
-    running: Mutex<Option<Running>>,
+    /// Locked only with the GIL held (so never across a fork); a daemon of another
+    /// generation is the parent's and leaked here.
+    running: Mutex<Option<Local<Running>>>,
 }
 
 fn secs(what: &str, s: f64) -> PyResult<Duration> {
@@ -46,8 +52,13 @@ fn secs(what: &str, s: f64) -> PyResult<Duration> {
 }
 
 impl PySpillDaemon {
-    fn state(&self) -> std::sync::MutexGuard<'_, Option<Running>> {
+    fn state(&self) -> std::sync::MutexGuard<'_, Option<Local<Running>>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads this process's daemon, if it runs one (not the parent's, after a fork).
+    fn with_running<T>(&self, f: impl FnOnce(&Running) -> T) -> Option<T> {
+        self.state().as_ref().and_then(Local::get).map(f)
     }
 }
 
@@ -101,7 +112,7 @@ impl PySpillDaemon {
     /// Returns the daemon, so ``d = SpillDaemon(url, db).start()`` reads naturally.
     fn start(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
         let this = slf.get();
-        if this.state().is_some() {
+        if this.with_running(|_| ()).is_some() {
             return Ok(slf);
         }
         let (config, spill) = (this.config.clone(), this.spill.clone());
@@ -114,20 +125,22 @@ impl PySpillDaemon {
         let cancel = CancellationToken::new();
         let owner = daemon.owner().to_string();
         let task = runtime().spawn(daemon.run(cancel.clone().cancelled_owned()));
-        *this.state() = Some(Running {
+        // Replacing a parent's daemon (after a fork) leaks it.
+        *this.state() = Some(Local::new(Running {
             cancel,
             task,
             owner,
-        });
+        }));
         Ok(slf)
     }
 
     /// Stops the daemon and waits for it: it drains the batch it took, commits it to SQLite
     /// and releases its leases (entries it had not taken stay in Redis for the next daemon;
     /// a `durable=True` write returned only once committed). Raises the error that ended the
-    /// daemon, if one did.
+    /// daemon, if one did. In a forked child, a daemon the parent started is left to the
+    /// parent: nothing happens.
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(running) = self.state().take() else {
+        let Some(running) = self.state().take().and_then(Local::take) else {
             return Ok(());
         };
         running.cancel.cancel();
@@ -139,16 +152,19 @@ impl PySpillDaemon {
         }
     }
 
-    /// True while the daemon runs (started, not stopped, and not ended by an error).
+    /// True while the daemon runs in this process (started, not stopped, and not ended by an
+    /// error; False in a child forked from a process running it).
     #[getter(running)]
     fn is_running(&self) -> bool {
-        self.state().as_ref().is_some_and(|r| !r.task.is_finished())
+        self.with_running(|r| !r.task.is_finished())
+            .unwrap_or(false)
     }
 
-    /// This daemon's owner id (as its leases and `agentstate stats` show it), once started.
+    /// This daemon's owner id (as its leases and `agentstate stats` show it), once started
+    /// (in this process: None in a child forked from a process running it).
     #[getter]
     fn owner(&self) -> Option<String> {
-        self.state().as_ref().map(|r| r.owner.clone())
+        self.with_running(|r| r.owner.clone())
     }
 
     /// The durable tier it writes: the SQLite file (a path), or the PostgreSQL URL as given
@@ -190,7 +206,7 @@ impl Drop for PySpillDaemon {
     /// A daemon dropped without `stop()` still drains, commits and releases its leases (in
     /// the background).
     fn drop(&mut self) {
-        if let Some(running) = self.state().take() {
+        if let Some(running) = self.state().take().and_then(Local::take) {
             running.cancel.cancel();
         }
     }

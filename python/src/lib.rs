@@ -3,7 +3,9 @@
 //! same key protocol, Lua scripts and validation as every other agentstate process.
 //!
 //! # Layout
-//! - `bridge`: the shared tokio runtime; `block` (sync calls, GIL released around the I/O)
+//! - `fork`: fork safety: a generation per forked process, its own runtime, and values of
+//!   older generations leaked instead of dropped.
+//! - `bridge`: the process's tokio runtime; `block` (sync calls, GIL released around the I/O)
 //!   and `awaitable` (async twins: results queued for the caller's event loop, which a
 //!   socket wakes; runtime threads never take the GIL).
 //! - `store`: `Store`, every capability as a sync method and an async twin (`a` prefix);
@@ -25,6 +27,7 @@ mod consumer;
 mod convert;
 mod daemon;
 mod errors;
+mod fork;
 mod graph;
 mod server;
 mod store;
@@ -34,6 +37,7 @@ use pyo3::prelude::*;
 /// The extension module; `agentstate/__init__.py` re-exports it.
 #[pymodule]
 fn _agentstate(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    fork::install();
     m.add_class::<store::PyStore>()?;
     m.add_class::<store::PyRunLease>()?;
     m.add_class::<consumer::PyConsumer>()?;

@@ -15,7 +15,7 @@ twins! {
         label: String,
         include_keys: Option<Vec<String>>,
     ) -> String {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { checkpoint(&s, &sid, &label, include_keys).await }
     }
 
@@ -29,7 +29,7 @@ twins! {
         payload: Bound<'_, PyAny>,
     ) -> String {
         let v = py_to_json(&payload)?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.put_checkpoint(&sid, &label, &v).await }
     }
 
@@ -41,7 +41,7 @@ twins! {
         sids: Vec<String>,
         label: String,
     ) -> Vec<OptJson> {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             Ok(s.checkpoints_latest_of(&sids, &label)
                 .await?
@@ -67,7 +67,7 @@ twins! {
     ) -> (u64, String) {
         let m = super::messages::message_from_py(&message)?;
         let v = py_to_json(&payload)?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             s.append_checkpointed(&sid, &m, expect_seq, &label, &v)
                 .await
@@ -77,7 +77,7 @@ twins! {
     /// The latest checkpoint with `label` (`id`, `session_id`, `label`, `created_at`,
     /// `payload`), or None.
     fn checkpoint_latest / acheckpoint_latest(self, py, sid: String, label: String) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             Ok(OptJson(
                 s.checkpoint_latest(&sid, &label)
@@ -89,7 +89,7 @@ twins! {
 
     /// The latest checkpoint of every label.
     fn checkpoints / acheckpoints(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.checkpoints(&sid).await.map(|v| to_json(&v)) }
     }
 }

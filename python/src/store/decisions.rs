@@ -17,20 +17,20 @@ twins! {
         meta: Option<Bound<'_, PyAny>>,
     ) -> String {
         let d = new_decision(decision, rationale, action, opt_json(meta.as_ref())?);
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.record_decision(&sid, &d).await }
     }
 
     /// Records the outcome of a decision; False when it had one already.
     fn record_outcome / arecord_outcome(self, py, decision_id: String, outcome: String) -> bool {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.record_outcome(&decision_id, &outcome).await }
     }
 
     /// Decisions without an outcome (all sessions, or one), oldest first.
     #[pyo3(signature = (sid = None))]
     fn incomplete_decisions / aincomplete_decisions(self, py, sid: Option<String>) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             s.incomplete_decisions(sid.as_deref())
                 .await
@@ -54,19 +54,19 @@ twins! {
         count: usize,
     ) -> PyConsumer {
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
-        let s = self.s();
-        let at = Arc::clone(&self.at);
+        let s = self.s(py)?;
+        let store = self.derived(self.durability, self.fence);
         async move {
-            s.consumer(&group, &name, o)
+            s.consumer(&group, &name, o.clone())
                 .await
-                .map(|c| PyConsumer::new(c, at))
+                .map(|c| PyConsumer::new(c, store, o))
         }
     }
 
     /// Up to `count` dead letters per partition.
     #[pyo3(signature = (count = 100))]
     fn dead_letters / adead_letters(self, py, count: usize) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.dead_letters(count).await.map(|v| to_json(&v)) }
     }
 }

@@ -21,7 +21,7 @@ twins! {
         args: Bound<'_, PyAny>,
     ) -> Json {
         let args = py_to_json(&args)?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             Ok(match s.effect_begin(&sid, &call_id, &args).await? {
                 EffectStart::Started => Json(serde_json::json!({
@@ -44,27 +44,27 @@ twins! {
         result: Bound<'_, PyAny>,
     ) -> bool {
         let result = py_to_json(&result)?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.effect_finish(&sid, &call_id, &result).await }
     }
 
     /// Tool call `call_id` as the ledger holds it (``call_id``, ``state``, ``args_digest``,
     /// ``started_at``, ``finished_at``, ``result``), or None.
     fn effect / aeffect(self, py, sid: String, call_id: String) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { Ok(OptJson(s.effect(&sid, &call_id).await?.map(|e| to_json(&e).0))) }
     }
 
     /// Every tool call of session `sid`'s ledger, oldest intent first.
     fn effects / aeffects(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.effects(&sid).await.map(|v| to_json(&v)) }
     }
 
     /// The tool calls begun without a result (their process died mid-tool, or they still
     /// run), oldest first: reconcile each, then `effect_finish`.
     fn unresolved_effects / aunresolved_effects(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.unresolved_effects(&sid).await.map(|v| to_json(&v)) }
     }
 }

@@ -30,7 +30,7 @@ twins! {
         put.metadata = py_to_json(&metadata)?;
         put.channels = channels;
         put.blobs = blobs;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.graph_put(&thread, &put).await }
     }
 
@@ -46,7 +46,7 @@ twins! {
         task_path: String,
         writes: Vec<(i64, String, String)>,
     ) -> () {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             s.graph_put_writes(&thread, &ns, &checkpoint_id, &task_id, &task_path, &writes)
                 .await
@@ -63,7 +63,7 @@ twins! {
         ns: String,
         checkpoint_id: Option<String>,
     ) -> OptDict<agentstate::GraphTuple> {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             s.graph_get(&thread, &ns, checkpoint_id.as_deref())
                 .await
@@ -85,7 +85,7 @@ twins! {
         limit: Option<usize>,
     ) -> Dicts<agentstate::GraphTuple> {
         let filter = json_object("filter", filter.as_ref())?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             s.graph_list(&thread, ns.as_deref(), before.as_deref(), filter.as_ref(), limit)
                 .await
@@ -96,21 +96,21 @@ twins! {
     /// Deletes graph thread `thread` (every namespace) in Redis and SQLite; False when it
     /// did not exist.
     fn graph_delete / agraph_delete(self, py, thread: String) -> bool {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.graph_delete(&thread).await }
     }
 
     /// Keeps the latest checkpoint of each namespace (`keep_latest`) or none; returns the
     /// number of checkpoints removed.
     fn graph_prune / agraph_prune(self, py, thread: String, keep_latest: bool) -> u64 {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.graph_prune(&thread, keep_latest).await }
     }
 
     /// Removes every checkpoint whose metadata `run_id` is listed, in every thread; returns
     /// the number removed.
     fn graph_delete_runs / agraph_delete_runs(self, py, run_ids: Vec<String>) -> u64 {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             let refs: Vec<&str> = run_ids.iter().map(String::as_str).collect();
             s.graph_delete_runs(&refs).await
@@ -120,7 +120,7 @@ twins! {
     /// Copies every checkpoint, value and write of thread `source` into `target` (a fork);
     /// returns the number of checkpoints copied.
     fn graph_copy / agraph_copy(self, py, source: String, target: String) -> u64 {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.graph_copy(&source, &target).await }
     }
 }

@@ -11,7 +11,7 @@ twins! {
     /// the inbox held that id already (a re-send, a no-op).
     fn inbox_put / ainbox_put(self, py, sid: String, items: Vec<Bound<'_, PyAny>>) -> Vec<bool> {
         let items = items.iter().map(inbox_item).collect::<PyResult<Vec<_>>>()?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             let refs: Vec<(&str, &NewMessage)> =
                 items.iter().map(|(id, m)| (id.as_str(), m)).collect();
@@ -31,7 +31,7 @@ twins! {
         token: u64,
         limit: usize,
     ) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.inbox_claim(&sid, &owner, token, limit).await.map(|v| to_json(&v)) }
     }
 
@@ -46,7 +46,7 @@ twins! {
         token: u64,
         item_ids: Vec<String>,
     ) -> Vec<u64> {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             let ids: Vec<&str> = item_ids.iter().map(String::as_str).collect();
             s.inbox_deliver(&sid, &owner, token, &ids).await
@@ -56,7 +56,7 @@ twins! {
     /// Drops undelivered items `item_ids` (delivered and unknown ones are left alone);
     /// returns how many it dropped.
     fn inbox_void / ainbox_void(self, py, sid: String, item_ids: Vec<String>) -> u64 {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             let ids: Vec<&str> = item_ids.iter().map(String::as_str).collect();
             s.inbox_void(&sid, &ids).await
@@ -67,7 +67,7 @@ twins! {
     /// ``state`` (``pending``, ``claimed``, ``delivered``, ``void``), ``token``, ``seq``,
     /// ``put_at`` and ``message``.
     fn inbox / ainbox(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.inbox(&sid).await.map(|v| to_json(&v)) }
     }
 }

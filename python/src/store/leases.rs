@@ -8,6 +8,7 @@ use agentstate::{Error, Lease, RunLease};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 
 use super::*;
+use crate::fork::Local;
 
 /// A lease as Python sees it: `{"owner", "token", "expires_at"}`.
 fn lease_json(l: &Lease) -> Json {
@@ -26,7 +27,7 @@ twins! {
     /// `owner`'s already (which keeps its token): `{"owner", "token", "expires_at"}`.
     /// `Leased` while another owner holds it.
     fn acquire_lease / aacquire_lease(self, py, sid: String, owner: String, ttl_ms: u64) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.acquire_lease(&sid, &owner, ttl(ttl_ms)).await.map(|l| lease_json(&l)) }
     }
 
@@ -40,19 +41,19 @@ twins! {
         token: u64,
         ttl_ms: u64,
     ) -> bool {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.renew_lease(&sid, &owner, token, ttl(ttl_ms)).await }
     }
 
     /// Drops the lease if `owner` holds it with `token`; False when it did not.
     fn release_lease / arelease_lease(self, py, sid: String, owner: String, token: u64) -> bool {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.release_lease(&sid, &owner, token).await }
     }
 
     /// Who holds session `sid`'s run lease (`{"owner", "token", "expires_at"}`), or None.
     fn lease_holder / alease_holder(self, py, sid: String) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { Ok(OptJson(s.lease_holder(&sid).await?.map(|l| lease_json(&l).0))) }
     }
 }
@@ -64,16 +65,13 @@ impl PyStore {
     /// took the session's lease they raise `Fenced` and write nothing.
     #[pyo3(signature = (token))]
     fn fenced(&self, token: Option<u64>) -> PyStore {
-        PyStore {
-            store: self.store.with_fence(token),
-            at: Arc::clone(&self.at),
-        }
+        self.derived(self.durability, token)
     }
 
     /// The run lease token this store's writes carry, or None.
     #[getter]
     fn fence(&self) -> Option<u64> {
-        self.store.fence()
+        self.fence
     }
 
     /// Session `sid`'s run lease as a context manager: ``with store.run_lease(sid) as run:``
@@ -95,7 +93,7 @@ impl PyStore {
             None => default_owner(py)?,
         };
         Ok(PyRunLease {
-            store: self.s(),
+            store: self.derived(self.durability, None),
             at: Arc::clone(&self.at),
             sid,
             owner,
@@ -127,21 +125,19 @@ fn default_owner(py: Python<'_>) -> PyResult<String> {
 enum Held {
     /// Not entered yet.
     Not,
-    /// Held: the core's guard renews it.
-    Running(RunLease),
-    /// Released (or its release was attempted): the token and store stay readable.
-    Ended {
-        lease: Lease,
-        store: agentstate::Store,
-        lost: bool,
-    },
+    /// Held: the core's guard renews it (in the process that acquired it: a forked child
+    /// leaves it, and its renewal, to the parent).
+    Running(Local<RunLease>),
+    /// Released (or its release was attempted): the token stays readable.
+    Ended { lease: Lease, lost: bool },
 }
 
 /// A session's run lease held by this process while a `with` / `async with` block runs
 /// (``Store.run_lease``): renewed in the background, released at the block's end.
 #[pyclass(frozen, name = "RunLease", module = "agentstate")]
 pub struct PyRunLease {
-    store: agentstate::Store,
+    /// The store it was made from, unfenced: acquires through it; `run.store` is it fenced.
+    store: PyStore,
     at: Arc<Situation>,
     sid: String,
     owner: String,
@@ -177,7 +173,7 @@ async fn acquire(
             other => break other?,
         }
     };
-    *held.lock().unwrap_or_else(|p| p.into_inner()) = Held::Running(run);
+    *held.lock().unwrap_or_else(|p| p.into_inner()) = Held::Running(Local::new(run));
     Ok(())
 }
 
@@ -188,11 +184,11 @@ async fn release(held: Arc<Mutex<Held>>) -> agentstate::Result<bool> {
         match std::mem::replace(&mut *h, Held::Not) {
             Held::Running(run) => {
                 *h = Held::Ended {
-                    lease: run.lease().clone(),
-                    store: run.store().clone(),
-                    lost: run.is_lost(),
+                    lease: run.peek().lease().clone(),
+                    lost: run.peek().is_lost(),
                 };
-                Some(run)
+                // In a forked child the lease is the parent's: left held (and leaked).
+                run.take()
             }
             other => {
                 *h = other;
@@ -220,22 +216,23 @@ impl PyRunLease {
     /// The future acquiring this lease (for `__enter__` and `__aenter__`).
     fn acquiring(
         &self,
-    ) -> impl std::future::Future<Output = agentstate::Result<()>> + Send + 'static {
-        acquire(
-            self.store.clone(),
+        py: Python<'_>,
+    ) -> PyResult<impl std::future::Future<Output = agentstate::Result<()>> + Send + 'static> {
+        Ok(acquire(
+            self.store.s(py)?,
             self.sid.clone(),
             self.owner.clone(),
             self.ttl,
             self.wait,
             Arc::clone(&self.held),
-        )
+        ))
     }
 
     /// Reads the lease (and its fenced store) once acquired.
-    fn with_lease<T>(&self, f: impl FnOnce(&Lease, &agentstate::Store, bool) -> T) -> PyResult<T> {
+    fn with_lease<T>(&self, f: impl FnOnce(&Lease, bool) -> T) -> PyResult<T> {
         match &*self.held.lock().unwrap_or_else(|p| p.into_inner()) {
-            Held::Running(run) => Ok(f(run.lease(), run.store(), run.is_lost())),
-            Held::Ended { lease, store, lost } => Ok(f(lease, store, *lost)),
+            Held::Running(run) => Ok(f(run.peek().lease(), run.peek().is_lost())),
+            Held::Ended { lease, lost } => Ok(f(lease, *lost)),
             Held::Not => Err(PyValueError::new_err(
                 "the run lease is not acquired yet: use it in `with` or `async with`",
             )),
@@ -249,7 +246,7 @@ impl PyRunLease {
     fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
         let me = slf.get();
         me.check_fresh()?;
-        block(slf.py(), &me.at, me.acquiring())?;
+        block(slf.py(), &me.at, me.acquiring(slf.py())?)?;
         Ok(slf)
     }
 
@@ -269,7 +266,7 @@ impl PyRunLease {
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         let me = slf.get();
         me.check_fresh()?;
-        let acquiring = me.acquiring();
+        let acquiring = me.acquiring(slf.py())?;
         let this = Entered(slf.clone().unbind());
         awaitable(slf.py(), &me.at, async move {
             acquiring.await?;
@@ -308,35 +305,33 @@ impl PyRunLease {
     /// The fencing token.
     #[getter]
     fn token(&self) -> PyResult<u64> {
-        self.with_lease(|l, _, _| l.token)
+        self.with_lease(|l, _| l.token)
     }
 
     /// The lease as acquired: `{"owner", "token", "expires_at"}`.
     #[getter]
     fn lease(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let j = self.with_lease(|l, _, _| lease_json(l))?;
+        let j = self.with_lease(|l, _| lease_json(l))?;
         Ok(j.into_pyobject(py)?.unbind())
     }
 
     /// The store whose writes carry this lease's token (`Fenced` once it is lost).
     #[getter]
     fn store(&self) -> PyResult<PyStore> {
-        self.with_lease(|_, s, _| PyStore {
-            store: s.clone(),
-            at: Arc::clone(&self.at),
-        })
+        let token = self.with_lease(|l, _| l.token)?;
+        Ok(self.store.derived(self.store.durability, Some(token)))
     }
 
     /// True once renewal failed (another owner took the lease, or Redis stayed unreachable
     /// until it expired): stop the run, its fenced writes are refused.
     #[getter]
     fn lost(&self) -> PyResult<bool> {
-        self.with_lease(|_, _, lost| lost)
+        self.with_lease(|_, lost| lost)
     }
 
     fn __repr__(&self) -> String {
         let token = self
-            .with_lease(|l, _, _| l.token.to_string())
+            .with_lease(|l, _| l.token.to_string())
             .unwrap_or_else(|_| "-".into());
         format!(
             "RunLease(sid='{}', owner='{}', token={token})",

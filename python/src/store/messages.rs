@@ -34,7 +34,7 @@ twins! {
         m.meta = opt_json(meta.as_ref())?;
         has_body(&m, "append")?;
 
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             let mut o = AppendOptions::new();
             if let Some(k) = idempotency_key {
@@ -63,14 +63,14 @@ twins! {
             .map(message_from_py)
             .collect::<PyResult<Vec<_>>>()?;
 
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.append_many(&sid, &ms, expect_seq).await }
     }
 
     /// Removes the newest message and returns it (None when there is none); the next append
     /// gets its seq again. `InvalidInput` when it is the note of the latest compaction.
     fn pop_message / apop_message(self, py, sid: String) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { Ok(OptJson(s.pop_message(&sid).await?.map(|m| to_json(&m).0))) }
     }
 
@@ -85,7 +85,7 @@ twins! {
         message: Bound<'_, PyAny>,
     ) -> () {
         let m = message_from_py(&message)?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.replace_message(&sid, seq, &m).await }
     }
 
@@ -101,7 +101,7 @@ twins! {
         after: Option<u64>,
         last: Option<usize>,
     ) -> Dicts<agentstate::Message> {
-        let (s, q) = (self.s(), query(all, after, last));
+        let (s, q) = (self.s(py)?, query(all, after, last));
         async move { s.messages(&sid, q).await.map(Dicts) }
     }
 
@@ -117,7 +117,7 @@ twins! {
         after: Option<u64>,
         last: Option<usize>,
     ) -> Vec<Option<String>> {
-        let (s, q) = (self.s(), query(all, after, last));
+        let (s, q) = (self.s(py)?, query(all, after, last));
         async move { s.contents(&sid, q).await }
     }
 
@@ -135,7 +135,7 @@ twins! {
         after: Option<u64>,
         last: Option<usize>,
     ) -> Option<String> {
-        let (s, q) = (self.s(), query(all, after, last));
+        let (s, q) = (self.s(py)?, query(all, after, last));
         async move {
             let contents = s.contents(&sid, q).await?;
             Ok(json_array(contents.iter().flatten().map(String::as_str)))
@@ -144,7 +144,7 @@ twins! {
 
     /// The message with `seq` (any state), or None.
     fn message / amessage(self, py, sid: String, seq: u64) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { Ok(OptJson(s.message(&sid, seq).await?.map(|m| to_json(&m).0))) }
     }
 
@@ -166,13 +166,13 @@ twins! {
         c.before_tokens = before_tokens;
         c.after_tokens = after_tokens;
         c.round_index = round_index;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.compact(&sid, &c).await }
     }
 
     /// The compaction audit.
     fn compactions / acompactions(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.compactions(&sid).await.map(|v| to_json(&v)) }
     }
 
@@ -191,13 +191,13 @@ twins! {
         let mut u = Usage::new(round_index, prompt_tokens, completion_tokens);
         u.total_tokens = total_tokens.or(u.total_tokens); // else the sum
         u.model = model;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.record_usage(&sid, &u).await }
     }
 
     /// Usage per round.
     fn usage / ausage(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.usage(&sid).await.map(|v| to_json(&v)) }
     }
 }

@@ -4,7 +4,7 @@
 //! the GIL released, the async one hands it to that runtime and returns an asyncio awaitable
 //! bound to the caller's running loop, so one `Store` serves any number of threads and loops.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentstate::test_support::advice::{Front, Situation};
@@ -34,6 +34,7 @@ use crate::bridge::{awaitable, block};
 use crate::consumer::PyConsumer;
 use crate::convert::{py_to_json, to_json, Dicts, Json, OptDict, OptJson};
 use crate::errors;
+use crate::fork::Local;
 
 fn secs(what: &str, s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| {
@@ -58,14 +59,51 @@ fn opt_json(v: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Value>> {
 }
 
 /// A client of one agentstate namespace in one Redis: cheap to share between threads, tasks
-/// and event loops (all calls share one connection pool and one tokio runtime).
+/// and event loops (all calls share one connection pool and one tokio runtime). Safe across
+/// `os.fork()`: a forked child's first call reconnects (its own pool and runtime) and the
+/// parent's connections are left alone.
 ///
 /// Build it with ``Store(url, ...)`` (connects now, blocking) or ``await Store.aconnect(url, ...)``.
 #[pyclass(frozen, name = "Store", module = "agentstate")]
 pub struct PyStore {
-    pub(crate) store: agentstate::Store,
+    core: Arc<Core>,
+    /// When this handle's writes return.
+    durability: Durability,
+    /// The run lease token this handle's writes carry.
+    fence: Option<u64>,
     /// Where this store's calls run, for the wording of their errors.
     pub(crate) at: Arc<Situation>,
+}
+
+/// The connection pool a `Store` and the stores derived from it (`with_durability`,
+/// `fenced`, a run lease's) share: the core store of the current fork generation, rebuilt
+/// from `config` on the first call in a forked child.
+struct Core {
+    config: Config,
+    /// Locked only with the GIL held, never across I/O: `os.fork()` holds the GIL, so no
+    /// other thread can hold this lock at a fork and leave it locked in the child.
+    current: Mutex<Local<agentstate::Store>>,
+}
+
+impl Core {
+    /// The core store of this process: the one connected here, or (first call after a
+    /// fork) a new one connected now with the same configuration. The parent's is leaked.
+    fn store(&self, py: Python<'_>, at: &Arc<Situation>) -> PyResult<agentstate::Store> {
+        if let Some(s) = self.slot().get() {
+            return Ok(s.clone());
+        }
+        let fresh = block(py, at, agentstate::Store::connect(self.config.clone()))?;
+        let mut slot = self.slot();
+        if slot.get().is_none() {
+            // Replacing drops the parent's `Local`, which leaks it.
+            *slot = Local::new(fresh);
+        }
+        Ok(slot.get().expect("set above in this generation").clone())
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Local<agentstate::Store>> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// `Store(...)`, `Store.aconnect(...)` and the [`Settings`] they take from one parameter
@@ -153,9 +191,14 @@ impl Settings {
         let (c, at) = self.config()?;
         let kept = Arc::clone(&at);
         Ok((at, async move {
-            let store = agentstate::Store::connect(c).await?;
+            let store = agentstate::Store::connect(c.clone()).await?;
             Ok(PyStore {
-                store: store.with_durability(durable),
+                core: Arc::new(Core {
+                    config: c,
+                    current: Mutex::new(Local::new(store)),
+                }),
+                durability: durable,
+                fence: None,
                 at: kept,
             })
         }))
@@ -233,9 +276,29 @@ fn durability(durable: bool) -> Durability {
 }
 
 impl PyStore {
-    /// A clone of the core store, for a capability's future to own.
-    fn s(&self) -> agentstate::Store {
-        self.store.clone()
+    /// The core store this handle's calls use, with its durability and fence: may connect
+    /// (the first call in a forked child), hence `py` and the `PyResult`.
+    pub(crate) fn s(&self, py: Python<'_>) -> PyResult<agentstate::Store> {
+        Ok(self
+            .core
+            .store(py, &self.at)?
+            .with_durability(self.durability)
+            .with_fence(self.fence))
+    }
+
+    /// A handle on this store's pool with other `durability` and `fence`.
+    pub(crate) fn derived(&self, durability: Durability, fence: Option<u64>) -> PyStore {
+        PyStore {
+            core: Arc::clone(&self.core),
+            durability,
+            fence,
+            at: Arc::clone(&self.at),
+        }
+    }
+
+    /// The configuration this store connects with.
+    fn config(&self) -> &Config {
+        &self.core.config
     }
 }
 
@@ -244,40 +307,37 @@ impl PyStore {
     /// A store sharing this one's pool whose writes return once Redis has them
     /// (`durable=False`) or once SQLite committed them (`durable=True`).
     fn with_durability(&self, durable: bool) -> PyStore {
-        PyStore {
-            store: self.store.with_durability(durability(durable)),
-            at: Arc::clone(&self.at),
-        }
+        self.derived(durability(durable), self.fence)
     }
 
     /// True when writes wait for SQLite.
     #[getter]
     fn durable(&self) -> bool {
-        self.store.durability() == Durability::Durable
+        self.durability == Durability::Durable
     }
 
     /// The namespace prefix.
     #[getter]
     fn prefix(&self) -> String {
-        self.store.keys().prefix().to_string()
+        self.config().namespace.prefix.clone()
     }
 
     /// The namespace's partition count.
     #[getter]
     fn partitions(&self) -> u32 {
-        self.store.keys().partitions()
+        self.config().namespace.partitions
     }
 
     /// The Redis URL this store connected to (any password shown as `***`).
     #[getter]
     fn url(&self) -> String {
-        agentstate::test_support::address::redacted(&self.store.config().redis_url)
+        agentstate::test_support::address::redacted(&self.config().redis_url)
     }
 
     /// The limits on payload sizes in bytes: `{"message", "working_value", "state"}`.
     #[getter]
     fn limits(&self) -> std::collections::HashMap<&'static str, usize> {
-        let l = self.store.config().limits;
+        let l = self.config().limits;
         [
             ("message", l.message),
             ("working_value", l.working_value),
@@ -291,8 +351,8 @@ impl PyStore {
         format!(
             "Store(url='{}', prefix='{}', partitions={}, durable={})",
             self.url(),
-            self.store.keys().prefix(),
-            self.store.keys().partitions(),
+            self.prefix(),
+            self.partitions(),
             if self.durable() { "True" } else { "False" }
         )
     }

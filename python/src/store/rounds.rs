@@ -17,7 +17,7 @@ twins! {
         round_id: Option<u64>,
     ) -> u64 {
         let v = py_to_json(&state)?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             s.save_state(&user_id, &v, session_id.as_deref(), round_id)
                 .await
@@ -33,7 +33,7 @@ twins! {
         session_id: Option<String>,
         round_id: Option<u64>,
     ) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             s.export_state(&user_id, session_id.as_deref(), round_id)
                 .await

@@ -37,7 +37,7 @@ twins! {
         n.system_prompt = system_prompt;
         n.config = config;
         n.metadata = metadata;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.create_session(&n).await }
     }
 
@@ -45,7 +45,7 @@ twins! {
     /// other read it restores a session Redis lost (or that expired) from SQLite through the
     /// spill daemon first; `NotLive` when no daemon restored it in time.
     fn session / asession(self, py, sid: String) -> Option<Json> {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             match s.require_session(&sid).await {
                 Ok(meta) => Ok(Some(to_json(&meta))),
@@ -58,14 +58,14 @@ twins! {
     /// The session's meta, restoring it from SQLite through the spill daemon when Redis lost
     /// it; `UnknownSession` when it exists nowhere, `NotLive` when no daemon restored it in time.
     fn require_session / arequire_session(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.require_session(&sid).await.map(|x| to_json(&x)) }
     }
 
     /// Session ids, all or one user's (live and restorable).
     #[pyo3(signature = (user = None))]
     fn list_sessions / alist_sessions(self, py, user: Option<String>) -> Vec<String> {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.list_sessions(user.as_deref()).await }
     }
 
@@ -82,7 +82,7 @@ twins! {
         after: Option<String>,
         prefix: Option<String>,
     ) -> (Vec<String>, Option<String>) {
-        let s = self.s();
+        let s = self.s(py)?;
         async move {
             let mut listing = agentstate::SessionListing::new(limit);
             listing.user = user;
@@ -95,19 +95,19 @@ twins! {
 
     /// Sub-agent session ids of `sid`.
     fn children / achildren(self, py, sid: String) -> Vec<String> {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.children(&sid).await }
     }
 
     /// Heartbeat: refreshes the session's idle TTL.
     fn touch / atouch(self, py, sid: String) -> () {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.touch(&sid).await }
     }
 
     /// Marks the session archived.
     fn archive / aarchive(self, py, sid: String) -> () {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.archive(&sid).await }
     }
 
@@ -115,20 +115,20 @@ twins! {
     /// ephemeral descendants too. Returns how many sessions were removed.
     #[pyo3(signature = (sid, cascade = true))]
     fn close_session / aclose_session(self, py, sid: String, cascade: bool) -> u64 {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.close_session(&sid, cascade).await }
     }
 
     /// Sets (or, with None, clears) the pending tool calls.
     fn set_pending / aset_pending(self, py, sid: String, pending: Option<Bound<'_, PyAny>>) -> () {
         let v = opt_json(pending.as_ref())?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.set_pending(&sid, v.as_ref()).await }
     }
 
     /// The pending tool calls, or None.
     fn pending / apending(self, py, sid: String) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.pending(&sid).await.map(OptJson) }
     }
 }

@@ -17,31 +17,31 @@ twins! {
         if_version: Option<u64>,
     ) -> u64 {
         let v = py_to_json(&value)?;
-        let s = self.s();
+        let s = self.s(py)?;
         async move { set_working(&s, &sid, &key, &v, if_version).await }
     }
 
     /// One working-state value, or None.
     fn get_working / aget_working(self, py, sid: String, key: String) -> OptJson {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.get_working(&sid, &key).await.map(OptJson) }
     }
 
     /// All working state: `{"version": n, "values": {...}}`.
     fn working / aworking(self, py, sid: String) -> Json {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.working(&sid).await.map(working_json) }
     }
 
     /// Deletes a working-state key; returns the new version.
     fn delete_working / adelete_working(self, py, sid: String, key: String) -> u64 {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.delete_working(&sid, &key).await }
     }
 
     /// Clears all working state; returns the new version.
     fn clear_working / aclear_working(self, py, sid: String) -> u64 {
-        let s = self.s();
+        let s = self.s(py)?;
         async move { s.clear_working(&sid).await }
     }
 }
