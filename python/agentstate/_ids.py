@@ -41,13 +41,16 @@ def role(candidate: object, fallback: str = "item") -> str:
     return fallback
 
 
-def batch_key(tag: str, ids: "Sequence[Optional[str]]") -> Optional[str]:
+def batch_key(tag: str, ids: "Sequence[Optional[str]]", messages: Any) -> Optional[str]:
     """The idempotency key of a batch whose items carry ids of their own (response item ids,
-    message ids): ``tag`` + a digest of them in order, so the same items written again (a
-    retry, from any process) are recognised; None when no item has an id."""
+    message ids): ``tag`` + a digest of the ids and the stored ``messages``, so the same
+    items written again (a retry, from any process) are recognised; None when no item has an
+    id. The content is in it because not every model makes unique ids (test models and some
+    providers repeat one id on every reply): only the same ids with the same content are one
+    write."""
     if not any(ids):
         return None
-    text = json.dumps(list(ids), separators=(",", ":"))
+    text = json.dumps([list(ids), messages], sort_keys=True, separators=(",", ":"), default=str)
     return tag + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 

@@ -252,7 +252,7 @@ class AgentStateHistoryProvider(HistoryProvider):
         # The comparison above keeps a repeated id-less user message (the framework's rule:
         # a user may say the same thing twice), so a save repeated after it raised is made
         # safe by a key: from the messages' own ids, else the failed call's.
-        key = _ids.batch_key("maf.", [m.message_id for m in fresh]) or self._retry.key(to_write)
+        key = _ids.batch_key("maf.", [m.message_id for m in fresh], to_write) or self._retry.key(to_write)
         try:
             try:
                 seqs = await store.aappend_many(sid, to_write, idempotency_key=key)

@@ -257,8 +257,8 @@ class AgentStateSession:
         items may have been stored): the append carries an idempotency key, so a repeat
         stores nothing twice. The key is ``idempotency_key`` when given (1-128 chars of
         ``[A-Za-z0-9._@+-]``, the same for the repeat, from any process); else derived from
-        the items' own ids (response items' ``id``, tool outputs' ``call_id``), so the same
-        model output is stored once whichever process repeats it; else (only items without
+        the items' own ids (response items' ``id``, tool outputs' ``call_id``) and content, so
+        the same model output is stored once whichever process repeats it; else (only items without
         ids, e.g. the user's input) the failed call's key, kept by this object for its
         repeat."""
         items = _check.sequence("items", items, "items (dicts)")
@@ -268,7 +268,7 @@ class AgentStateSession:
         store = await self._writer()
         if not messages:
             return
-        key = idempotency_key or _ids.batch_key("oai.", [_item_id(item) for item in items])
+        key = idempotency_key or _ids.batch_key("oai.", [_item_id(item) for item in items], messages)
         if key is None:
             key = self._retry.key(messages)
         try:

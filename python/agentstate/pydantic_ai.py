@@ -695,7 +695,7 @@ class AgentStateMessageHistory(_Base):
         if key is not None:
             return _check.string("idempotency_key", key)
         ids = [getattr(m, "provider_response_id", None) for m in messages]
-        return _ids.batch_key("pai.", ids) or self._retry.key(encoded)
+        return _ids.batch_key("pai.", ids, encoded) or self._retry.key(encoded)
 
     async def aappend(
         self, messages: Sequence[ModelMessage], *, idempotency_key: Optional[str] = None

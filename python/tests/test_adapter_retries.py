@@ -152,6 +152,18 @@ def lose_reply(proxy: ReplyLoser, marker: str, call) -> None:
         proxy.heal()
 
 
+def repeat(call):
+    """Repeats ``call()`` as a caller does until it succeeds: a pooled connection the loss
+    cut may fail the first repeat of a call the core does not repeat itself (its request was
+    not sent: "broken pipe"), and every repeat must be as safe as the first."""
+    for _ in range(4):
+        try:
+            return call()
+        except RedisUnavailable:
+            time.sleep(0.1)
+    return call()
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -254,16 +266,16 @@ def test_openai_add_items_repeated_after_a_lost_reply_stores_each_item_once(loss
     ]
     lose_reply(proxy, "marker-oai-1", lambda: run(session.add_items(output)))
     # Another object (another process, say) repeats it: the item ids make the same key.
-    run(AgentStateSession("conv", store=store).add_items(output))
+    repeat(lambda: run(AgentStateSession("conv", store=store).add_items(output)))
     # Items without ids (the user's input): this object repeats its failed call.
     user = [{"role": "user", "content": "marker-oai-2"}]
     lose_reply(proxy, "marker-oai-2", lambda: run(session.add_items(user)))
-    run(session.add_items(user))
+    repeat(lambda: run(session.add_items(user)))
     # A caller's key, from a fresh object.
     again = [{"role": "user", "content": "marker-oai-3"}]
     lose_reply(proxy, "marker-oai-3",
                lambda: run(AgentStateSession("conv", store=store).add_items(again, idempotency_key="turn-3")))
-    run(AgentStateSession("conv", store=store).add_items(again, idempotency_key="turn-3"))
+    repeat(lambda: run(AgentStateSession("conv", store=store).add_items(again, idempotency_key="turn-3")))
     # Equal items that did not fail are two writes (a user saying the same thing twice).
     run(session.add_items(user))
     stored = run(session.get_items())
@@ -292,7 +304,7 @@ def test_openai_add_items_repeated_after_redis_lost_everything_stores_once(tmp_p
         wait_until(lambda: sqlite_rows(db, sql, session.agentstate_id)[0][0] == 3, what="the flush")
         server.restart_empty()
         proxy._cut_all()  # the old connections went with the old server
-        run(session.add_items(items))
+        repeat(lambda: run(session.add_items(items)))
         assert run(session.get_items()) == [*first, *items]
         wait_until(lambda: sqlite_rows(db, sql, session.agentstate_id)[0][0] == 3, what="the flush")
         time.sleep(0.3)
@@ -315,7 +327,7 @@ def test_strands_create_message_repeated_after_a_lost_reply_stores_it_once(lossy
     repo.create_agent("s", SessionAgent(agent_id="a", state={}, conversation_manager_state={}))
     m0 = SessionMessage(message={"role": "user", "content": [{"text": "marker-strands"}]}, message_id=0)
     lose_reply(proxy, "marker-strands", lambda: repo.create_message("s", "a", m0))
-    repo.create_message("s", "a", m0)  # the repeat succeeds
+    repeat(lambda: repo.create_message("s", "a", m0))  # the repeat succeeds
     other = SessionMessage(message={"role": "user", "content": [{"text": "not the same"}]}, message_id=0)
     with pytest.raises(SessionException, match="already exists"):
         repo.create_message("s", "a", other)
@@ -341,7 +353,14 @@ def test_adk_append_event_repeated_after_a_lost_reply_stores_it_once(lossy):
             await service.append_event(session, event)
         assert proxy.lost.wait(5)
         proxy.heal()
-        await service.append_event(session, event)  # the repeat: no StaleSessionError
+        for attempt in range(5):  # repeated as a caller does, until it succeeds
+            try:
+                await service.append_event(session, event)  # no StaleSessionError
+                break
+            except RedisUnavailable:
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.1)
         await service.append_event(session, Event(invocation_id="i", author="model"))  # goes on
         return session
 
@@ -365,10 +384,10 @@ def test_langgraph_put_and_put_writes_repeated_after_a_lost_reply_store_once(los
     base = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     saver.put(base, empty_checkpoint(), {"step": 0}, {})  # the thread exists
     lose_reply(proxy, "marker-lg-put", lambda: saver.put(base, cp, {"step": 1}, cp["channel_versions"]))
-    config = saver.put(base, cp, {"step": 1}, cp["channel_versions"])
+    config = repeat(lambda: saver.put(base, cp, {"step": 1}, cp["channel_versions"]))
     writes = [("x", "marker-lg-writes"), ("y", 2)]
     lose_reply(proxy, "marker-lg-writes", lambda: saver.put_writes(config, writes, "task-1", "~a"))
-    saver.put_writes(config, writes, "task-1", "~a")
+    repeat(lambda: saver.put_writes(config, writes, "task-1", "~a"))
     listed = {t.checkpoint["id"]: t for t in saver.list(base)}
     assert len(listed) == 2 and listed[cp["id"]].checkpoint["channel_values"] == {"a": "marker-lg-put"}
     assert listed[cp["id"]].pending_writes == [("task-1", "x", "marker-lg-writes"), ("task-1", "y", 2)]
@@ -385,10 +404,10 @@ def test_pydantic_ai_history_append_repeated_after_a_lost_reply_stores_once(loss
     turn = [ModelRequest(parts=[UserPromptPart(content="marker-pai")]),
             ModelResponse(parts=[TextPart(content="hi")])]
     lose_reply(proxy, "marker-pai", lambda: history.append(turn))
-    assert history.append(turn) == [2, 3]  # the repeat returns the first call's seqs
+    assert repeat(lambda: history.append(turn)) == [2, 3]  # the repeat returns the first call's seqs
     with_id = [ModelResponse(parts=[TextPart(content="marker-pai-2")], provider_response_id="resp_1")]
     lose_reply(proxy, "marker-pai-2", lambda: run(history.aappend(with_id)))
-    assert run(AgentStateMessageHistory("chat", store=store).aappend(with_id)) == [4]
+    assert repeat(lambda: run(AgentStateMessageHistory("chat", store=store).aappend(with_id))) == [4]
     assert len(history.load()) == 4 and len(direct.messages(history.agentstate_id)) == 4
 
 
@@ -402,14 +421,14 @@ def test_agent_framework_save_messages_repeated_after_a_lost_reply_stores_once(l
     run(provider.save_messages("s", [Message(role="user", contents=["first"])]))
     turn = [Message(role="user", contents=["marker-maf"]), Message(role="assistant", contents=["ok"])]
     lose_reply(proxy, "marker-maf", lambda: run(provider.save_messages("s", turn)))
-    run(provider.save_messages("s", turn))
+    repeat(lambda: run(provider.save_messages("s", turn)))
     # One id-less user message: the framework's own comparison would keep it twice.
     alone = [Message(role="user", contents=["marker-maf-2"])]
     lose_reply(proxy, "marker-maf-2", lambda: run(provider.save_messages("s", alone)))
-    run(provider.save_messages("s", alone))
+    repeat(lambda: run(provider.save_messages("s", alone)))
     with_ids = [Message(role="assistant", contents=["marker-maf-3"], message_id="m-3")]
     lose_reply(proxy, "marker-maf-3", lambda: run(provider.save_messages("s", with_ids)))
-    run(AgentStateHistoryProvider(store=store).save_messages("s", with_ids))
+    repeat(lambda: run(AgentStateHistoryProvider(store=store).save_messages("s", with_ids)))
     texts = ["first", "marker-maf", "ok", "marker-maf-2", "marker-maf-3"]
     assert [m.text for m in run(provider.get_messages("s"))] == texts
     assert len(direct.messages(provider.session_key("s"))) == 5
