@@ -422,14 +422,29 @@ impl Store {
         messages: &[NewMessage],
         expect_seq: Option<u64>,
     ) -> Result<Vec<u64>> {
+        let options = AppendOptions {
+            idempotency_key: None,
+            expect_seq,
+        };
+        self.append_many_with(sid, messages, &options).await
+    }
+
+    /// [`Store::append_many`] with retry/concurrency guards: `idempotency_key` names the
+    /// whole batch (a repeat returns the original seqs and writes nothing, so a call whose
+    /// reply was lost can be repeated); `expect_seq` is the seq the first message should get.
+    pub async fn append_many_with(
+        &self,
+        sid: &str,
+        messages: &[NewMessage],
+        options: &AppendOptions,
+    ) -> Result<Vec<u64>> {
         if let [message] = messages {
             // One message is an append: it shares a round trip with concurrent writes
             // (group commit), where append_messages.lua would be a round trip of its own.
-            let options = AppendOptions {
-                idempotency_key: None,
-                expect_seq,
-            };
-            return Ok(vec![self.append_with(sid, message, &options).await?]);
+            return Ok(vec![self.append_with(sid, message, options).await?]);
+        }
+        if let Some(k) = &options.idempotency_key {
+            validate_id("idempotency key", k)?;
         }
         let keys = self.session_keys(sid)?;
         let bodies = messages
@@ -440,9 +455,20 @@ impl Store {
             return Ok(Vec::new());
         }
         let limit = self.config().limits.message;
-        let call = scripts::append_messages(&keys, sid, &bodies, expect_seq, limit, self.fence());
+        let call = scripts::append_messages(
+            &keys,
+            sid,
+            &bodies,
+            options.idempotency_key.as_deref(),
+            options.expect_seq,
+            limit,
+            self.fence(),
+        );
         let (first, wal_id): (u64, String) = self.invoke_session(sid, &call).await?;
-        self.settle(keys.partition, &wal_id).await?;
+        if !wal_id.is_empty() {
+            // A repeat wrote nothing: there is no wal entry to wait for.
+            self.settle(keys.partition, &wal_id).await?;
+        }
         Ok((first..first + bodies.len() as u64).collect())
     }
 

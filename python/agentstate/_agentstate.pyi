@@ -304,10 +304,20 @@ class Store:
         expect_seq: Optional[int] = None,
     ) -> Awaitable[int]: ...
     def append_many(
-        self, sid: str, messages: Sequence[Dict[str, Any]], *, expect_seq: Optional[int] = None
+        self,
+        sid: str,
+        messages: Sequence[Dict[str, Any]],
+        *,
+        idempotency_key: Optional[str] = None,
+        expect_seq: Optional[int] = None,
     ) -> List[int]: ...
     def aappend_many(
-        self, sid: str, messages: Sequence[Dict[str, Any]], *, expect_seq: Optional[int] = None
+        self,
+        sid: str,
+        messages: Sequence[Dict[str, Any]],
+        *,
+        idempotency_key: Optional[str] = None,
+        expect_seq: Optional[int] = None,
     ) -> Awaitable[List[int]]: ...
     def pop_message(self, sid: str) -> Optional[Message]: ...
     def apop_message(self, sid: str) -> Awaitable[Optional[Message]]: ...

@@ -137,6 +137,10 @@ def _normalised(session_id: Optional[str]) -> Optional[str]:
     return session_id.strip() or None
 
 
+#: The default ``id_prefix``: ADK sessions (and users) in an id space of their own.
+ID_PREFIX = "adk."
+
+
 class AgentStateSessionService(BaseSessionService):
     """Google ADK sessions stored in agentstate.
 
@@ -148,7 +152,12 @@ class AgentStateSessionService(BaseSessionService):
         partitions: the namespace's partition count.
         id_prefix: prepended to every agentstate id this service makes (sessions, users),
             so several applications (or test cases) share one namespace without sharing
-            sessions or state; at most 40 characters of ``[A-Za-z0-9._+-]``.
+            sessions or state; at most 40 characters of ``[A-Za-z0-9._+-]``;
+            the agentstate ids this service makes start with it. The default, ``'adk.'``,
+            keeps this framework's ids apart from every other adapter's (an OpenAI Agents
+            session "X" and a LangGraph thread "X" are two sessions); give two adapters the
+            same ``id_prefix`` to share one agentstate session on purpose, and ``""`` to
+            read data written under the bare id (before adapters had prefixes).
 
     The namespace needs a spill daemon (``agentstate spill``), as for every adapter: it is what
     lets a session Redis lost come back instead of starting anew.
@@ -161,7 +170,7 @@ class AgentStateSessionService(BaseSessionService):
         prefix: Optional[str] = None,
         store: Optional[Store] = None,
         partitions: int = 16,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
     ) -> None:
         _check.connection(url, prefix, partitions, store)
         _check.string("id_prefix", id_prefix)
@@ -496,7 +505,11 @@ class AgentStateSessionService(BaseSessionService):
                 sid, message, LABEL, payload, expect_seq=expected
             )
         except Conflict:
-            raise StaleSessionError(STALE) from None
+            # Repeating a call that raised (RedisUnavailable, WriteLost, a timeout) after
+            # its write was applied: the event sits at its seq already, so the repeat is
+            # that write's success, not a stale writer (nor a second copy).
+            if not await self._holds(store, sid, expected, message["content"]):
+                raise StaleSessionError(STALE) from None
         except UnknownSession:
             raise SessionNotFoundError(f"Session {session.id} not found.") from None
         # app: and user: state live under other ids (other slots of a cluster): written once
@@ -506,6 +519,16 @@ class AgentStateSessionService(BaseSessionService):
         session.last_update_time = event.timestamp
         session._storage_update_marker = str(expected + 1)
         return self._commit_event_to_session(session, event)
+
+    @staticmethod
+    async def _holds(store: Store, sid: str, seq: int, content: str) -> bool:
+        """Whether message ``seq`` of ``sid`` is exactly the event JSON ``content`` (its id
+        and timestamp included, so only the same event matches)."""
+        try:
+            m = await store.amessage(sid, seq)
+        except UnknownSession:
+            return False
+        return m is not None and m.get("content") == content
 
     def __repr__(self) -> str:
         return f"AgentStateSessionService(prefix={self._prefix!r}, id_prefix={self._id_prefix!r})"

@@ -35,7 +35,10 @@ from . import _check, _ids
 from ._agentstate import AlreadyExists, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
-__all__ = ["AgentStateHistoryProvider"]
+__all__ = ["AgentStateHistoryProvider", "ID_PREFIX"]
+
+#: The default ``id_prefix``: Agent Framework histories in an id space of their own.
+ID_PREFIX = "maf."
 
 _ID = re.compile(r"[A-Za-z0-9._@+-]{1,128}\Z")
 _PART = re.compile(r"[A-Za-z0-9._+-]{1,60}\Z")
@@ -73,7 +76,12 @@ class AgentStateHistoryProvider(HistoryProvider):
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
         partitions: the namespace's partition count.
         id_prefix: prepended to every agentstate id, so several applications (or test cases)
-            share one namespace; at most 40 characters of ``[A-Za-z0-9._+-]``.
+            share one namespace; at most 40 characters of ``[A-Za-z0-9._+-]``;
+            the agentstate ids this provider makes start with it. The default, ``'maf.'``,
+            keeps this framework's ids apart from every other adapter's (an OpenAI Agents
+            session "X" and a LangGraph thread "X" are two sessions); give two adapters the
+            same ``id_prefix`` to share one agentstate session on purpose, and ``""`` to
+            read data written under the bare id (before adapters had prefixes).
         session_ttl: idle seconds before a conversation leaves Redis (it stays in the durable
             tier and comes back on its next read); None: the namespace's default.
         max_messages: the newest messages a read returns and a save keeps active (older ones
@@ -94,7 +102,7 @@ class AgentStateHistoryProvider(HistoryProvider):
         prefix: Optional[str] = None,
         store: Optional[Store] = None,
         partitions: int = 16,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
         session_ttl: Optional[float] = None,
         max_messages: Optional[int] = None,
         load_messages: bool = True,
@@ -131,6 +139,8 @@ class AgentStateHistoryProvider(HistoryProvider):
         self._url, self._prefix = resolved(url, prefix)
         self._partitions = partitions
         self._store = store
+        #: The key of a failed save of messages without ids, for its repeat.
+        self._retry = _ids.RetryKeys()
 
     # -- ids and storage ---------------------------------------------------------------
 
@@ -210,7 +220,10 @@ class AgentStateHistoryProvider(HistoryProvider):
     ) -> None:
         """Appends the messages the stored history does not already end with (a replayed
         transcript is not stored twice: the framework's ``filter_new_messages``), in one
-        script; then, past ``max_messages``, compacts the oldest out."""
+        script; then, past ``max_messages``, compacts the oldest out. Safe to repeat after
+        it raised (``RedisUnavailable``, ``WriteLost``, a timeout): the append carries an
+        idempotency key (from the messages' ``message_id`` when they have one, else the
+        failed call's, kept by this provider for its repeat)."""
         sid = self.session_key(session_id)
         messages = _check.sequence("messages", messages, "Messages")
         encoded = [_encode(i, m) for i, m in enumerate(messages)]
@@ -236,11 +249,20 @@ class AgentStateHistoryProvider(HistoryProvider):
             return
         keep = {id(m) for m in fresh}
         to_write = [e for m, e in zip(messages, encoded) if id(m) in keep]
+        # The comparison above keeps a repeated id-less user message (the framework's rule:
+        # a user may say the same thing twice), so a save repeated after it raised is made
+        # safe by a key: from the messages' own ids, else the failed call's.
+        key = _ids.batch_key("maf.", [m.message_id for m in fresh], to_write) or self._retry.key(to_write)
         try:
-            seqs = await store.aappend_many(sid, to_write)
-        except UnknownSession:
-            await self._create(store, sid, session_id)
-            seqs = await store.aappend_many(sid, to_write)
+            try:
+                seqs = await store.aappend_many(sid, to_write, idempotency_key=key)
+            except UnknownSession:
+                await self._create(store, sid, session_id)
+                seqs = await store.aappend_many(sid, to_write, idempotency_key=key)
+        except BaseException:
+            self._retry.failed(to_write, key)
+            raise
+        self._retry.succeeded()
         if self.max_messages is None:
             return
         reals = [seq for seq, _ in existing] + list(seqs)

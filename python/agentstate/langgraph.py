@@ -101,6 +101,10 @@ def _new_version_nonce() -> None:
 os.register_at_fork(after_in_child=_new_version_nonce)
 
 
+#: The default ``id_prefix``: LangGraph threads in an id space of their own.
+ID_PREFIX = "lg."
+
+
 class AgentStateSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver storing threads in agentstate (sync and async methods).
 
@@ -111,7 +115,12 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         prefix: agentstate namespace prefix.
         id_prefix: prepended to every LangGraph ``thread_id`` to form the agentstate session
             id, so several applications (or test cases) share a namespace without sharing
-            threads. ``delete_for_runs`` acts on the whole namespace.
+            threads; the agentstate ids this saver makes start with it. The default, ``'lg.'``,
+            keeps this framework's ids apart from every other adapter's (an OpenAI Agents
+            session "X" and a LangGraph thread "X" are two sessions); give two adapters the
+            same ``id_prefix`` to share one agentstate session on purpose, and ``""`` to
+            read data written under the bare id (before adapters had prefixes).
+            ``delete_for_runs`` acts on the whole namespace.
         serde: LangGraph serializer (default ``JsonPlusSerializer``).
         partitions: the namespace's partition count.
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
@@ -126,7 +135,7 @@ class AgentStateSaver(BaseCheckpointSaver[str]):
         url: Optional[str] = None,
         *,
         prefix: Optional[str] = None,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
         serde: Optional[SerializerProtocol] = None,
         partitions: int = 16,
         store: Optional[Store] = None,

@@ -12,7 +12,8 @@ Redis lost it — and other agentstate tools (CLI, compaction, checkpoints) see 
     result = await Runner.run(Agent(name="a", instructions="..."), "hello", session=session)
 
 ``add_items`` is the core's ``append_many`` (one script: the items get consecutive seqs, no
-other writer's item lands between them); ``pop_item`` its ``pop_message`` (one script, logged
+other writer's item lands between them; with an idempotency key, so a repeat after it raised
+stores nothing twice); ``pop_item`` its ``pop_message`` (one script, logged
 to the wal); ``clear_session`` closes the agentstate session (Redis and SQLite, one script)
 and the next ``add_items`` starts it again. Each read or write is one round trip, and a
 mutation whose caller is cancelled still runs to its outcome before the cancellation is
@@ -37,12 +38,16 @@ import json
 from typing import Any, AsyncIterator, Dict, List, Optional, TypeVar, Union
 
 from agents.memory.session_settings import SessionSettings, coerce_session_settings
+from agents.models.fake_id import FAKE_RESPONSES_ID
 
 from . import _check, _ids
 from ._agentstate import AlreadyExists, RunLease, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
-__all__ = ["AgentStateSession"]
+__all__ = ["AgentStateSession", "ID_PREFIX"]
+
+#: The default ``id_prefix``: this framework's sessions in an id space of their own.
+ID_PREFIX = "oai."
 
 _T = TypeVar("_T")
 
@@ -65,6 +70,21 @@ def _encode(index: int, item: Any) -> Dict[str, Any]:
         except UnicodeEncodeError:  # a lone surrogate (valid in a str): stored escaped, as
             content = json.dumps(item, separators=(",", ":"))  # SQLiteSession stores it
     return {"role": _ids.role(item.get("role") or item.get("type")), "content": content}
+
+
+def _item_id(item: Dict[str, Any]) -> Optional[str]:
+    """An item's own id, as the model made it: a response item's ``id`` (``msg_...``,
+    ``fc_...``, ``rs_...``), else a tool output's ``call_id`` (with its type, since a call
+    and its output share the call id); None for the user's input and other id-less items.
+    The SDK's placeholder for models that make no ids (``__fake_id__``, on every item of
+    such a model) is no id: it would make two turns' outputs look alike."""
+    item_id = item.get("id")
+    if isinstance(item_id, str) and item_id and item_id != FAKE_RESPONSES_ID:
+        return item_id
+    call_id = item.get("call_id")
+    if isinstance(call_id, str) and call_id:
+        return f"{item.get('type')}:{call_id}"
+    return None
 
 
 def _decode(message: Dict[str, Any]) -> Optional[Any]:
@@ -99,8 +119,9 @@ class AgentStateSession:
     """An OpenAI Agents SDK session stored in agentstate.
 
     Args:
-        session_id: the conversation's id, a str (an agentstate session of the same id when
-            it is 1-128 chars of ``[A-Za-z0-9._+-]``, else a stable digest of it).
+        session_id: the conversation's id, a str (the agentstate session
+            ``<id_prefix><session_id>`` when that is 1-128 chars of ``[A-Za-z0-9._+-]``,
+            else a stable digest of it).
         url: Redis URL; default ``$AGENTSTATE_REDIS_URL``, else ``redis://127.0.0.1:6379``; ``prefix``
             likewise ``$AGENTSTATE_PREFIX``, else ``as``.
         prefix: agentstate namespace prefix.
@@ -109,7 +130,12 @@ class AgentStateSession:
         partitions: the namespace's partition count.
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
         id_prefix: prepended to ``session_id`` to form the agentstate id, so several
-            applications (or test cases) can share one namespace without sharing sessions.
+            applications (or test cases) can share one namespace without sharing sessions;
+            the agentstate ids this session makes start with it. The default, ``'oai.'``,
+            keeps this framework's ids apart from every other adapter's (an OpenAI Agents
+            session "X" and a LangGraph thread "X" are two sessions); give two adapters the
+            same ``id_prefix`` to share one agentstate session on purpose, and ``""`` to
+            read data written under the bare id (before adapters had prefixes).
 
     The namespace must have a spill daemon (``agentstate spill``) that has checked it against
     SQLite before sessions can be created (see docs/python.md): that is what lets a session Redis
@@ -127,7 +153,7 @@ class AgentStateSession:
         session_settings: Union[SessionSettings, Dict[str, Any], None] = None,
         partitions: int = 16,
         store: Optional[Store] = None,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
     ) -> None:
         _check.string("session_id", session_id)
         _check.string("id_prefix", id_prefix)
@@ -146,6 +172,8 @@ class AgentStateSession:
         #: The fenced store of the run lease this session holds, which its writes go through.
         self._fenced: Optional[Store] = None
         self._closed = False
+        #: The key of a failed add_items of id-less items, for its repeat.
+        self._retry = _ids.RetryKeys()
 
     @property
     def agentstate_id(self) -> str:
@@ -217,23 +245,42 @@ class AgentStateSession:
                 items.append(item)
         return items
 
-    async def add_items(self, items: List[Any]) -> None:
+    async def add_items(self, items: List[Any], *, idempotency_key: Optional[str] = None) -> None:
         """Appends the items in order (the session is created on first use).
 
         ``items`` must be a list (any sequence) of JSON-serializable dicts: a dict, str, set
         or generator in its place, or an item that is no dict or no JSON, raises
         ``TypeError``/``ValueError`` naming it (``items``, ``items[3]``) before anything is
-        written."""
+        written.
+
+        Safe to repeat after it raised (``RedisUnavailable``, ``WriteLost``, a timeout: the
+        items may have been stored): the append carries an idempotency key, so a repeat
+        stores nothing twice. The key is ``idempotency_key`` when given (1-128 chars of
+        ``[A-Za-z0-9._@+-]``, the same for the repeat, from any process); else derived from
+        the items' own ids (response items' ``id``, tool outputs' ``call_id``) and content, so
+        the same model output is stored once whichever process repeats it; else (only items without
+        ids, e.g. the user's input) the failed call's key, kept by this object for its
+        repeat."""
         items = _check.sequence("items", items, "items (dicts)")
+        if idempotency_key is not None:
+            _check.string("idempotency_key", idempotency_key)
         messages = [_encode(i, item) for i, item in enumerate(items)]
         store = await self._writer()
         if not messages:
             return
+        key = idempotency_key or _ids.batch_key("oai.", [_item_id(item) for item in items], messages)
+        if key is None:
+            key = self._retry.key(messages)
         try:
-            await _settle(store.aappend_many(self._sid, messages))
-        except UnknownSession:  # first write: create the session, then append
-            await _settle(self._create(store))
-            await _settle(store.aappend_many(self._sid, messages))
+            try:
+                await _settle(store.aappend_many(self._sid, messages, idempotency_key=key))
+            except UnknownSession:  # first write: create the session, then append
+                await _settle(self._create(store))
+                await _settle(store.aappend_many(self._sid, messages, idempotency_key=key))
+        except BaseException:
+            self._retry.failed(messages, key)
+            raise
+        self._retry.succeeded()
 
     def _create(self, store: Store) -> "asyncio.Future[None]":
         async def create() -> None:

@@ -52,11 +52,15 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse
 
-from . import _check
+from . import _check, _ids
 from ._agentstate import AlreadyExists, Conflict, InvalidInput, Store, UnknownSession, resolved
 from ._shared import ashared_store, shared_store
 
-__all__ = ["AgentStateStepStore", "AgentStateConversationStore", "AgentStateMessageHistory"]
+__all__ = ["AgentStateStepStore", "AgentStateConversationStore", "AgentStateMessageHistory", "ID_PREFIX"]
+
+#: The default ``id_prefix``: Pydantic AI runs, conversations and histories in an id space of
+#: their own (a history "X" is not another adapter's session "X").
+ID_PREFIX = "pai."
 
 _ID_PREFIX = re.compile(r"[A-Za-z0-9._+-]{0,40}\Z")
 _RUN_PART = re.compile(r"[A-Za-z0-9._+-]{1,80}\Z")
@@ -180,7 +184,11 @@ class AgentStateStepStore(_Base):
         partitions: the namespace's partition count.
         id_prefix: prepended to every agentstate id this store makes, so several applications
             (or test cases) share one namespace without sharing runs; at most 40 characters
-            of ``[A-Za-z0-9._+-]``.
+            of ``[A-Za-z0-9._+-]``; the agentstate ids this store makes start with it. The default, ``'pai.'``,
+            keeps this framework's ids apart from every other adapter's (an OpenAI Agents
+            session "X" and a LangGraph thread "X" are two sessions); give two adapters the
+            same ``id_prefix`` to share one agentstate session on purpose, and ``""`` to
+            read data written under the bare id (before adapters had prefixes).
 
     The namespace needs a spill daemon (``agentstate spill``), as for every adapter.
     """
@@ -192,7 +200,7 @@ class AgentStateStepStore(_Base):
         prefix: Optional[str] = None,
         store: Optional[Store] = None,
         partitions: int = 16,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
     ) -> None:
         super().__init__(url, prefix, store, partitions, id_prefix)
 
@@ -494,7 +502,7 @@ class AgentStateConversationStore(_Base):
         prefix: Optional[str] = None,
         store: Optional[Store] = None,
         partitions: int = 16,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
     ) -> None:
         super().__init__(url, prefix, store, partitions, id_prefix)
 
@@ -617,12 +625,14 @@ class AgentStateMessageHistory(_Base):
         prefix: Optional[str] = None,
         store: Optional[Store] = None,
         partitions: int = 16,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
     ) -> None:
         _check.string("session_id", session_id)
         super().__init__(url, prefix, store, partitions, id_prefix)
         self.session_id = session_id
         self._sid = self._id_prefix + _fit(session_id, _LABEL_PART)
+        #: The key of a failed append of messages without provider ids, for its repeat.
+        self._retry = _ids.RetryKeys()
 
     @property
     def agentstate_id(self) -> str:
@@ -678,29 +688,62 @@ class AgentStateMessageHistory(_Base):
             for m in texts
         ]
 
-    async def aappend(self, messages: Sequence[ModelMessage]) -> List[int]:
-        """Appends ``messages`` in order (the session is created on first use); their seqs."""
+    def _key(self, messages: Sequence[ModelMessage], encoded: List[Dict[str, Any]], key: Optional[str]) -> str:
+        """The append's idempotency key: the caller's, else one derived from the responses'
+        ``provider_response_id`` (the provider's id of that response), else the failed
+        call's key kept for its repeat (see :class:`agentstate._ids.RetryKeys`)."""
+        if key is not None:
+            return _check.string("idempotency_key", key)
+        ids = [getattr(m, "provider_response_id", None) for m in messages]
+        return _ids.batch_key("pai.", ids, encoded) or self._retry.key(encoded)
+
+    async def aappend(
+        self, messages: Sequence[ModelMessage], *, idempotency_key: Optional[str] = None
+    ) -> List[int]:
+        """Appends ``messages`` in order (the session is created on first use); their seqs.
+
+        Safe to repeat after it raised (``RedisUnavailable``, ``WriteLost``, a timeout): the
+        append carries an idempotency key (``idempotency_key`` when given, else derived from
+        the responses' ``provider_response_id``, else the failed call's key, kept by this
+        object for its repeat), so a repeat returns the first call's seqs and stores
+        nothing twice."""
         encoded = self._encode(messages)
         if not encoded:
             return []
+        key = self._key(messages, encoded, idempotency_key)
         store = await self._open()
         meta = {"framework": "pydantic-ai", "session_id": self.session_id}
-        return await self._write(store, self._sid, meta, lambda: store.aappend_many(self._sid, encoded))
+        try:
+            seqs = await self._write(
+                store, self._sid, meta, lambda: store.aappend_many(self._sid, encoded, idempotency_key=key)
+            )
+        except BaseException:
+            self._retry.failed(encoded, key)
+            raise
+        self._retry.succeeded()
+        return seqs
 
-    def append(self, messages: Sequence[ModelMessage]) -> List[int]:
+    def append(self, messages: Sequence[ModelMessage], *, idempotency_key: Optional[str] = None) -> List[int]:
         """Sync twin of :meth:`aappend`."""
         encoded = self._encode(messages)
         if not encoded:
             return []
+        key = self._key(messages, encoded, idempotency_key)
         store = self._open_sync()
         try:
-            return store.append_many(self._sid, encoded)
-        except UnknownSession:
             try:
-                store.create_session(self._sid, metadata={"framework": "pydantic-ai", "session_id": self.session_id})
-            except AlreadyExists:
-                pass
-            return store.append_many(self._sid, encoded)
+                seqs = store.append_many(self._sid, encoded, idempotency_key=key)
+            except UnknownSession:
+                try:
+                    store.create_session(self._sid, metadata={"framework": "pydantic-ai", "session_id": self.session_id})
+                except AlreadyExists:
+                    pass
+                seqs = store.append_many(self._sid, encoded, idempotency_key=key)
+        except BaseException:
+            self._retry.failed(encoded, key)
+            raise
+        self._retry.succeeded()
+        return seqs
 
     async def aclear(self) -> None:
         """Deletes the history everywhere (Redis and the durable tier)."""

@@ -11,15 +11,16 @@ Use it with Strands' own ``RepositorySessionManager``:
 
 The mapping onto agentstate (everything is live in Redis, flushed to SQLite, restored):
 
-* a Strands session is an agentstate session (same id), its ``Session`` JSON in the
-  session's metadata;
-* each agent is a linked sub-agent session ``<session>@<agent>`` (closing the session closes
+* a Strands session is the agentstate session ``<id_prefix><session id>`` (``strands.``
+  by default: no other adapter's), its ``Session`` JSON in the session's metadata;
+* each agent is a linked sub-agent session ``<that id>@<agent>`` (closing the session closes
   its agents); the ``SessionAgent`` JSON it was created with is that session's metadata, each
   update a checkpoint labelled ``agent`` (``created_at`` stays the creation's, as in Strands'
   file and S3 repositories) — each one script (``put_checkpoint``);
 * message ``n`` of an agent is the message with seq ``n + 1`` of the agent's session, its
   content the ``SessionMessage`` JSON: creation is an append that expects exactly that seq
-  (so creating an existing message fails), an update or redaction replaces that message with
+  (so creating an existing message fails, but repeating the same create after it raised
+  succeeds without a second copy), an update or redaction replaces that message with
   the core's ``replace_message`` (one script, logged to the wal);
 * multi-agent state is a checkpoint of the session labelled ``ma.<id>``.
 
@@ -59,7 +60,10 @@ from ._shared import shared_store
 if TYPE_CHECKING:
     from strands.multiagent.base import MultiAgentBase
 
-__all__ = ["AgentStateSessionRepository"]
+__all__ = ["AgentStateSessionRepository", "ID_PREFIX"]
+
+#: The default ``id_prefix``: Strands sessions in an id space of their own.
+ID_PREFIX = "strands."
 
 AGENT_LABEL = "agent"
 
@@ -79,7 +83,12 @@ class AgentStateSessionRepository(SessionRepository):
         partitions: the namespace's partition count.
         store: an already connected :class:`agentstate.Store` to use instead of ``url``.
         id_prefix: prepended to every Strands session id to form the agentstate id, so several
-            applications (or test cases) can share one namespace without sharing sessions.
+            applications (or test cases) can share one namespace without sharing sessions;
+            the agentstate ids this repository makes start with it. The default, ``'strands.'``,
+            keeps this framework's ids apart from every other adapter's (an OpenAI Agents
+            session "X" and a LangGraph thread "X" are two sessions); give two adapters the
+            same ``id_prefix`` to share one agentstate session on purpose, and ``""`` to
+            read data written under the bare id (before adapters had prefixes).
 
     The namespace must have a spill daemon (``agentstate spill``) that has checked it against
     SQLite before sessions can be created (see docs/python.md).
@@ -92,7 +101,7 @@ class AgentStateSessionRepository(SessionRepository):
         prefix: Optional[str] = None,
         partitions: int = 16,
         store: Optional[Store] = None,
-        id_prefix: str = "",
+        id_prefix: str = ID_PREFIX,
     ) -> None:
         _check.string("id_prefix", id_prefix)
         _check.connection(url, prefix, partitions, store)
@@ -227,7 +236,11 @@ class AgentStateSessionRepository(SessionRepository):
     def create_message(
         self, session_id: str, agent_id: str, session_message: SessionMessage, **kwargs: Any
     ) -> None:
-        """Appends message ``message_id`` (it must be the agent's next one)."""
+        """Appends message ``message_id`` (it must be the agent's next one). Safe to repeat
+        after it raised (``RedisUnavailable``, ``WriteLost``, a timeout): the message id is
+        its seq, so a repeat cannot land twice, and a repeat of a write that was applied
+        (the same message at that id) succeeds; another message at that id is
+        ``SessionException``."""
         aid = self._aid(session_id, agent_id)
         mid, role, content = _message(session_message)
         try:
@@ -235,6 +248,8 @@ class AgentStateSessionRepository(SessionRepository):
         except UnknownSession as e:
             raise SessionException(f"Agent {agent_id} does not exist in session {session_id}") from e
         except Conflict as e:
+            if e.current > mid + 1 and self._holds(aid, mid, content):
+                return  # an earlier attempt stored it (its reply was lost)
             if e.current > mid + 1:
                 raise SessionException(
                     f"Message {mid} already exists in agent {agent_id} in session {session_id}"
@@ -243,6 +258,14 @@ class AgentStateSessionRepository(SessionRepository):
                 f"Message {mid} of agent {agent_id} would leave a gap: the next message id is "
                 f"{e.current - 1}"
             ) from e
+
+    def _holds(self, aid: str, mid: int, content: str) -> bool:
+        """Whether message ``mid`` of ``aid`` is exactly ``content`` (a repeated create)."""
+        try:
+            m = self._store.message(aid, mid + 1)
+        except UnknownSession:
+            return False
+        return m is not None and m.get("content") == content
 
     def read_message(
         self, session_id: str, agent_id: str, message_id: int, **kwargs: Any

@@ -17,7 +17,7 @@ def test_openai_session_ids_that_are_not_agentstate_ids_map_to_stable_digests(st
     same = AgentStateSession("user 42 / chat #7", store=store)
     plain = AgentStateSession("chat-7", store=store)
     assert odd.agentstate_id == same.agentstate_id and odd.agentstate_id.startswith("h.")
-    assert plain.agentstate_id == "chat-7"
+    assert plain.agentstate_id == "oai.chat-7"  # the adapter's own id space
 
     async def main():
         await odd.add_items([{"role": "user", "content": "x"}])
@@ -39,8 +39,8 @@ def test_openai_items_are_agentstate_messages_and_compaction_notes_read_back(sto
         {"type": "function_call_output", "call_id": "1", "output": "ok"},
     ]
     asyncio.run(s.add_items(items))
-    assert [m["role"] for m in store.messages("c1")] == ["user", "function_call", "function_call_output"]
-    store.compact("c1", 1, 2, "the user asked; f was called")
+    assert [m["role"] for m in store.messages(s.agentstate_id)] == ["user", "function_call", "function_call_output"]
+    store.compact(s.agentstate_id, 1, 2, "the user asked; f was called")
     got = asyncio.run(s.get_items())
     assert got == [items[2], {"role": "system", "content": "the user asked; f was called"}]
     assert asyncio.run(s.get_items(limit=0)) == [] and asyncio.run(s.get_items(limit=1)) == got[1:]
@@ -126,4 +126,6 @@ def test_strands_ids_share_one_namespace_without_collisions(store: Store):
     repo.create_agent("s1", SessionAgent(agent_id="a@b", state={"x": 1}, conversation_manager_state={}))
     assert repo.read_agent("s1", "a@b").state == {"x": 1}
     assert repo.read_agent("s1", "a") is None and repo.read_message("s1", "a@b", 0) is None
-    assert store.children("s1") == [store.children("s1")[0]] and store.children("s1")[0].startswith("s1@h.")
+    sid = repo._sid("s1")
+    assert sid == "strands.s1" and store.children(sid) == [store.children(sid)[0]]
+    assert store.children(sid)[0].startswith("strands.s1@h.")

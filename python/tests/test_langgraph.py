@@ -150,7 +150,7 @@ def test_graph_with_subgraph_and_interrupt_resumes_exactly_after_redis_loss(worl
 
     # Everything the graph wrote reaches SQLite: as many graph-log rows as Redis holds.
     sid = saver.agentstate_id("trip-1")
-    assert sid == "trip-1"
+    assert sid == "lg.trip-1"  # the saver's own id space
     live = _live_fields(server, prefix, sid)
     assert live > 6  # 6 checkpoints, their blobs and writes
     wait_until(lambda: _flushed_fields(db, sid) == live, what="the flush of the thread's graph log")
@@ -324,13 +324,13 @@ def test_graph_on_the_cluster(tmp_path):
             slots = set()
             for node in cluster.nodes:
                 cli = ["redis-cli", "-p", str(node.port)]
-                keys = subprocess.run(cli + ["--scan", "--pattern", f"{prefix}:*:s:trip-c:*"],
+                keys = subprocess.run(cli + ["--scan", "--pattern", f"{prefix}:*:s:lg.trip-c:*"],
                                       check=True, capture_output=True, text=True).stdout.split()
                 for key in keys:
                     slots.add((node.port, int(subprocess.run(cli + ["CLUSTER", "KEYSLOT", key], check=True,
                                                              capture_output=True, text=True).stdout)))
             assert len(slots) == 1, slots
-            wait_until(lambda: _flushed_fields(db, "trip-c") > 9, what="the flush of the thread's graph log")
+            wait_until(lambda: _flushed_fields(db, "lg.trip-c") > 9, what="the flush of the thread's graph log")
         finally:
             assert daemon.stop() == 0
     finally:

@@ -62,7 +62,7 @@ def test_openai_agents_session_survives_redis_loss(world):
 
     before = asyncio.run(write())
     assert before == items[:-1]
-    wait_until(lambda: _flushed(db, "SELECT count(*) FROM messages WHERE session_id = ?", "conv-loss")() == 4,
+    wait_until(lambda: _flushed(db, "SELECT count(*) FROM messages WHERE session_id = ?", session.agentstate_id)() == 4,
                what="the flush of 4 items")
 
     server.restart_empty()
@@ -72,7 +72,7 @@ def test_openai_agents_session_survives_redis_loss(world):
     assert asyncio.run(session.get_items(limit=2)) == before[-2:]
     # The restored session goes on: the next item gets the next seq.
     asyncio.run(session.add_items([{"role": "user", "content": "thanks"}]))
-    assert [m["seq"] for m in store.messages("conv-loss")] == [1, 2, 3, 4, 5]
+    assert [m["seq"] for m in store.messages(session.agentstate_id)] == [1, 2, 3, 4, 5]
 
 
 def test_strands_session_survives_redis_loss(world, monkeypatch):
@@ -105,12 +105,12 @@ def test_strands_session_survives_redis_loss(world, monkeypatch):
 
     # Session, agent sub-session, 2 messages, and the agent checkpoint reached SQLite.
     wait_until(
-        lambda: _flushed(db, "SELECT count(*) FROM checkpoints WHERE session_id = ?", "trip@planner")()
+        lambda: _flushed(db, "SELECT count(*) FROM checkpoints WHERE session_id = ?", "strands.trip@planner")()
         and _flushed(
             db,
             "SELECT count(*) FROM messages WHERE session_id = ? AND"
             " json_extract(json_extract(element, '$.content'), '$.redact_message') IS NOT NULL",
-            "trip@planner",
+            "strands.trip@planner",
         )() == 1,
         what="the flush of the agent's state and redaction",
     )
@@ -128,7 +128,7 @@ def test_strands_session_survives_redis_loss(world, monkeypatch):
     ]
     assert restored.state.get() == {"budget": 1200, "days": ["fri", "sat"], "booked": True}
     # SQLite holds the redacted element, not only the original.
-    (element,) = sqlite_rows(db, "SELECT element FROM messages WHERE session_id = ? AND seq = 2", "trip@planner")[0]
+    (element,) = sqlite_rows(db, "SELECT element FROM messages WHERE session_id = ? AND seq = 2", "strands.trip@planner")[0]
     assert json.loads(json.loads(element)["content"])["redact_message"]["content"][0]["text"] == "[redacted]"
 
 

@@ -103,7 +103,7 @@ def test_two_processes_interleave_items_without_loss(redis_server):
     # Each add_items landed as one block: its 3 items have consecutive seqs.
     for k in range(0, 1200, 3):
         assert len({t.rsplit(":", 1)[0] for t in texts[k:k + 3]}) == 1, texts[k:k + 3]
-    assert [m["seq"] for m in store.messages("shared-conv")] == list(range(1, 1201))
+    assert [m["seq"] for m in store.messages("oai.shared-conv")] == list(range(1, 1201))
     # and they did interleave (neither process wrote everything first: each waited halfway
     # for an item of the other)
     owners = [t[0] for t in texts]
@@ -122,4 +122,4 @@ def test_two_processes_share_a_strands_session(redis_server):
         msgs = repo.list_messages("team", name)
         assert [m.message_id for m in msgs] == list(range(150))
         assert [m.message["content"][0]["text"] for m in msgs] == [f"{name}:{i}" for i in range(150)]
-    assert sorted(repo.store.children("team")) == ["team@A", "team@B"]
+    assert sorted(repo.store.children("strands.team")) == ["strands.team@A", "strands.team@B"]

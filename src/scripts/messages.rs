@@ -33,11 +33,13 @@ pub fn append_item(
 
 /// `append_messages.lua`: appends the message `bodies` (JSON objects) with consecutive seqs in
 /// one atomic step; `expect_seq` is the seq the caller believes the first one gets; with
-/// `fence`, only while that run lease token is the session's.
+/// `fence`, only while that run lease token is the session's; with `idempotency_key`, a
+/// repeat returns the original first seq and writes nothing (so it is safe to retry).
 pub fn append_messages(
     s: &SessionKeys,
     sid: &str,
     bodies: &[String],
+    idempotency_key: Option<&str>,
     expect_seq: Option<u64>,
     limit: usize,
     fence: Option<u64>,
@@ -47,7 +49,9 @@ pub fn append_messages(
         .arg(opt(expect_seq))
         .arg(limit)
         .arg(opt(fence))
+        .arg(idempotency_key.unwrap_or(""))
         .arg(bodies.iter().map(|b| body_tail(b)).collect::<Vec<_>>())
+        .idempotent(idempotency_key.is_some())
 }
 
 /// `pop_message.lua`: removes the newest message of session `sid`; with `fence`, only while

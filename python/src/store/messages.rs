@@ -49,13 +49,15 @@ twins! {
 
     /// Appends message dicts (``role`` required; ``content``, ``name``, ``tool_calls``,
     /// ``tool_call_id``, ``round_index``, ``meta`` optional) in one atomic step — consecutive
-    /// seqs, no other writer in between — and returns their seqs.
-    #[pyo3(signature = (sid, messages, *, expect_seq = None))]
+    /// seqs, no other writer in between — and returns their seqs. `idempotency_key` names
+    /// the whole batch: a repeat returns the original seqs and writes nothing.
+    #[pyo3(signature = (sid, messages, *, idempotency_key = None, expect_seq = None))]
     fn append_many / aappend_many(
         self,
         py,
         sid: String,
         messages: Vec<Bound<'_, PyAny>>,
+        idempotency_key: Option<String>,
         expect_seq: Option<u64>,
     ) -> Vec<u64> {
         let ms = messages
@@ -64,7 +66,16 @@ twins! {
             .collect::<PyResult<Vec<_>>>()?;
 
         let s = self.s(py)?;
-        async move { s.append_many(&sid, &ms, expect_seq).await }
+        async move {
+            let mut o = AppendOptions::new();
+            if let Some(k) = idempotency_key {
+                o = o.idempotency_key(k);
+            }
+            if let Some(e) = expect_seq {
+                o = o.expect_seq(e);
+            }
+            s.append_many_with(&sid, &ms, &o).await
+        }
     }
 
     /// Removes the newest message and returns it (None when there is none); the next append

@@ -256,6 +256,54 @@ async fn a_repeated_idempotency_key_returns_the_original_seq_and_writes_once() {
 }
 
 #[tokio::test]
+async fn a_repeated_batch_key_returns_the_original_seqs_and_writes_once() {
+    // The adapters' retry: an append_many whose reply was lost is repeated with its key.
+    let t = env().await;
+    let sid = session_with_messages(&t, 1).await;
+    let batch = [
+        NewMessage::new("user").content("a"),
+        NewMessage::new("assistant").content("b"),
+    ];
+    let key = AppendOptions::new().idempotency_key("turn-1");
+    let s = &t.store;
+    assert_eq!(
+        s.append_many_with(&sid, &batch, &key).await.unwrap(),
+        [2, 3]
+    );
+    let before = t.snapshot();
+    assert_eq!(
+        s.append_many_with(&sid, &batch, &key).await.unwrap(),
+        [2, 3]
+    );
+    // A repeat wins over a stale expect_seq, as for one append.
+    let stale = key.clone().expect_seq(9);
+    assert_eq!(
+        s.append_many_with(&sid, &batch, &stale).await.unwrap(),
+        [2, 3]
+    );
+    assert_eq!(t.snapshot(), before);
+    // The key sits on the batch's first message (and its wal record), so a pop of that
+    // message forgets it and a repeat appends again.
+    let idem = &t.store.keys().session(&sid).idem;
+    assert_eq!(t.cmd::<String>(&["HGET", idem, "turn-1"]), "2");
+    let keyed = t
+        .wal_records()
+        .into_iter()
+        .filter(|(op, _, d)| op == "msg" && d.contains("\"a\""));
+    assert_eq!(keyed.count(), 1);
+    s.pop_message(&sid).await.unwrap();
+    s.pop_message(&sid).await.unwrap();
+    assert_eq!(
+        s.append_many_with(&sid, &batch, &key).await.unwrap(),
+        [2, 3]
+    );
+    assert_eq!(
+        seqs(&s.messages(&sid, MessageQuery::all()).await.unwrap()),
+        [1, 2, 3]
+    );
+}
+
+#[tokio::test]
 async fn pending_tool_calls_and_usage_round_trip() {
     let t = env().await;
     let sid = session_with_messages(&t, 0).await;

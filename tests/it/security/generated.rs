@@ -301,6 +301,7 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &s,
             "s",
             &[body.to_string(), body.to_string()],
+            Some("idem2"),
             None,
             1 << 20,
             None,
