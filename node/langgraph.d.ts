@@ -10,7 +10,7 @@ export interface AgentStateSaverOptions {
   partitions?: number;
   /** A connected Store to use instead of url. */
   store?: Store;
-  /** Prepended to every thread_id to form the agentstate session id. */
+  /** Prepended to every thread_id to form the agentstate session id (default "lg.", as in Python). */
   idPrefix?: string;
   serde?: SerializerProtocol;
 }

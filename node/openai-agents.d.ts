@@ -8,7 +8,7 @@ export interface AgentStateSessionOptions {
   partitions?: number;
   /** A connected Store to use instead of url. */
   store?: Store;
-  /** Prepended to the session id to form the agentstate id. */
+  /** Prepended to the session id to form the agentstate id (default "oai.", as in Python). */
   idPrefix?: string;
   /** getItems' default limit. */
   limit?: number;

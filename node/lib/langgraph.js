@@ -70,10 +70,11 @@ class AgentStateSaver extends Base {
   /**
    * Options: `url`, `prefix` (default AGENTSTATE_REDIS_URL / AGENTSTATE_PREFIX), `partitions`,
    * `store` (a connected Store to use instead), `idPrefix` (prepended to every thread_id to
-   * form the agentstate id), `serde` (a LangGraph serializer; default JsonPlusSerializer).
+   * form the agentstate id; default "lg.", as the Python saver's, so LangGraph threads have an
+   * id space of their own), `serde` (a LangGraph serializer; default JsonPlusSerializer).
    */
   constructor(options = {}) {
-    const { url, prefix, partitions = 16, store, idPrefix = '', serde } = options ?? {};
+    const { url, prefix, partitions = 16, store, idPrefix = 'lg.', serde } = options ?? {};
     super(serde);
     if (typeof idPrefix !== 'string') throw new InvalidInput('idPrefix must be a string');
     this.idPrefix = idPrefix;

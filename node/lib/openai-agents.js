@@ -47,13 +47,15 @@ class AgentStateSession {
    * `sessionId`: the conversation's id (the agentstate session of the same id when it is 1-128
    * chars of [A-Za-z0-9._+-], else a stable digest). Options: `url`, `prefix` (default
    * AGENTSTATE_REDIS_URL / AGENTSTATE_PREFIX), `partitions`, `store` (a connected Store to
-   * use instead), `idPrefix` (prepended to form the agentstate id), `limit` (getItems' default).
+   * use instead), `idPrefix` (prepended to form the agentstate id; default "oai.", as the
+   * Python session's, so these sessions have an id space of their own), `limit` (getItems'
+   * default).
    */
   constructor(sessionId, options = {}) {
     if (typeof sessionId !== 'string' || sessionId === '') {
       throw new InvalidInput('sessionId must be a non-empty string — pass the conversation id');
     }
-    const { url, prefix, partitions = 16, store, idPrefix = '', limit } = options ?? {};
+    const { url, prefix, partitions = 16, store, idPrefix = 'oai.', limit } = options ?? {};
     if (typeof idPrefix !== 'string') throw new InvalidInput('idPrefix must be a string');
     checkLimit('limit', limit);
     this.sessionId = sessionId;
