@@ -244,13 +244,16 @@ pub fn line(err: &Error, at: &Situation) -> String {
     one_line(&text)
 }
 
-/// The Python `Store` option that sets the limit a [`Error::TooLarge`] names.
+/// The Python `Store` option that sets the limit a [`Error::TooLarge`] names: messages and
+/// compact notes have the message limit, working values theirs, and everything stored as
+/// state (checkpoints, a graph's checkpoints and pending writes) the state limit. A refusal
+/// inside a script does not say which payload it measured: the three are named.
 fn limit_setting(what: &str) -> &'static str {
     match what {
+        "message" | "compact note" => "max_message_bytes",
         "working value" => "max_working_value_bytes",
-        "state" => "max_state_bytes",
-        // "message", and a Lua-side refusal, which does not say which payload.
-        _ => "max_message_bytes",
+        "payload" => "max_message_bytes / max_working_value_bytes / max_state_bytes",
+        _ => "max_state_bytes",
     }
 }
 

@@ -298,6 +298,14 @@ def test_too_large_names_its_setting_and_the_limit_is_an_option(store):
     assert [m["content"] for m in store.messages(sid)] == [big]
     with pytest.raises(ValueError, match="max_state_bytes must be a positive number of bytes"):
         Store(store.url, prefix=store.prefix, max_state_bytes=0)
+    # A checkpoint (as a LangGraph checkpoint) is state: its refusal names the state limit.
+    tight = Store(store.url, prefix=store.prefix, max_state_bytes=1024)
+    with pytest.raises(agentstate.TooLarge) as e:
+        tight.put_checkpoint(sid, "step", {"x": "y" * 2048})
+    assert "raise the limit: Store(..., max_state_bytes=N)" in str(e.value)
+    with pytest.raises(agentstate.TooLarge) as e:
+        tight.graph_put("t", "", "c1", None, {"v": "y" * 2048}, {}, [], [])
+    assert "raise the limit: Store(..., max_state_bytes=N)" in str(e.value)
 
 
 # ---- restore and Redis loss ------------------------------------------------------------------
