@@ -30,9 +30,10 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 def shared_store(
     url: Optional[str] = None, prefix: Optional[str] = None, partitions: int = 16
 ) -> Store:
-    """The process-wide store for this namespace, connecting (blocking) on first use."""
-    url, prefix = resolved(url, prefix)
-    key = (url, prefix, partitions)
+    """The process-wide store for this namespace, connecting (blocking) on first use. The
+    store gets the arguments as given, so it reads the environment itself and blames a bad
+    ``AGENTSTATE_REDIS_URL`` on the variable, not on an argument nobody passed."""
+    key = (*resolved(url, prefix), partitions)
     with _lock:
         store = _stores.get(key)
         if store is None:
@@ -45,8 +46,7 @@ async def ashared_store(
     url: Optional[str] = None, prefix: Optional[str] = None, partitions: int = 16
 ) -> Store:
     """Like :func:`shared_store`, but connects without blocking the event loop."""
-    url, prefix = resolved(url, prefix)
-    key = (url, prefix, partitions)
+    key = (*resolved(url, prefix), partitions)
     store = _stores.get(key)
     if store is not None:
         return store

@@ -5,6 +5,7 @@ and a durable write lost with Redis says so."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -262,6 +263,13 @@ def test_a_url_that_is_not_redis_is_refused_naming_it(clean_env):
     with pytest.raises(ValueError) as e:
         Store()
     assert str(e.value).startswith("AGENTSTATE_REDIS_URL http://user:***@localhost:1 is not a Redis URL")
+    # The adapters' shared store (every adapter connects through it) blames the variable too.
+    from agentstate._shared import ashared_store, shared_store
+
+    for connect in (shared_store, lambda: asyncio.run(ashared_store())):
+        with pytest.raises(ValueError) as e:
+            connect()
+        assert str(e.value).startswith("AGENTSTATE_REDIS_URL http://user:***@localhost:1 is not a Redis URL")
 
 
 def test_an_unreachable_redis_names_the_address_and_the_fix():
