@@ -35,16 +35,8 @@ twins! {
         has_body(&m, "append")?;
 
         let s = self.s(py)?;
-        async move {
-            let mut o = AppendOptions::new();
-            if let Some(k) = idempotency_key {
-                o = o.idempotency_key(k);
-            }
-            if let Some(e) = expect_seq {
-                o = o.expect_seq(e);
-            }
-            s.append_with(&sid, &m, &o).await
-        }
+        let o = options(idempotency_key, expect_seq);
+        async move { s.append_with(&sid, &m, &o).await }
     }
 
     /// Appends message dicts (``role`` required; ``content``, ``name``, ``tool_calls``,
@@ -66,16 +58,8 @@ twins! {
             .collect::<PyResult<Vec<_>>>()?;
 
         let s = self.s(py)?;
-        async move {
-            let mut o = AppendOptions::new();
-            if let Some(k) = idempotency_key {
-                o = o.idempotency_key(k);
-            }
-            if let Some(e) = expect_seq {
-                o = o.expect_seq(e);
-            }
-            s.append_many_with(&sid, &ms, &o).await
-        }
+        let o = options(idempotency_key, expect_seq);
+        async move { s.append_many_with(&sid, &ms, &o).await }
     }
 
     /// Removes the newest message and returns it (None when there is none); the next append
@@ -211,6 +195,18 @@ twins! {
         let s = self.s(py)?;
         async move { s.usage(&sid).await.map(|v| to_json(&v)) }
     }
+}
+
+/// An append's options from the keyword arguments `append` and `append_many` share.
+fn options(idempotency_key: Option<String>, expect_seq: Option<u64>) -> AppendOptions {
+    let mut o = AppendOptions::new();
+    if let Some(k) = idempotency_key {
+        o = o.idempotency_key(k);
+    }
+    if let Some(e) = expect_seq {
+        o = o.expect_seq(e);
+    }
+    o
 }
 
 /// Reads one message dict (`role` required; `content`, `name`, `tool_calls`,

@@ -254,18 +254,22 @@ fn the_demo_stays_out_of_the_applications_file_and_namespace_named_in_the_enviro
     let server = RedisServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let app_db = dir.path().join("app.db");
-    // As README's "one configuration" has an application export them.
-    let out = crate::support::cli_output(
-        Command::new(env!("CARGO_BIN_EXE_agentstate"))
-            .env_remove("AGENTSTATE_LOG")
-            .env("AGENTSTATE_REDIS_URL", server.url())
-            .env("AGENTSTATE_DB", &app_db)
-            .env("AGENTSTATE_PREFIX", "app")
-            .current_dir(dir.path())
-            .args(["--json", "demo"])
-            .output()
-            .unwrap(),
-    );
+    // The binary in an application's environment, as README's "one configuration" has an
+    // application export it.
+    let run = |args: &[&str]| {
+        crate::support::cli_output(
+            Command::new(env!("CARGO_BIN_EXE_agentstate"))
+                .env_remove("AGENTSTATE_LOG")
+                .env("AGENTSTATE_REDIS_URL", server.url())
+                .env("AGENTSTATE_DB", &app_db)
+                .env("AGENTSTATE_PREFIX", "app")
+                .current_dir(dir.path())
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    };
+    let out = run(&["--json", "demo"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
         !app_db.exists(),
@@ -278,17 +282,7 @@ fn the_demo_stays_out_of_the_applications_file_and_namespace_named_in_the_enviro
     let demo_keys: Vec<String> = redis::cmd("KEYS").arg("asdemo:*").query(&mut c).unwrap();
     assert!(!demo_keys.is_empty());
     // The application's daemon then starts on its own file as if no demo had run.
-    let out = crate::support::cli_output(
-        Command::new(env!("CARGO_BIN_EXE_agentstate"))
-            .env_remove("AGENTSTATE_LOG")
-            .env("AGENTSTATE_REDIS_URL", server.url())
-            .env("AGENTSTATE_DB", &app_db)
-            .env("AGENTSTATE_PREFIX", "app")
-            .current_dir(dir.path())
-            .args(["spill", "--once"])
-            .output()
-            .unwrap(),
-    );
+    let out = run(&["spill", "--once"]);
     assert_eq!(out.code, 0, "{out:?}");
     assert!(app_db.exists());
 }
