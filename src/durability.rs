@@ -13,7 +13,7 @@
 //! there is none the process says so once: a `tracing` warning, and
 //! [`take_durability_warning`] for a front end that shows it its own way (Python logs it).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -51,12 +51,7 @@ pub fn take_durability_warning() -> Option<String> {
     (!SHOWN.swap(true, Ordering::Relaxed)).then(|| warning.clone())
 }
 
-/// When a store last looked for a running daemon: milliseconds since the process' first
-/// look, plus one (0: never).
-#[derive(Default)]
-pub(crate) struct LastCheck(AtomicU64);
-
-/// The instant [`LastCheck`]s count from.
+/// The instant a store's last look for a running daemon counts from.
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
@@ -178,7 +173,7 @@ impl Store {
         if NO_DAEMON_SAID.load(Ordering::Relaxed) {
             return;
         }
-        let checked = &self.daemons_checked().0;
+        let checked = self.daemons_checked();
         let last = checked.load(Ordering::Relaxed);
         let now = epoch().elapsed().as_millis() as u64 + 1;
         if last != 0 && now - last < DAEMONS_CHECK_EVERY.as_millis() as u64 {

@@ -12,7 +12,6 @@ use pyo3::prelude::*;
 use crate::bridge::block;
 use crate::convert::{to_json, Json};
 use crate::fork::Local;
-use crate::store::PyStore;
 
 /// Deliveries handed out and not yet acked or released, by (partition, entry id): `ack`
 /// takes the dicts `read` returned and finds the core's `Delivery` again.
@@ -42,8 +41,9 @@ impl Member {
 pub struct PyConsumer {
     /// This process's member; locked only with the GIL held (so never across a fork).
     member: Mutex<Local<Member>>,
-    /// What a forked child joins the group again with.
-    store: PyStore,
+    /// What a forked child joins the group again with: its `Store`'s core store in this
+    /// process (reconnected after a fork).
+    store: Reconnect,
     options: ConsumerOptions,
     group: String,
     name: String,
@@ -51,10 +51,20 @@ pub struct PyConsumer {
     at: Arc<Situation>,
 }
 
+/// How a consumer reaches a core store of the current process (the `Store` it was made by,
+/// which reconnects in a forked child).
+pub type Reconnect = Box<dyn Fn(Python<'_>) -> PyResult<agentstate::Store> + Send + Sync>;
+
 impl PyConsumer {
-    pub fn new(c: Consumer, store: PyStore, options: ConsumerOptions) -> Self {
+    /// A consumer joined as `c`; `at`: where its store's calls run.
+    pub fn new(
+        c: Consumer,
+        store: Reconnect,
+        at: Arc<Situation>,
+        options: ConsumerOptions,
+    ) -> Self {
         PyConsumer {
-            at: Arc::clone(&store.at),
+            at,
             group: c.group().to_string(),
             name: c.name().to_string(),
             member: Mutex::new(Local::new(Member::new(c))),
@@ -70,7 +80,7 @@ impl PyConsumer {
         if let Some(m) = lock().get() {
             return Ok(m.clone());
         }
-        let s = self.store.s(py)?;
+        let s = (self.store)(py)?;
         let (group, name, options) = (&self.group, &self.name, self.options.clone());
         let fresh = block(py, &self.at, s.consumer(group, name, options))?;
         let mut slot = lock();

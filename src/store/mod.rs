@@ -51,8 +51,9 @@ struct Inner {
     /// The keys of the sessions this store used lately.
     session_keys: SessionKeysCache,
     /// When a write of this store last looked for a running spill daemon
-    /// ([`crate::durability`]).
-    pub(crate) daemons_checked: crate::durability::LastCheck,
+    /// ([`crate::durability`]): milliseconds since the process' first look, plus one (0:
+    /// never).
+    daemons_checked: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -136,8 +137,9 @@ impl Store {
         Admin { store: self }
     }
 
-    /// When a write of this store last looked for a running spill daemon.
-    pub(crate) fn daemons_checked(&self) -> &crate::durability::LastCheck {
+    /// When a write of this store last looked for a running spill daemon: milliseconds
+    /// since the process' first look, plus one (0: never).
+    pub(crate) fn daemons_checked(&self) -> &std::sync::atomic::AtomicU64 {
         &self.inner.daemons_checked
     }
 

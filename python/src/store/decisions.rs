@@ -56,10 +56,11 @@ twins! {
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
         let s = self.s(py)?;
         let store = self.derived(self.durability, self.fence);
+        let at = Arc::clone(&self.at);
         async move {
             s.consumer(&group, &name, o.clone())
                 .await
-                .map(|c| PyConsumer::new(c, store, o))
+                .map(|c| PyConsumer::new(c, Box::new(move |py| store.s(py)), at, o))
         }
     }
 
