@@ -80,7 +80,7 @@ def test_openai_items_read_back_exactly_type_for_type(store: Store):
         await s.add_items([{"role": "user", "content": "to be popped"}])
         assert await s.pop_item() == {"role": "user", "content": "to be popped"}
         assert repr(await s.get_items()) == repr(EXACT_ITEMS)
-        store.append(s.agentstate_id, "system")  # another tool's message without content
+        store.append(s.agentstate_id, "assistant", tool_calls=[{"id": "t1"}])  # another tool's message without content
         store.replace_message(s.agentstate_id, 1, {"role": "user", "content": '{"role":"user","content":"redacted"}'})
         expected = [{"role": "user", "content": "redacted"}] + EXACT_ITEMS[1:]
         assert repr(await s.get_items()) == repr(expected)
