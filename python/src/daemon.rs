@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::args::{opt, Whole};
 use crate::bridge::{block, runtime};
 use crate::errors;
 use crate::fork::Local;
@@ -67,19 +68,20 @@ impl PySpillDaemon {
     /// A daemon for namespace `prefix` of the Redis at `url`, writing SQLite file `db`.
     /// `url`, `db` and `prefix` default to `AGENTSTATE_REDIS_URL`, `AGENTSTATE_DB`,
     /// `AGENTSTATE_PREFIX`, then to redis://127.0.0.1:6379, ./agentstate.db and "as" (the
-    /// CLI's precedence). `interval`: longest time between full passes (writes do not wait
-    /// for it: the daemon wakes on each); `lease`: how long after
-    /// this daemon dies the other daemons take its partitions (seconds).
+    /// CLI's precedence); `partitions` to 16. `interval`: longest time between full passes
+    /// (writes do not wait for it: the daemon wakes on each); `lease`: how long after this
+    /// daemon dies the other daemons take its partitions (seconds).
     #[new]
-    #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = 16, interval = 1.0, lease = 3.0))]
+    #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = None, interval = 1.0, lease = 3.0))]
     fn new(
         url: Option<String>,
         db: Option<PathBuf>,
         prefix: Option<String>,
-        partitions: u32,
+        partitions: Option<Whole<'_>>,
         interval: f64,
         lease: f64,
     ) -> PyResult<Self> {
+        let partitions = opt(&partitions, "partitions")?;
         let url = env::resolve(url, env::REDIS_URL, DEFAULT_REDIS_URL);
         let prefix = env::resolve(prefix, env::PREFIX, DEFAULT_PREFIX);
         let db = db.unwrap_or_else(|| env::resolve(None, env::DB, DEFAULT_DB).into());
@@ -97,8 +99,12 @@ impl PySpillDaemon {
             db: db.clone(),
             ..Situation::default()
         });
+        let mut config = Config::new(url).prefix(prefix);
+        if let Some(n) = partitions {
+            config = config.partitions(n);
+        }
         Ok(PySpillDaemon {
-            config: Config::new(url).prefix(prefix).partitions(partitions),
+            config,
             spill: SpillConfig::new(db)
                 .interval(secs("interval", interval)?)
                 .lease_ttl(secs("lease", lease)?),

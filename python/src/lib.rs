@@ -21,6 +21,7 @@
 
 #[macro_use]
 mod twins;
+mod args;
 mod bridge;
 mod cli;
 mod consumer;

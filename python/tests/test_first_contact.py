@@ -316,6 +316,72 @@ def test_too_large_names_its_setting_and_the_limit_is_an_option(store):
     assert "raise the limit: Store(..., max_state_bytes=N)" in str(e.value)
 
 
+def test_a_number_out_of_range_is_a_value_error_naming_the_argument_and_writes_nothing(
+    store, redis_server
+):
+    sid = store.create_session()
+    store.append(sid, "user", "first")
+    keys = lambda: sorted(  # noqa: E731
+        subprocess.run(
+            ["redis-cli", "-u", redis_server.url, "--scan", "--pattern", f"{store.prefix}*"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()
+    )
+    before = (keys(), store.messages(sid, all=True), store.working(sid))
+    neg, huge = -1, 2**63  # unsigned arguments refuse -1; signed ones (i64) refuse 2**63
+    url, pre = store.url, store.prefix
+    msg = {"role": "user", "content": "x"}
+    calls = [
+        ("expect_seq", neg, lambda v: store.append(sid, "user", "x", expect_seq=v)),
+        ("round_index", huge, lambda v: store.append(sid, "user", "x", round_index=v)),
+        ("expect_seq", neg, lambda v: store.aappend(sid, "user", "x", expect_seq=v)),
+        ("expect_seq", neg, lambda v: store.append_many(sid, [msg], expect_seq=v)),
+        ("expect_seq", neg, lambda v: store.append_checkpointed(sid, msg, "l", {}, expect_seq=v)),
+        ("seq", neg, lambda v: store.replace_message(sid, v, msg)),
+        ("seq", neg, lambda v: store.message(sid, v)),
+        ("after", neg, lambda v: store.messages(sid, after=v)),
+        ("last", neg, lambda v: store.contents(sid, last=v)),
+        ("last", neg, lambda v: store.contents_array(sid, last=v)),
+        ("from_seq", neg, lambda v: store.compact(sid, v, 1, "n")),
+        ("to_seq", neg, lambda v: store.compact(sid, 1, v, "n")),
+        ("before_tokens", huge, lambda v: store.compact(sid, 1, 1, "n", before_tokens=v)),
+        ("round_index", huge, lambda v: store.record_usage(sid, v, 1, 1)),
+        ("prompt_tokens", huge, lambda v: store.record_usage(sid, 1, v, 1)),
+        ("total_tokens", huge, lambda v: store.record_usage(sid, 1, 1, 1, total_tokens=v)),
+        ("if_version", neg, lambda v: store.set_working(sid, "k", 1, if_version=v)),
+        ("round_id", neg, lambda v: store.save_state("u", {}, round_id=v)),
+        ("round_id", neg, lambda v: store.export_state("u", round_id=v)),
+        ("limit", neg, lambda v: store.list_sessions_page(v)),
+        ("limit", neg, lambda v: store.graph_list("t", limit=v)),
+        ("token", neg, lambda v: store.inbox_claim(sid, "o", v)),
+        ("limit", neg, lambda v: store.inbox_claim(sid, "o", 1, limit=v)),
+        ("token", neg, lambda v: store.inbox_deliver(sid, "o", v, ["i"])),
+        ("ttl_ms", neg, lambda v: store.acquire_lease(sid, "o", v)),
+        ("token", neg, lambda v: store.renew_lease(sid, "o", v, 1000)),
+        ("ttl_ms", neg, lambda v: store.renew_lease(sid, "o", 1, v)),
+        ("token", neg, lambda v: store.release_lease(sid, "o", v)),
+        ("token", neg, lambda v: store.fenced(v)),
+        ("ttl_ms", neg, lambda v: store.run_lease(sid, ttl_ms=v)),
+        ("max_deliveries", neg, lambda v: store.consumer("g", "c", max_deliveries=v)),
+        ("count", neg, lambda v: store.consumer("g", "c", count=v)),
+        ("count", neg, lambda v: store.dead_letters(v)),
+        ("partitions", neg, lambda v: Store(url, prefix=pre, partitions=v)),
+        ("pool_size", neg, lambda v: Store(url, prefix=pre, pool_size=v)),
+        ("max_message_bytes", neg, lambda v: Store(url, prefix=pre, max_message_bytes=v)),
+        ("partitions", neg, lambda v: Store.aconnect(url, prefix=pre, partitions=v)),
+        ("partitions", neg, lambda v: SpillDaemon(url, "x.db", prefix=pre, partitions=v)),
+    ]
+    for name, bad, call in calls:
+        with pytest.raises(ValueError, match=rf"^{name} must be a whole number from -?\d+ to \d+, got {bad}$"):
+            call(bad)
+        with pytest.raises(TypeError, match=rf"^{name} must be an int, got str$"):
+            call("1")
+    with pytest.raises(TypeError, match="^seq must be an int, got bool$"):
+        store.message(sid, True)
+    assert (keys(), store.messages(sid, all=True), store.working(sid)) == before
+    assert store.message(sid, 1)["content"] == "first"
+
+
 # ---- restore and Redis loss ------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 //! Checkpoints of a session's working state.
 
 use super::*;
+use crate::args::{opt, Whole};
 
 twins! {
     impl PyStore;
@@ -63,8 +64,9 @@ twins! {
         message: Bound<'_, PyAny>,
         label: String,
         payload: Bound<'_, PyAny>,
-        expect_seq: Option<u64>,
+        expect_seq: Option<Whole<'_>>,
     ) -> (u64, String) {
+        let expect_seq = opt(&expect_seq, "expect_seq")?;
         let m = super::messages::message_from_py(&message)?;
         let v = py_to_json(&payload)?;
         let s = self.s(py)?;

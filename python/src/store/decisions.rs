@@ -1,6 +1,7 @@
 //! Decisions: record, outcomes, the incomplete ones, consumers and dead letters.
 
 use super::*;
+use crate::args::{opt, Whole};
 
 twins! {
     impl PyStore;
@@ -40,8 +41,9 @@ twins! {
 
     /// Joins consumer group `group` as `name` on every partition's decisions stream.
     /// `from_start`: a group created now starts from the oldest retained entry. Times are
-    /// seconds.
-    #[pyo3(signature = (group, name, *, from_start = false, min_idle = 30.0, max_deliveries = 5, block = 2.0, count = 100))]
+    /// seconds; `max_deliveries` (default 5) deliveries before an entry is dead-lettered,
+    /// `count` (default 100) entries a read per partition.
+    #[pyo3(signature = (group, name, *, from_start = false, min_idle = 30.0, max_deliveries = None, block = 2.0, count = None))]
     fn consumer / aconsumer(
         self,
         py,
@@ -49,10 +51,12 @@ twins! {
         name: String,
         from_start: bool,
         min_idle: f64,
-        max_deliveries: u32,
+        max_deliveries: Option<Whole<'_>>,
         block: f64,
-        count: usize,
+        count: Option<Whole<'_>>,
     ) -> PyConsumer {
+        let max_deliveries = opt(&max_deliveries, "max_deliveries")?.unwrap_or(5);
+        let count = opt(&count, "count")?.unwrap_or(100);
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
         let s = self.s(py)?;
         let store = self.derived(self.durability, self.fence);
@@ -64,9 +68,10 @@ twins! {
         }
     }
 
-    /// Up to `count` dead letters per partition.
-    #[pyo3(signature = (count = 100))]
-    fn dead_letters / adead_letters(self, py, count: usize) -> Json {
+    /// Up to `count` (default 100) dead letters per partition.
+    #[pyo3(signature = (count = None))]
+    fn dead_letters / adead_letters(self, py, count: Option<Whole<'_>>) -> Json {
+        let count = opt(&count, "count")?.unwrap_or(100);
         let s = self.s(py)?;
         async move { s.dead_letters(count).await.map(|v| to_json(&v)) }
     }

@@ -3,6 +3,7 @@
 use agentstate::GraphPut;
 
 use super::*;
+use crate::args::{opt, Whole};
 
 twins! {
     impl PyStore;
@@ -82,8 +83,9 @@ twins! {
         ns: Option<String>,
         before: Option<String>,
         filter: Option<Bound<'_, PyAny>>,
-        limit: Option<usize>,
+        limit: Option<Whole<'_>>,
     ) -> Dicts<agentstate::GraphTuple> {
+        let limit = opt(&limit, "limit")?;
         let filter = json_object("filter", filter.as_ref())?;
         let s = self.s(py)?;
         async move {

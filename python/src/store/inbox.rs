@@ -1,6 +1,7 @@
 //! The inbox: put items for a session, the run lease holder claims and delivers them.
 
 use super::*;
+use crate::args::{opt, Whole};
 
 twins! {
     impl PyStore;
@@ -19,18 +20,19 @@ twins! {
         }
     }
 
-    /// The lease holder (`owner` with `token`) takes up to `limit` undelivered items, oldest
+    /// The lease holder (`owner` with `token`) takes up to `limit` (default 100) undelivered items, oldest
     /// first (pending ones, ones claimed under an older token, its own claims): a list of
     /// item dicts. `Fenced` when it does not hold the lease.
-    #[pyo3(signature = (sid, owner, token, limit = 100))]
+    #[pyo3(signature = (sid, owner, token, limit = None))]
     fn inbox_claim / ainbox_claim(
         self,
         py,
         sid: String,
         owner: String,
-        token: u64,
-        limit: usize,
+        token: Whole<'_>,
+        limit: Option<Whole<'_>>,
     ) -> Json {
+        let (token, limit) = (token.get("token")?, opt(&limit, "limit")?.unwrap_or(100));
         let s = self.s(py)?;
         async move { s.inbox_claim(&sid, &owner, token, limit).await.map(|v| to_json(&v)) }
     }
@@ -43,9 +45,10 @@ twins! {
         py,
         sid: String,
         owner: String,
-        token: u64,
+        token: Whole<'_>,
         item_ids: Vec<String>,
     ) -> Vec<u64> {
+        let token = token.get("token")?;
         let s = self.s(py)?;
         async move {
             let ids: Vec<&str> = item_ids.iter().map(String::as_str).collect();

@@ -8,6 +8,7 @@ use agentstate::{Error, Lease, RunLease};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 
 use super::*;
+use crate::args::{opt, Whole};
 use crate::fork::Local;
 
 /// A lease as Python sees it: `{"owner", "token", "expires_at"}`.
@@ -26,9 +27,16 @@ twins! {
     /// Takes session `sid`'s run lease for `owner` for `ttl_ms` if it is free, expired or
     /// `owner`'s already (which keeps its token): `{"owner", "token", "expires_at"}`.
     /// `Leased` while another owner holds it.
-    fn acquire_lease / aacquire_lease(self, py, sid: String, owner: String, ttl_ms: u64) -> Json {
+    fn acquire_lease / aacquire_lease(
+        self,
+        py,
+        sid: String,
+        owner: String,
+        ttl_ms: Whole<'_>,
+    ) -> Json {
+        let ttl = ttl(ttl_ms.get("ttl_ms")?);
         let s = self.s(py)?;
-        async move { s.acquire_lease(&sid, &owner, ttl(ttl_ms)).await.map(|l| lease_json(&l)) }
+        async move { s.acquire_lease(&sid, &owner, ttl).await.map(|l| lease_json(&l)) }
     }
 
     /// Extends the lease for `ttl_ms` from now while `owner` still holds it with `token`;
@@ -38,15 +46,23 @@ twins! {
         py,
         sid: String,
         owner: String,
-        token: u64,
-        ttl_ms: u64,
+        token: Whole<'_>,
+        ttl_ms: Whole<'_>,
     ) -> bool {
+        let (token, ttl) = (token.get("token")?, ttl(ttl_ms.get("ttl_ms")?));
         let s = self.s(py)?;
-        async move { s.renew_lease(&sid, &owner, token, ttl(ttl_ms)).await }
+        async move { s.renew_lease(&sid, &owner, token, ttl).await }
     }
 
     /// Drops the lease if `owner` holds it with `token`; False when it did not.
-    fn release_lease / arelease_lease(self, py, sid: String, owner: String, token: u64) -> bool {
+    fn release_lease / arelease_lease(
+        self,
+        py,
+        sid: String,
+        owner: String,
+        token: Whole<'_>,
+    ) -> bool {
+        let token = token.get("token")?;
         let s = self.s(py)?;
         async move { s.release_lease(&sid, &owner, token).await }
     }
@@ -64,8 +80,8 @@ impl PyStore {
     /// and `compact` carry run lease token `token` (None: no fence): once another process
     /// took the session's lease they raise `Fenced` and write nothing.
     #[pyo3(signature = (token))]
-    fn fenced(&self, token: Option<u64>) -> PyStore {
-        self.derived(self.durability, token)
+    fn fenced(&self, token: Option<Whole<'_>>) -> PyResult<PyStore> {
+        Ok(self.derived(self.durability, opt(&token, "token")?))
     }
 
     /// The run lease token this store's writes carry, or None.
@@ -76,18 +92,19 @@ impl PyStore {
 
     /// Session `sid`'s run lease as a context manager: ``with store.run_lease(sid) as run:``
     /// (or ``async with``) acquires it, renews it in the background every third of `ttl_ms`
-    /// and releases it when the block ends. Write through ``run.store``: its writes carry the
-    /// lease's token. `owner` defaults to ``host:pid:random``; `wait` (seconds) keeps trying
+    /// (default 30000) and releases it when the block ends. Write through ``run.store``: its
+    /// writes carry the lease's token. `owner` defaults to ``host:pid:random``; `wait` (seconds) keeps trying
     /// while another owner holds the lease, else `Leased` at once.
-    #[pyo3(signature = (sid, owner = None, ttl_ms = 30000, *, wait = None))]
+    #[pyo3(signature = (sid, owner = None, ttl_ms = None, *, wait = None))]
     fn run_lease(
         &self,
         py: Python<'_>,
         sid: String,
         owner: Option<String>,
-        ttl_ms: u64,
+        ttl_ms: Option<Whole<'_>>,
         wait: Option<f64>,
     ) -> PyResult<PyRunLease> {
+        let ttl_ms = opt(&ttl_ms, "ttl_ms")?.unwrap_or(30_000);
         let owner = match owner {
             Some(o) => o,
             None => default_owner(py)?,

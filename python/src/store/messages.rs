@@ -1,6 +1,7 @@
 //! Messages: append (one, many), pop, replace, read, compact, usage.
 
 use super::*;
+use crate::args::{opt, Whole};
 use crate::convert::json_array;
 
 twins! {
@@ -20,22 +21,22 @@ twins! {
         name: Option<String>,
         tool_calls: Option<Bound<'_, PyAny>>,
         tool_call_id: Option<String>,
-        round_index: Option<i64>,
+        round_index: Option<Whole<'_>>,
         meta: Option<Bound<'_, PyAny>>,
         idempotency_key: Option<String>,
-        expect_seq: Option<u64>,
+        expect_seq: Option<Whole<'_>>,
     ) -> u64 {
         let mut m = NewMessage::new(role);
         m.content = content;
         m.name = name;
         m.tool_calls = opt_json(tool_calls.as_ref())?;
         m.tool_call_id = tool_call_id;
-        m.round_index = round_index;
+        m.round_index = opt(&round_index, "round_index")?;
         m.meta = opt_json(meta.as_ref())?;
         has_body(&m, "append")?;
 
         let s = self.s(py)?;
-        let o = options(idempotency_key, expect_seq);
+        let o = options(idempotency_key, opt(&expect_seq, "expect_seq")?);
         async move { s.append_with(&sid, &m, &o).await }
     }
 
@@ -50,7 +51,7 @@ twins! {
         sid: String,
         messages: Vec<Bound<'_, PyAny>>,
         idempotency_key: Option<String>,
-        expect_seq: Option<u64>,
+        expect_seq: Option<Whole<'_>>,
     ) -> Vec<u64> {
         let ms = messages
             .iter()
@@ -58,7 +59,7 @@ twins! {
             .collect::<PyResult<Vec<_>>>()?;
 
         let s = self.s(py)?;
-        let o = options(idempotency_key, expect_seq);
+        let o = options(idempotency_key, opt(&expect_seq, "expect_seq")?);
         async move { s.append_many_with(&sid, &ms, &o).await }
     }
 
@@ -76,9 +77,10 @@ twins! {
         self,
         py,
         sid: String,
-        seq: u64,
+        seq: Whole<'_>,
         message: Bound<'_, PyAny>,
     ) -> () {
+        let seq = seq.get("seq")?;
         let m = message_from_py(&message)?;
         let s = self.s(py)?;
         async move { s.replace_message(&sid, seq, &m).await }
@@ -93,10 +95,10 @@ twins! {
         py,
         sid: String,
         all: bool,
-        after: Option<u64>,
-        last: Option<usize>,
+        after: Option<Whole<'_>>,
+        last: Option<Whole<'_>>,
     ) -> Dicts<agentstate::Message> {
-        let (s, q) = (self.s(py)?, query(all, after, last));
+        let (s, q) = (self.s(py)?, query(all, &after, &last)?);
         async move { s.messages(&sid, q).await.map(Dicts) }
     }
 
@@ -109,10 +111,10 @@ twins! {
         py,
         sid: String,
         all: bool,
-        after: Option<u64>,
-        last: Option<usize>,
+        after: Option<Whole<'_>>,
+        last: Option<Whole<'_>>,
     ) -> Vec<Option<String>> {
-        let (s, q) = (self.s(py)?, query(all, after, last));
+        let (s, q) = (self.s(py)?, query(all, &after, &last)?);
         async move { s.contents(&sid, q).await }
     }
 
@@ -127,10 +129,10 @@ twins! {
         py,
         sid: String,
         all: bool,
-        after: Option<u64>,
-        last: Option<usize>,
+        after: Option<Whole<'_>>,
+        last: Option<Whole<'_>>,
     ) -> Option<String> {
-        let (s, q) = (self.s(py)?, query(all, after, last));
+        let (s, q) = (self.s(py)?, query(all, &after, &last)?);
         async move {
             let contents = s.contents(&sid, q).await?;
             Ok(json_array(contents.iter().flatten().map(String::as_str)))
@@ -138,7 +140,8 @@ twins! {
     }
 
     /// The message with `seq` (any state), or None.
-    fn message / amessage(self, py, sid: String, seq: u64) -> OptJson {
+    fn message / amessage(self, py, sid: String, seq: Whole<'_>) -> OptJson {
+        let seq = seq.get("seq")?;
         let s = self.s(py)?;
         async move { Ok(OptJson(s.message(&sid, seq).await?.map(|m| to_json(&m).0))) }
     }
@@ -150,17 +153,17 @@ twins! {
         self,
         py,
         sid: String,
-        from_seq: u64,
-        to_seq: u64,
+        from_seq: Whole<'_>,
+        to_seq: Whole<'_>,
         note: String,
-        before_tokens: Option<i64>,
-        after_tokens: Option<i64>,
-        round_index: Option<i64>,
+        before_tokens: Option<Whole<'_>>,
+        after_tokens: Option<Whole<'_>>,
+        round_index: Option<Whole<'_>>,
     ) -> (u64, u64) {
-        let mut c = Compaction::new(from_seq, to_seq, note);
-        c.before_tokens = before_tokens;
-        c.after_tokens = after_tokens;
-        c.round_index = round_index;
+        let mut c = Compaction::new(from_seq.get("from_seq")?, to_seq.get("to_seq")?, note);
+        c.before_tokens = opt(&before_tokens, "before_tokens")?;
+        c.after_tokens = opt(&after_tokens, "after_tokens")?;
+        c.round_index = opt(&round_index, "round_index")?;
         let s = self.s(py)?;
         async move { s.compact(&sid, &c).await }
     }
@@ -177,14 +180,18 @@ twins! {
         self,
         py,
         sid: String,
-        round_index: i64,
-        prompt_tokens: i64,
-        completion_tokens: i64,
-        total_tokens: Option<i64>,
+        round_index: Whole<'_>,
+        prompt_tokens: Whole<'_>,
+        completion_tokens: Whole<'_>,
+        total_tokens: Option<Whole<'_>>,
         model: Option<String>,
     ) -> () {
-        let mut u = Usage::new(round_index, prompt_tokens, completion_tokens);
-        u.total_tokens = total_tokens.or(u.total_tokens); // else the sum
+        let mut u = Usage::new(
+            round_index.get("round_index")?,
+            prompt_tokens.get("prompt_tokens")?,
+            completion_tokens.get("completion_tokens")?,
+        );
+        u.total_tokens = opt(&total_tokens, "total_tokens")?.or(u.total_tokens); // else the sum
         u.model = model;
         let s = self.s(py)?;
         async move { s.record_usage(&sid, &u).await }
@@ -229,17 +236,17 @@ fn has_body(m: &NewMessage, what: &str) -> PyResult<()> {
     Ok(())
 }
 
-fn query(all: bool, after: Option<u64>, last: Option<usize>) -> MessageQuery {
+fn query(all: bool, after: &Option<Whole<'_>>, last: &Option<Whole<'_>>) -> PyResult<MessageQuery> {
     let mut q = if all {
         MessageQuery::all()
     } else {
         MessageQuery::active()
     };
-    if let Some(a) = after {
+    if let Some(a) = opt(after, "after")? {
         q = q.after(a);
     }
-    if let Some(n) = last {
+    if let Some(n) = opt(last, "last")? {
         q = q.last(n);
     }
-    q
+    Ok(q)
 }

@@ -30,6 +30,7 @@ mod working;
 
 pub use leases::PyRunLease;
 
+use crate::args::{opt, Whole};
 use crate::bridge::{awaitable, block};
 use crate::consumer::PyConsumer;
 use crate::convert::{py_to_json, to_json, Dicts, Json, OptDict, OptJson};
@@ -119,8 +120,7 @@ macro_rules! constructors {
         /// The connection settings both constructors take. `url` and `prefix` fall back to
         /// `AGENTSTATE_REDIS_URL` / `AGENTSTATE_PREFIX`, then to the defaults (the CLI's
         /// precedence).
-        #[derive(Debug)]
-        struct Settings {
+        struct Settings<'py> {
             $($arg: $ty),*
         }
 
@@ -128,12 +128,12 @@ macro_rules! constructors {
         impl PyStore {
             /// Connects (blocking) to `url` and checks the namespace (`prefix`, `partitions`).
             /// `url` defaults to `AGENTSTATE_REDIS_URL`, else redis://127.0.0.1:6379; `prefix` to
-            /// `AGENTSTATE_PREFIX`, else "as". The `max_*_bytes` limits bound payloads (message
-            /// 1 MiB, working value 512 KiB, state 16 MiB by default).
+            /// `AGENTSTATE_PREFIX`, else "as"; `partitions` to 16. The `max_*_bytes` limits bound
+            /// payloads (message 1 MiB, working value 512 KiB, state 16 MiB by default).
             #[new]
             #[pyo3(signature = $sig)]
             #[allow(clippy::too_many_arguments)]
-            fn new(py: Python<'_>, $($arg: $ty),*) -> PyResult<Self> {
+            fn new<'py>(py: Python<'py>, $($arg: $ty),*) -> PyResult<Self> {
                 let (at, connecting) = Settings { $($arg),* }.connecting()?;
                 block(py, &at, connecting)
             }
@@ -151,18 +151,18 @@ macro_rules! constructors {
 }
 
 constructors! {
-    #[pyo3(signature = (url = None, *, prefix = None, partitions = 16, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
+    #[pyo3(signature = (url = None, *, prefix = None, partitions = None, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
     (
         url: Option<String>,
         prefix: Option<String>,
-        partitions: u32,
+        partitions: Option<Whole<'py>>,
         session_ttl: Option<f64>,
-        pool_size: Option<usize>,
+        pool_size: Option<Whole<'py>>,
         daemon_wait: Option<f64>,
         durable: bool,
-        max_message_bytes: Option<usize>,
-        max_working_value_bytes: Option<usize>,
-        max_state_bytes: Option<usize>,
+        max_message_bytes: Option<Whole<'py>>,
+        max_working_value_bytes: Option<Whole<'py>>,
+        max_state_bytes: Option<Whole<'py>>,
     )
 }
 
@@ -178,7 +178,7 @@ pub fn resolved(url: Option<String>, prefix: Option<String>) -> (String, String)
     )
 }
 
-impl Settings {
+impl Settings<'_> {
     /// The future that connects (a `PyStore` with the chosen durability), and the situation
     /// its errors are worded for: what both constructors run, one blocking on it.
     fn connecting(
@@ -229,11 +229,14 @@ impl Settings {
                 agentstate::test_support::advice::URL_FORMS
             )));
         }
-        let mut c = Config::new(url).prefix(prefix).partitions(self.partitions);
+        let mut c = Config::new(url).prefix(prefix);
+        if let Some(n) = opt(&self.partitions, "partitions")? {
+            c = c.partitions(n);
+        }
         if let Some(t) = self.session_ttl {
             c = c.session_ttl(secs("session_ttl", t)?);
         }
-        if let Some(n) = self.pool_size {
+        if let Some(n) = opt::<usize>(&self.pool_size, "pool_size")? {
             c.pool_size = n.max(1);
         }
         if let Some(w) = self.daemon_wait {
@@ -253,7 +256,7 @@ impl Settings {
             ),
             ("max_state_bytes", self.max_state_bytes, &mut limits.state),
         ] {
-            match given {
+            match opt(&given, name)? {
                 Some(0) => {
                     return Err(PyValueError::new_err(format!(
                         "{name} must be a positive number of bytes"

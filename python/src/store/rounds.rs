@@ -1,6 +1,7 @@
 //! StateService rounds: save and export a user's state.
 
 use super::*;
+use crate::args::{opt, Whole};
 
 twins! {
     impl PyStore;
@@ -14,8 +15,9 @@ twins! {
         user_id: String,
         state: Bound<'_, PyAny>,
         session_id: Option<String>,
-        round_id: Option<u64>,
+        round_id: Option<Whole<'_>>,
     ) -> u64 {
+        let round_id = opt(&round_id, "round_id")?;
         let v = py_to_json(&state)?;
         let s = self.s(py)?;
         async move {
@@ -31,8 +33,9 @@ twins! {
         py,
         user_id: String,
         session_id: Option<String>,
-        round_id: Option<u64>,
+        round_id: Option<Whole<'_>>,
     ) -> OptJson {
+        let round_id = opt(&round_id, "round_id")?;
         let s = self.s(py)?;
         async move {
             s.export_state(&user_id, session_id.as_deref(), round_id)

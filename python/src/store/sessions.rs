@@ -1,6 +1,7 @@
 //! Sessions: create, read (restoring), list, children, touch, archive, close, the pending marker.
 
 use super::*;
+use crate::args::Whole;
 
 twins! {
     impl PyStore;
@@ -77,11 +78,12 @@ twins! {
     fn list_sessions_page / alist_sessions_page(
         self,
         py,
-        limit: usize,
+        limit: Whole<'_>,
         user: Option<String>,
         after: Option<String>,
         prefix: Option<String>,
     ) -> (Vec<String>, Option<String>) {
+        let limit = limit.get("limit")?;
         let s = self.s(py)?;
         async move {
             let mut listing = agentstate::SessionListing::new(limit);

@@ -1,6 +1,7 @@
 //! Working state: versioned values with compare-and-set.
 
 use super::*;
+use crate::args::{opt, Whole};
 
 twins! {
     impl PyStore;
@@ -14,8 +15,9 @@ twins! {
         sid: String,
         key: String,
         value: Bound<'_, PyAny>,
-        if_version: Option<u64>,
+        if_version: Option<Whole<'_>>,
     ) -> u64 {
+        let if_version = opt(&if_version, "if_version")?;
         let v = py_to_json(&value)?;
         let s = self.s(py)?;
         async move { set_working(&s, &sid, &key, &v, if_version).await }
