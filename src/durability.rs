@@ -67,9 +67,10 @@ impl Store {
     /// partition `p`. The caller first blocks on the commit bell from just below `id`'s
     /// millisecond: the commit that covers the entry rings it later, and the bell's entry
     /// names the ids that commit published, so the usual durable write costs this one read.
-    /// A wake that does not cover the entry, or none within [`CHECK_EVERY`], leads to a check
-    /// (the committed id, whether the entry is still in its stream and the bell's last entry,
-    /// one pipeline) and another block from that bell. The daemon trims only below what it
+    /// A wake that does not cover the entry (another commit of the partition) blocks again
+    /// from that ring. At least every [`CHECK_EVERY`] the caller checks instead (the committed
+    /// id, whether the entry is still in its stream and the bell's last entry, one pipeline)
+    /// and blocks again from that bell. The daemon trims only below what it
     /// committed, so an entry that is gone while the committed id is still below it was lost
     /// with Redis' data ([`Error::WriteLost`]), not merely slow
     /// ([`Error::DurabilityTimeout`]). (Were the stream rebuilt and committed past `id`
@@ -117,12 +118,15 @@ impl Store {
         // caller for nothing: it checks and blocks again).
         let mut block_after =
             (!polling).then(|| format!("{}-{}", wanted.0.saturating_sub(1), u64::MAX));
+        // The last time the entry was known to be in its stream: the write put it there.
+        let mut checked = Instant::now();
         loop {
             if let Some(after) = block_after.take() {
                 let left = deadline.saturating_duration_since(Instant::now());
+                let until_check = slice.saturating_sub(checked.elapsed());
                 let woken: redis::RedisResult<Option<StreamReadReply>> = redis::cmd("XREAD")
                     .arg("BLOCK")
-                    .arg(left.min(slice).as_millis().max(1) as u64)
+                    .arg(left.min(until_check).as_millis().max(1) as u64)
                     .arg("STREAMS")
                     .arg(&bell)
                     .arg(after)
@@ -133,18 +137,32 @@ impl Store {
                     Err(e) if e.code() == Some("NOPERM") => polling = true,
                     Err(e) => return Err(e.into()),
                     Ok(reply) => {
-                        let rung = reply.iter().flat_map(|r| &r.keys).flat_map(|k| &k.ids);
+                        let rung: Vec<_> = reply
+                            .iter()
+                            .flat_map(|r| &r.keys)
+                            .flat_map(|k| &k.ids)
+                            .collect();
                         if rung
+                            .iter()
                             .filter_map(|e| e.get::<String>(field))
                             .any(|c| covers(Some(&c)))
                         {
                             return Ok(());
+                        }
+                        // The commit that covers the entry rings after this ring: wait for
+                        // it while no check is due.
+                        if let Some(last) = rung.last() {
+                            if checked.elapsed() < slice && Instant::now() < deadline {
+                                block_after = Some(last.id.clone());
+                                continue;
+                            }
                         }
                     }
                 }
             }
             let (committed, entry, rung): (Option<String>, Vec<redis::Value>, Vec<Entry>) =
                 check.query_async(&mut conn).await?;
+            checked = Instant::now();
             if covers(committed.as_deref()) {
                 return Ok(());
             }
