@@ -16,6 +16,21 @@ use crate::store::Store;
 /// Commands in one partition's batch read ([`SpillDaemon::read_commands`]).
 const READ_COMMANDS: usize = 3;
 
+/// Where a partition's next batch is read from: its lease token and its wal and decisions
+/// cursors.
+pub(super) type ReadPoint = (i64, String, String);
+
+/// A partition's batch read by the daemon's wait ([`SpillDaemon::wait_for_work`]): the
+/// replies of [`SpillDaemon::read_commands`] (its lease, then its wal and decisions entries
+/// after `at`'s cursors), which stand in for that read while the partition is still read
+/// from `at`.
+pub(super) struct Prefetched {
+    /// The lease, the wal entries, the decisions entries.
+    pub(super) reply: Vec<redis::Value>,
+    /// Where they were read from.
+    pub(super) at: ReadPoint,
+}
+
 /// A batch read from Redis, with what its commit reports.
 struct ReadBatch {
     /// The entries and cursors, for the durable tier.
@@ -56,7 +71,8 @@ impl SpillDaemon {
     }
 
     /// [`SpillDaemon::flush_batch`] for several partitions of one Redis node at once (those a
-    /// wait woke for): their reads in one pipeline (each lease with its batch, in order),
+    /// wait woke for): the batches the wait read (`prefetched`), the others' reads in one
+    /// pipeline (each lease with its batch, in order),
     /// their batches in one durable-tier transaction and their publications in one
     /// pipeline, so a wake costs about one commit however many partitions it covers. Returns what each committed, as `flush_batch` does; on an error
     /// that is about one batch (SQLite rejecting an entry) nothing is committed and the
@@ -64,6 +80,7 @@ impl SpillDaemon {
     pub(super) async fn flush_together(
         &mut self,
         parts: &[u32],
+        mut prefetched: HashMap<u32, Prefetched>,
     ) -> Result<Vec<(u32, Option<(usize, usize)>)>> {
         let mut held = Vec::new();
         for &p in parts {
@@ -71,7 +88,13 @@ impl SpillDaemon {
                 held.push(p);
             }
         }
-        let commands = held.iter().flat_map(|&p| self.read_commands(p)).collect();
+        // Holding the lease may have moved where a partition is read from (a new token).
+        prefetched.retain(|&p, f| held.contains(&p) && f.at == self.read_point(p));
+        let commands = held
+            .iter()
+            .filter(|p| !prefetched.contains_key(p))
+            .flat_map(|&p| self.read_commands(p))
+            .collect();
         let mut replies = self
             .store
             .fan_out::<redis::Value>(commands)
@@ -80,7 +103,10 @@ impl SpillDaemon {
         let mut reads = Vec::new();
         let mut done = Vec::new();
         for &p in &held {
-            let reply: Vec<redis::Value> = replies.by_ref().take(READ_COMMANDS).collect();
+            let reply: Vec<redis::Value> = match prefetched.remove(&p) {
+                Some(f) => f.reply,
+                None => replies.by_ref().take(READ_COMMANDS).collect(),
+            };
             match self.read_batch(p, reply).await? {
                 Some(read) if read.counts != (0, 0) => reads.push((p, read)),
                 other => done.push((p, other.map(|r| r.counts))),
@@ -139,6 +165,12 @@ impl SpillDaemon {
             done.push((p, outcome));
         }
         Ok(done)
+    }
+
+    /// Where `p`'s next batch is read from.
+    pub(super) fn read_point(&self, p: u32) -> ReadPoint {
+        let part = &self.parts[p as usize];
+        (part.token, part.wal.clone(), part.decisions.clone())
     }
 
     /// The round trip that reads `p`'s next batch after its cursors, with its lease

@@ -35,6 +35,7 @@ mod restore;
 mod trimmer;
 mod wake;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -388,8 +389,8 @@ impl SpillDaemon {
                     woken = self.wait_for_work(until) => woken,
                 };
                 match woken {
-                    Ok(parts) if parts.is_empty() => continue,
-                    Ok(parts) => self.pass_over(&parts, false).await,
+                    Ok((parts, _)) if parts.is_empty() => continue,
+                    Ok((parts, prefetched)) => self.pass_over(&parts, false, prefetched).await,
                     Err(err) => Err(err),
                 }
             };
@@ -561,19 +562,25 @@ impl SpillDaemon {
             part.restore_due = true;
         }
         let all: Vec<u32> = (0..self.store.keys().partitions()).collect();
-        self.pass_over(&all, true).await
+        self.pass_over(&all, true, HashMap::new()).await
     }
 
-    /// The pass over partitions `parts` (all of them, or those a wait woke for); see
-    /// [`SpillDaemon::pass`]. `full`: a full pass, which trims whatever moved.
-    async fn pass_over(&mut self, parts: &[u32], full: bool) -> Result<PassReport> {
+    /// The pass over partitions `parts` (all of them, or those a wait woke for, with the
+    /// batches it read); see [`SpillDaemon::pass`]. `full`: a full pass, which trims
+    /// whatever moved.
+    async fn pass_over(
+        &mut self,
+        parts: &[u32],
+        full: bool,
+        prefetched: HashMap<u32, flusher::Prefetched>,
+    ) -> Result<PassReport> {
         let mut report = PassReport::default();
         let (mut worked, mut failure, mut unreachable) = (false, None, None);
         // The partitions a wait woke for commit in one transaction; each pass below then
         // goes on from what it committed.
         let mut together = Vec::new();
-        if !full && parts.len() > 1 && !self.store.is_cluster() {
-            together = self.flush_together(parts).await?;
+        if !full && (parts.len() > 1 || !prefetched.is_empty()) && !self.store.is_cluster() {
+            together = self.flush_together(parts, prefetched).await?;
         }
         for &p in parts {
             if self.cancel.is_cancelled() {

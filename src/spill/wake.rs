@@ -2,17 +2,21 @@
 //! wal, decisions and restore-bell streams of the partitions it owns, each from what it has
 //! seen (its committed cursors): the read returns at once while anything waits, and otherwise
 //! at the first write or restore request, so a write is committed as soon as it is
-//! acknowledged and an idle daemon sleeps inside Redis. It blocks on a connection of its own
-//! (one per daemon), so the pool's calls never queue behind it.
+//! acknowledged and an idle daemon sleeps inside Redis. The read returns the entries
+//! themselves, and the partitions' leases are read in the same pipeline right after it, so
+//! the wait is also the batch read of the pass it starts ([`Prefetched`]). It blocks on a
+//! connection of its own (one per daemon), so the pool's calls never queue behind it.
 //!
 //! A cluster cannot serve one read over several slots (CROSSSLOT), and a blocking read per
 //! partition would take a connection each; there the wait is a 50 ms pause, as before.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::streams::StreamReadReply;
+use redis::Value;
 
+use super::flusher::{Prefetched, ReadPoint};
 use super::SpillDaemon;
 use crate::error::Result;
 
@@ -31,10 +35,14 @@ pub(super) struct Waker {
 
 impl SpillDaemon {
     /// Waits at most `max` for work in the partitions this daemon owns: returns those with
-    /// entries past their cursors or a restore request not seen yet, or none when `max`
-    /// passed. Partitions whose last pass failed are left to the next full pass, so an entry
-    /// the durable tier rejects is not retried in a loop.
-    pub(super) async fn wait_for_work(&mut self, max: Duration) -> Result<Vec<u32>> {
+    /// entries past their cursors or a restore request not seen yet (none when `max`
+    /// passed), and the batches the wait read of those with entries. Partitions whose last
+    /// pass failed are left to the next full pass, so an entry the durable tier rejects is
+    /// not retried in a loop.
+    pub(super) async fn wait_for_work(
+        &mut self,
+        max: Duration,
+    ) -> Result<(Vec<u32>, HashMap<u32, Prefetched>)> {
         let watched: Vec<u32> = (0..self.parts.len() as u32)
             .filter(|&p| {
                 let part = &self.parts[p as usize];
@@ -47,28 +55,29 @@ impl SpillDaemon {
             for &p in &watched {
                 self.parts[p as usize].restore_due = true;
             }
-            return Ok(watched);
+            return Ok((watched, HashMap::new()));
         }
         if watched.is_empty() {
             tokio::time::sleep(max).await;
-            return Ok(Vec::new());
+            return Ok(Default::default());
         }
         let keys = self.store.keys();
+        // A batch per stream, as the pass's own read takes.
         let mut read = redis::cmd("XREAD");
         read.arg("COUNT")
-            .arg(1)
+            .arg(self.config.batch_size)
             .arg("BLOCK")
             .arg(max.as_millis().max(1) as u64)
             .arg("STREAMS");
-        // Each stream's key with its partition and whether it is the restore bell, in the
-        // order the read names them: the reply is matched against these.
-        let streams: Vec<(String, u32, bool)> = watched
+        // Each stream's key with its partition and which of its streams it is, in the order
+        // the read names them: the reply is matched against these.
+        let streams: Vec<(String, u32, Kind)> = watched
             .iter()
             .flat_map(|&p| {
                 [
-                    (keys.wal(p), p, false),
-                    (keys.decisions(p), p, false),
-                    (keys.restore_bell(p), p, true),
+                    (keys.wal(p), p, Kind::Wal),
+                    (keys.decisions(p), p, Kind::Decisions),
+                    (keys.restore_bell(p), p, Kind::RestoreBell),
                 ]
             })
             .collect();
@@ -84,6 +93,16 @@ impl SpillDaemon {
             };
             read.arg(&part.wal).arg(&part.decisions).arg(rung);
         }
+        // Where each partition's batch starts: a batch serves the pass only while its
+        // partition is still read from there.
+        let points: Vec<ReadPoint> = watched.iter().map(|&p| self.read_point(p)).collect();
+        // The leases, read after the entries: a lease still held then was held when the
+        // entries were read (a Redis that lost its data lost the lease with them).
+        let mut pipe = redis::pipe();
+        pipe.add_command(read);
+        for &p in &watched {
+            pipe.cmd("GET").arg(keys.lease(p));
+        }
         let mut conn = match self.waker.conn.take() {
             Some(conn) => conn,
             None => {
@@ -94,35 +113,56 @@ impl SpillDaemon {
                     .await?
             }
         };
-        let reply: Option<StreamReadReply> = match read.query_async(&mut conn).await {
+        let mut replies: Vec<Value> = match pipe.query_async(&mut conn).await {
             Err(e) if e.code() == Some("NOPERM") => {
                 tracing::warn!(
                     error = %e,
                     "the Redis user may not run XREAD: the daemon polls its partitions every 50 ms instead of waking on each write; grant +xread (the ACL line in docs/security.md)"
                 );
                 self.waker.refused = true;
-                return Ok(Vec::new());
+                return Ok(Default::default());
             }
             other => other?,
         };
         self.waker.conn = Some(conn);
+        let leases = replies.split_off(1);
+        let read = replies.pop().unwrap_or(Value::Nil);
         let mut woken = Vec::new();
-        for stream in reply.map(|r| r.keys).unwrap_or_default() {
-            let Some(&(_, p, bell)) = streams.iter().find(|(key, ..)| *key == stream.key) else {
+        // Per woken partition: its wal and decisions entries (XRANGE's reply shape).
+        let mut entries: HashMap<u32, [Value; 2]> = HashMap::new();
+        for (key, ids) in stream_replies(read) {
+            let Some(&(_, p, kind)) = streams.iter().find(|(k, ..)| *k == key) else {
                 continue;
             };
-            if bell {
-                let part = &mut self.parts[p as usize];
-                part.restore_due = true;
-                if let Some(last) = stream.ids.last() {
-                    part.rung = last.id.clone();
+            match kind {
+                Kind::RestoreBell => {
+                    let part = &mut self.parts[p as usize];
+                    part.restore_due = true;
+                    let rung: Vec<(String, Value)> = redis::from_redis_value(ids)
+                        .map_err(|e| crate::error::Error::redis(format!("a wake read: {e}")))?;
+                    if let Some((last, _)) = rung.last() {
+                        part.rung = last.clone();
+                    }
+                }
+                Kind::Wal | Kind::Decisions => {
+                    let slot = entries
+                        .entry(p)
+                        .or_insert_with(|| [Value::Array(Vec::new()), Value::Array(Vec::new())]);
+                    slot[usize::from(kind == Kind::Decisions)] = ids;
                 }
             }
             if !woken.contains(&p) {
                 woken.push(p);
             }
         }
-        Ok(woken)
+        let mut prefetched = HashMap::new();
+        for ((p, lease), at) in watched.into_iter().zip(leases).zip(points) {
+            if let Some([wal, decisions]) = entries.remove(&p) {
+                let reply = vec![lease, wal, decisions];
+                prefetched.insert(p, Prefetched { reply, at });
+            }
+        }
+        Ok((woken, prefetched))
     }
 
     /// The longest time between two full passes (leases renewed, shares rebalanced, free
@@ -130,4 +170,35 @@ impl SpillDaemon {
     pub(super) fn pass_every(&self) -> Duration {
         self.config.interval.min(self.config.lease_ttl / 3)
     }
+}
+
+/// Which of a partition's streams a wake read names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Wal,
+    Decisions,
+    RestoreBell,
+}
+
+/// The (stream key, entries) pairs of an `XREAD` reply (RESP2's array of pairs or RESP3's
+/// map; none when the read timed out).
+fn stream_replies(reply: Value) -> Vec<(String, Value)> {
+    let pairs = match reply {
+        Value::Map(pairs) => pairs,
+        Value::Array(items) => items
+            .into_iter()
+            .filter_map(|item| match item {
+                Value::Array(mut pair) if pair.len() == 2 => {
+                    let ids = pair.pop()?;
+                    Some((pair.pop()?, ids))
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    pairs
+        .into_iter()
+        .filter_map(|(key, ids)| Some((redis::from_redis_value::<String>(key).ok()?, ids)))
+        .collect()
 }
