@@ -345,7 +345,8 @@ struct ContentOnly {
 
 impl Store {
     /// Appends a message and returns its seq (one EVALSHA; concurrent writes of this
-    /// process to sessions of one partition share one: group commit).
+    /// process to sessions of one partition share one: group commit). A message needs
+    /// content or tool calls ([`Error::InvalidInput`] otherwise; empty content is content).
     ///
     /// ```no_run
     /// # async fn demo(store: agentstate::Store) -> agentstate::Result<()> {
@@ -395,6 +396,11 @@ impl Store {
     /// A message's stored body (JSON object text): role checked, size within the limit.
     pub(crate) fn message_body(&self, message: &NewMessage) -> Result<String> {
         validate_role(&message.role)?;
+        if message.content.is_none() && message.tool_calls.is_none() {
+            return Err(Error::InvalidInput(
+                "a message needs content or tool_calls (got neither); give empty content for an empty message".into(),
+            ));
+        }
         // Sized for the common message up front: growing from empty reallocated it 4-5 times.
         let guess = 64
             + message.role.len()

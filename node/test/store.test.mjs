@@ -63,6 +63,8 @@ test('bad input: one typed error, with the next step, and nothing written', asyn
     [() => store.append('bad', 'user', 'x', { expectSeq: 7 }), Conflict, /expected 7/],
     [() => store.append('bad', 'user', 'x', { expectSeq: -1 }), InvalidInput, /expectSeq/],
     [() => store.appendMany('bad', [{ role: 'user', content: 'ok' }, { content: 'no role' }]), InvalidInput, /messages\[1\]/],
+    [() => store.append('bad', 'user'), InvalidInput, /needs content or tool_calls/],
+    [() => store.appendMany('bad', [{ role: 'user', content: 'ok' }, { role: 'user' }]), InvalidInput, /needs content or tool_calls/],
     [() => store.createSession({ id: 'bad' }), AlreadyExists, /choose another id/],
     [() => store.append('nobody', 'user', 'x'), UnknownSession, /createSession/],
   ];

@@ -33,7 +33,6 @@ twins! {
         m.tool_call_id = tool_call_id;
         m.round_index = opt(&round_index, "round_index")?;
         m.meta = opt_json(meta.as_ref())?;
-        has_body(&m, "append")?;
 
         let s = self.s(py)?;
         let o = options(idempotency_key, opt(&expect_seq, "expect_seq")?);
@@ -219,21 +218,8 @@ fn options(idempotency_key: Option<String>, expect_seq: Option<u64>) -> AppendOp
 /// Reads one message dict (`role` required; `content`, `name`, `tool_calls`,
 /// `tool_call_id`, `round_index`, `meta` optional).
 pub fn message_from_py(obj: &Bound<'_, PyAny>) -> PyResult<NewMessage> {
-    let m = serde_json::from_value(py_to_json(obj)?)
-        .map_err(|e| errors::InvalidInput::new_err(format!("message: {e}")))?;
-    has_body(&m, "a message dict")?;
-    Ok(m)
-}
-
-/// Refuses a message with neither content nor tool calls, as the CLI's `msg append` does
-/// (nothing is written).
-fn has_body(m: &NewMessage, what: &str) -> PyResult<()> {
-    if m.content.is_none() && m.tool_calls.is_none() {
-        return Err(errors::InvalidInput::new_err(format!(
-            "{what}: a message needs content or tool_calls (got neither); pass content=\"\" for an empty one"
-        )));
-    }
-    Ok(())
+    serde_json::from_value(py_to_json(obj)?)
+        .map_err(|e| errors::InvalidInput::new_err(format!("message: {e}")))
 }
 
 fn query(all: bool, after: &Option<Whole<'_>>, last: &Option<Whole<'_>>) -> PyResult<MessageQuery> {

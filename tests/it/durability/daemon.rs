@@ -48,7 +48,10 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
         let (s, sid, written, stop) = (t.store.clone(), sid.clone(), written.clone(), stop.clone());
         tokio::spawn(async move {
             while !stop.is_cancelled() {
-                let seq = s.append(&sid, &NewMessage::new("user")).await.unwrap();
+                let seq = s
+                    .append(&sid, &NewMessage::new("user").content("m"))
+                    .await
+                    .unwrap();
                 written.store(seq as i64, Ordering::SeqCst);
                 tokio::task::yield_now().await;
             }
@@ -90,7 +93,7 @@ async fn a_standby_takes_over_each_time_the_owner_dies_and_nothing_is_lost_or_ap
     let last = written.load(Ordering::SeqCst);
     let durable = t.store.with_durability(Durability::Durable);
     let seq = durable
-        .append(&sid, &NewMessage::new("user"))
+        .append(&sid, &NewMessage::new("user").content("m"))
         .await
         .unwrap();
     assert_eq!(seq as i64, last + 1);
@@ -248,14 +251,14 @@ async fn sigterm_drains_commits_and_exits_zero() {
         .unwrap();
     for _ in 0..50 {
         t.store
-            .append(&sid, &NewMessage::new("user"))
+            .append(&sid, &NewMessage::new("user").content("m"))
             .await
             .unwrap();
     }
     let durable = t.store.with_durability(Durability::Durable);
     assert_eq!(
         durable
-            .append(&sid, &NewMessage::new("user"))
+            .append(&sid, &NewMessage::new("user").content("m"))
             .await
             .unwrap(),
         51

@@ -109,7 +109,9 @@ async fn closing_a_session_removes_its_tree_from_sqlite(t: TestEnv) {
     create(&t, grandkid, None, Some((linked, Lifecycle::Ephemeral))).await;
     create(&t, detached, None, Some((root, Lifecycle::Detached))).await;
     for sid in [root, linked, grandkid] {
-        s.append(sid, &NewMessage::new("user")).await.unwrap();
+        s.append(sid, &NewMessage::new("user").content("m"))
+            .await
+            .unwrap();
         s.record_decision(sid, &NewDecision::new("d", "r"))
             .await
             .unwrap();

@@ -15,7 +15,9 @@ async fn streams_shrink_only_below_what_sqlite_committed_and_keep_undelivered_de
         .unwrap();
     let p = s.keys().partition(&sid);
     for _ in 0..10 {
-        s.append(&sid, &NewMessage::new("user")).await.unwrap();
+        s.append(&sid, &NewMessage::new("user").content("m"))
+            .await
+            .unwrap();
     }
     let dkey = s.keys().decisions(p);
     let mut c = t.redis();
@@ -73,14 +75,18 @@ async fn streams_shrink_only_below_what_sqlite_committed_and_keep_undelivered_de
         .arg(&first[0].0)
         .query(&mut c)
         .unwrap();
-    s.append(&sid, &NewMessage::new("user")).await.unwrap();
+    s.append(&sid, &NewMessage::new("user").content("m"))
+        .await
+        .unwrap();
     t.flush().await;
     assert_eq!(t.xlen(&dkey), 2);
     // The hard cap trims undelivered decisions too, but only what SQLite holds.
     let capped = agentstate::SpillDaemon::open(t.store.clone(), t.spill_config().decisions_cap(1))
         .await
         .unwrap();
-    s.append(&sid, &NewMessage::new("user")).await.unwrap();
+    s.append(&sid, &NewMessage::new("user").content("m"))
+        .await
+        .unwrap();
     capped.run_once().await.unwrap();
     assert_eq!(t.xlen(&dkey), 1);
 }

@@ -94,7 +94,7 @@ async fn a_password_or_acl_protected_redis_works_with_credentials_in_the_url() {
         }
         assert_eq!(
             store
-                .append("locked", &NewMessage::new("user"))
+                .append("locked", &NewMessage::new("user").content("m"))
                 .await
                 .unwrap(),
             n

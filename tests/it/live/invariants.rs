@@ -314,7 +314,9 @@ async fn graph_log_keys_expire_with_the_sessions_keys() {
     };
     check("after the first put");
     // A refresh is due (ttl_at passed): the next put moves all of them together.
-    s.append("t1", &NewMessage::new("user")).await.unwrap();
+    s.append("t1", &NewMessage::new("user").content("m"))
+        .await
+        .unwrap();
     let _: i64 = t.cmd(&["HSET", &k.meta, "ttl_at", "0"]);
     let before = expiry(&k.meta);
     put.id = "02".into();

@@ -373,7 +373,9 @@ async fn a_session_ttl_applies_to_every_key_and_writes_refresh_it() {
         let _: i64 = t.cmd(&["HSET", &session_key("delta", ""), "ttl_at", "0"]);
         match name {
             "append" => {
-                s.append("delta", &NewMessage::new("user")).await.unwrap();
+                s.append("delta", &NewMessage::new("user").content("m"))
+                    .await
+                    .unwrap();
             }
             "set_working" => {
                 s.set_working("delta", "k", &json!(2)).await.unwrap();
@@ -401,7 +403,9 @@ async fn a_session_ttl_applies_to_every_key_and_writes_refresh_it() {
     for suffix in SESSION_SUFFIXES {
         let _: i64 = t.cmd(&["EXPIRE", &session_key("delta", suffix), "100"]);
     }
-    s.append("delta", &NewMessage::new("user")).await.unwrap();
+    s.append("delta", &NewMessage::new("user").content("m"))
+        .await
+        .unwrap();
     for suffix in SESSION_SUFFIXES {
         let k = session_key("delta", suffix);
         assert!(t.ttl(&k) <= 100, "{k} was refreshed before its time");
@@ -435,11 +439,13 @@ async fn busy_session_ttls_stay_in_the_window_and_refresh_once_per_slack() {
         assert!(std::time::Instant::now() < deadline, "no refresh came");
         match writes % 3 {
             0 => {
-                s.append("busy", &NewMessage::new("user")).await.unwrap();
+                s.append("busy", &NewMessage::new("user").content("m"))
+                    .await
+                    .unwrap();
             }
             1 => {
                 let keyed = AppendOptions::new().idempotency_key(format!("k{writes}"));
-                s.append_with("busy", &NewMessage::new("user"), &keyed)
+                s.append_with("busy", &NewMessage::new("user").content("m"), &keyed)
                     .await
                     .unwrap();
             }

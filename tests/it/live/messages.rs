@@ -182,6 +182,39 @@ async fn last_zero_returns_no_messages() {
 }
 
 #[tokio::test]
+async fn a_message_with_neither_content_nor_tool_calls_is_refused_everywhere_and_writes_nothing() {
+    let t = env().await;
+    let s = &t.store;
+    session_with_messages(&t, 1).await;
+    let bare = NewMessage::new("user");
+    let ok = NewMessage::new("user").content("ok");
+    let refusals = [
+        t.rejected(s.append("s", &bare)).await,
+        t.rejected(s.append_many("s", &[ok.clone(), bare.clone()], None))
+            .await,
+        t.rejected(s.append_checkpointed("s", &bare, None, "l", &json!({})))
+            .await,
+        t.rejected(s.replace_message("s", 1, &bare)).await,
+        t.rejected(s.inbox_put("s", &[("i1", &bare)])).await,
+    ];
+    for err in refusals {
+        assert!(
+            matches!(&err, Error::InvalidInput(m) if m.contains("needs content or tool_calls")),
+            "{err:?}"
+        );
+    }
+    // Empty content is content, and tool calls alone are a message.
+    assert_eq!(
+        s.append("s", &NewMessage::new("user").content(""))
+            .await
+            .unwrap(),
+        2
+    );
+    let call = NewMessage::new("assistant").tool_calls(json!([{"id": "c1"}]));
+    assert_eq!(s.append("s", &call).await.unwrap(), 3);
+}
+
+#[tokio::test]
 async fn a_stale_expected_seq_conflicts_and_appends_nothing() {
     let t = env().await;
     let sid = session_with_messages(&t, 2).await;
@@ -381,7 +414,9 @@ async fn random_compactions_and_queries_agree_with_a_reference_model() {
     for step in 0..120 {
         let n = model.active.len() as u64;
         if n < 3 || next(3) > 0 {
-            s.append("s", &NewMessage::new("user")).await.unwrap();
+            s.append("s", &NewMessage::new("user").content("m"))
+                .await
+                .unwrap();
             model.active.push(true);
         } else {
             let from = 1 + next(n);

@@ -17,7 +17,7 @@ async fn a_script_error_names_its_lua_file_and_line() {
     t.cmd::<()>(&["HDEL", &meta, "ttl_at"]);
     let err = t
         .store
-        .append("s", &NewMessage::new("user"))
+        .append("s", &NewMessage::new("user").content("m"))
         .await
         .unwrap_err()
         .to_string();

@@ -71,7 +71,7 @@ async fn redis_lost_after_a_flush_restores_every_session_exactly(mut t: TestEnv)
     );
     let again = AppendOptions::new().idempotency_key("k2");
     assert_eq!(
-        s.append_with(&sid, &NewMessage::new("user"), &again)
+        s.append_with(&sid, &NewMessage::new("user").content("m"), &again)
             .await
             .unwrap(),
         2
@@ -128,7 +128,7 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
     let s = &t.store;
     // An id the session index never held is unknown at once, with or without a daemon.
     let err = s
-        .append("nobody", &NewMessage::new("user"))
+        .append("nobody", &NewMessage::new("user").content("m"))
         .await
         .unwrap_err();
     assert!(
@@ -147,7 +147,10 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
     .await;
     // The waits are bounded: each call below returns its error (a hang fails the test
     // after support::HANG); how long they take is not asserted (a loaded machine is slow).
-    let err = s.append(&gone, &NewMessage::new("user")).await.unwrap_err();
+    let err = s
+        .append(&gone, &NewMessage::new("user").content("m"))
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, Error::NotLive { ref sid, .. } if *sid == gone),
         "{err:?}"
@@ -155,7 +158,7 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
     let sid = s.create_session(&NewSession::new()).await.unwrap();
     let durable = s.with_durability(Durability::Durable);
     let err = durable
-        .append(&sid, &NewMessage::new("user"))
+        .append(&sid, &NewMessage::new("user").content("m"))
         .await
         .unwrap_err();
     assert!(matches!(err, Error::DurabilityTimeout(_)), "{err:?}");
@@ -225,7 +228,7 @@ async fn concurrent_openers_restore_a_session_once(mut t: TestEnv) {
     let sid = t.store.create_session(&NewSession::new()).await.unwrap();
     for _ in 0..20 {
         t.store
-            .append(&sid, &NewMessage::new("user"))
+            .append(&sid, &NewMessage::new("user").content("m"))
             .await
             .unwrap();
     }
@@ -276,7 +279,7 @@ async fn right_after_redis_restarts_empty_an_opener_waits_for_the_running_daemon
     let durable = t.store.with_durability(agentstate::Durability::Durable);
     assert_eq!(
         durable
-            .append("kept", &NewMessage::new("user"))
+            .append("kept", &NewMessage::new("user").content("m"))
             .await
             .unwrap(),
         6
