@@ -9,8 +9,8 @@
 //!
 //! A write that does not wait ([`Durability::Live`]) is durable only once a daemon runs. So
 //! a store that writes looks for a live daemon heartbeat (`<prefix>:daemons`) on its first
-//! write and then at most every [`DAEMONS_CHECK_EVERY`], off the write's path, and when
-//! there is none the process says so once: a `tracing` warning, and
+//! write (awaited, one round trip) and then at most every [`DAEMONS_CHECK_EVERY`] in the
+//! background, and when there is none the process says so once: a `tracing` warning, and
 //! [`take_durability_warning`] for a front end that shows it its own way (Python logs it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
