@@ -25,9 +25,9 @@ test('createSession resolves to the id; append to gapless seqs; loadMessages to 
   assert.equal(await store.append('basic', 'user', 'hello'), 1);
   assert.equal(await store.append('basic', 'assistant', 'hi', { meta: { t: 1 }, idempotencyKey: 'k1' }), 2);
   assert.equal(await store.append('basic', 'assistant', 'hi', { idempotencyKey: 'k1' }), 2, 'a repeat returns the original seq');
-  assert.deepEqual(await store.appendMany('basic', [{ role: 'tool', content: 'x', toolCallId: 'c1' }, { role: 'user' }]), [3, 4]);
+  assert.deepEqual(await store.appendMany('basic', [{ role: 'tool', content: 'x', toolCallId: 'c1' }, { role: 'assistant', toolCalls: [{ id: 'c2' }] }]), [3, 4]);
   const ms = await store.loadMessages('basic');
-  assert.deepEqual(ms.map((m) => [m.seq, m.role, m.content]), [[1, 'user', 'hello'], [2, 'assistant', 'hi'], [3, 'tool', 'x'], [4, 'user', undefined]]);
+  assert.deepEqual(ms.map((m) => [m.seq, m.role, m.content]), [[1, 'user', 'hello'], [2, 'assistant', 'hi'], [3, 'tool', 'x'], [4, 'assistant', undefined]]);
   assert.equal(ms[2].toolCallId, 'c1');
   assert.deepEqual(ms[1].meta, { t: 1 });
   assert.deepEqual(await store.contents('basic', { last: 2 }), ['x', null]);
