@@ -16,7 +16,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 
-use super::flusher::{Prefetched, ReadPoint};
+use super::flusher::Prefetched;
 use super::SpillDaemon;
 use crate::error::Result;
 
@@ -93,9 +93,6 @@ impl SpillDaemon {
             };
             read.arg(&part.wal).arg(&part.decisions).arg(rung);
         }
-        // Where each partition's batch starts: a batch serves the pass only while its
-        // partition is still read from there.
-        let points: Vec<ReadPoint> = watched.iter().map(|&p| self.read_point(p)).collect();
         // The leases, read after the entries: a lease still held then was held when the
         // entries were read (a Redis that lost its data lost the lease with them).
         let mut pipe = redis::pipe();
@@ -130,7 +127,9 @@ impl SpillDaemon {
         let mut woken = Vec::new();
         // Per woken partition: its wal and decisions entries (XRANGE's reply shape).
         let mut entries: HashMap<u32, [Value; 2]> = HashMap::new();
-        for (key, ids) in stream_replies(read) {
+        let read: Vec<(String, Value)> = redis::from_redis_value(read)
+            .map_err(|e| crate::error::Error::redis(format!("a wake read: {e}")))?;
+        for (key, ids) in read {
             let Some(&(_, p, kind)) = streams.iter().find(|(k, ..)| *k == key) else {
                 continue;
             };
@@ -155,10 +154,13 @@ impl SpillDaemon {
                 woken.push(p);
             }
         }
+        // Each batch with where it was read from (the cursors the read named, unchanged
+        // since): it serves the pass only while its partition is still read from there.
         let mut prefetched = HashMap::new();
-        for ((p, lease), at) in watched.into_iter().zip(leases).zip(points) {
+        for (p, lease) in watched.into_iter().zip(leases) {
             if let Some([wal, decisions]) = entries.remove(&p) {
                 let reply = vec![lease, wal, decisions];
+                let at = self.read_point(p);
                 prefetched.insert(p, Prefetched { reply, at });
             }
         }
@@ -178,27 +180,4 @@ enum Kind {
     Wal,
     Decisions,
     RestoreBell,
-}
-
-/// The (stream key, entries) pairs of an `XREAD` reply (RESP2's array of pairs or RESP3's
-/// map; none when the read timed out).
-fn stream_replies(reply: Value) -> Vec<(String, Value)> {
-    let pairs = match reply {
-        Value::Map(pairs) => pairs,
-        Value::Array(items) => items
-            .into_iter()
-            .filter_map(|item| match item {
-                Value::Array(mut pair) if pair.len() == 2 => {
-                    let ids = pair.pop()?;
-                    Some((pair.pop()?, ids))
-                }
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    pairs
-        .into_iter()
-        .filter_map(|(key, ids)| Some((redis::from_redis_value::<String>(key).ok()?, ids)))
-        .collect()
 }
