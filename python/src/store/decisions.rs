@@ -55,8 +55,8 @@ twins! {
         block: f64,
         count: Option<Whole<'_>>,
     ) -> PyConsumer {
-        let max_deliveries = opt(&max_deliveries, "max_deliveries")?.unwrap_or(5);
-        let count = opt(&count, "count")?.unwrap_or(100);
+        let max_deliveries = opt(&max_deliveries, "max_deliveries")?;
+        let count = opt(&count, "count")?;
         let o = consumer_options(from_start, min_idle, max_deliveries, block, count)?;
         let s = self.s(py)?;
         let store = self.derived(self.durability, self.fence);
@@ -93,21 +93,27 @@ fn new_decision(
     d
 }
 
+/// A consumer's options: `max_deliveries` and `count` keep the core's defaults when not given.
 fn consumer_options(
     from_start: bool,
     min_idle: f64,
-    max_deliveries: u32,
+    max_deliveries: Option<u32>,
     block: f64,
-    count: usize,
+    count: Option<usize>,
 ) -> PyResult<ConsumerOptions> {
-    Ok(ConsumerOptions::new()
+    let mut o = ConsumerOptions::new()
         .start(if from_start {
             StartFrom::Beginning
         } else {
             StartFrom::Now
         })
         .min_idle(secs("min_idle", min_idle)?)
-        .max_deliveries(max_deliveries)
-        .block(secs("block", block)?)
-        .count(count))
+        .block(secs("block", block)?);
+    if let Some(n) = max_deliveries {
+        o = o.max_deliveries(n);
+    }
+    if let Some(n) = count {
+        o = o.count(n);
+    }
+    Ok(o)
 }

@@ -93,8 +93,8 @@ impl PyStore {
     /// Session `sid`'s run lease as a context manager: ``with store.run_lease(sid) as run:``
     /// (or ``async with``) acquires it, renews it in the background every third of `ttl_ms`
     /// (default 30000) and releases it when the block ends. Write through ``run.store``: its
-    /// writes carry the lease's token. `owner` defaults to ``host:pid:random``; `wait` (seconds) keeps trying
-    /// while another owner holds the lease, else `Leased` at once.
+    /// writes carry the lease's token. `owner` defaults to ``host:pid:random``; `wait`
+    /// (seconds) keeps trying while another owner holds the lease, else `Leased` at once.
     #[pyo3(signature = (sid, owner = None, ttl_ms = None, *, wait = None))]
     fn run_lease(
         &self,
