@@ -343,12 +343,31 @@ local function store_checkpoint(sid, id, label, payload, meta, created)
   return redis.call('XADD', KEYS[9], '*', 'op', 'checkpoint', 'id', sid, 'd', record)
 end
 
--- Stored message element: seq, state and created_at first, then the caller's object body,
--- given as its tail (see bad_message_body). `seq` and `created_at` are decimal text or
--- numbers (text is cheaper: a number is formatted by libc's %.14g; see clock()).
-local function message_element(seq, state, created_at, tail)
-  return '{"seq":' .. seq .. ',"state":"' .. state .. '","created_at":' .. created_at .. ','
-    .. tail
+-- Stored message element: `at` (the append time, ms) first, then the caller's object body,
+-- given as its tail (see bad_message_body). `at` is decimal text or a number (text is
+-- cheaper: a number is formatted by libc's %.14g; see clock()). A message's seq is its list
+-- index + 1 and its state is in the meta's `compacted`, so neither is stored in it: each
+-- took 20 to 30 bytes of every message in Redis, the wal and the durable tier.
+local function message_element(at, tail)
+  return '{"at":' .. at .. ',' .. tail
+end
+
+-- The append time of a stored `element`, as decimal text: `at` of message_element, or
+-- `created_at` of an element an earlier build stored (`{"seq":..,"state":..,"created_at":..`,
+-- still in the durable tier and restored from it).
+local function element_time(element)
+  return string.match(element, '^{"at":(%d+),')
+    or string.match(element, '^{"seq":%d+,"state":"[a-z_]+","created_at":(%d+),')
+end
+
+-- True when `seq` lies in one of the meta `compacted` ranges ("a-b,c-d"; nil or '': none).
+local function is_compacted(compacted, seq)
+  for a, b in string.gmatch(compacted or '', '(%d+)-(%d+)') do
+    if seq >= tonumber(a) and seq <= tonumber(b) then
+      return true
+    end
+  end
+  return false
 end
 
 
@@ -358,13 +377,14 @@ end
 -- (append_message.lua, a session_batch.lua item), append_messages.lua and
 -- append_checkpointed.lua call it once their checks passed; the caller advances next_seq and
 -- refreshes the TTLs. `created` (nil or a list) gains the key indexes this call created, for
--- refresh_ttl. `log` nil: the record is a wal entry of its own (XADD to k[9]: op, id, d, k),
--- whose id is returned; a list: the record is added to it as the field and value it has in a
--- batch entry (see log_messages), for the caller to write with the others of its batch, and
--- nil is returned. Returns the wal entry id (or nil) and `created`.
+-- refresh_ttl. The record is the field and value it has in a batch entry (see log_messages),
+-- which carries its seq (the element does not). `log` nil: the record is a batch entry of
+-- its own in k[9], whose id is returned; a list: the record is added to it, for the caller
+-- to write with the others of its batch, and nil is returned. Returns the wal entry id (or
+-- nil) and `created`.
 -- @include message_element
 local function write_message(k, sid, seq, tail, idem, now_text, created, log)
-  local element = message_element(seq, 'active', now_text, tail)
+  local element = message_element(now_text, tail)
   if redis.call('RPUSH', k[3], element) == 1 then
     created = created or {}
     table.insert(created, 3)
@@ -374,19 +394,16 @@ local function write_message(k, sid, seq, tail, idem, now_text, created, log)
     created = created or {}
     table.insert(created, 5)
   end
+  local field = 'msg ' .. sid .. ' ' .. seq
+  if idem ~= '' then
+    field = field .. ' ' .. idem
+  end
   if log then
     local n = #log
-    if idem == '' then
-      log[n + 1], log[n + 2] = 'msg ' .. sid .. ' ' .. seq, element
-    else
-      log[n + 1], log[n + 2] = 'msg ' .. sid .. ' ' .. seq .. ' ' .. idem, element
-    end
+    log[n + 1], log[n + 2] = field, element
     return nil, created
   end
-  if idem == '' then
-    return redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element), created
-  end
-  return redis.call('XADD', k[9], '*', 'op', 'msg', 'id', sid, 'd', element, 'k', idem), created
+  return redis.call('XADD', k[9], '*', 'op', 'batch', field, element), created
 end
 
 -- Writes the `msg` records `log` gathered (write_message's field/value pairs, in order) as

@@ -2,7 +2,7 @@
   append_message: allocate the next seq and append one message; log it to the wal.
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
-  ARGV[2] message body: a JSON object without seq/state/created_at (validated by the caller),
+  ARGV[2] message body: a JSON object without `at` (validated by the caller),
           without its opening brace (see bad_message_body in _prelude)
   ARGV[3] idempotency key or '' (a repeated key returns the original seq and writes nothing)
   ARGV[4] expected seq or '' (the seq the caller believes comes next)

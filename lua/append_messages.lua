@@ -11,7 +11,7 @@
           first seq and writes nothing. It is stored on the first message only (its seq is
           what a repeat returns), so it is spilled, restored and dropped by a pop of that
           message as an append's key is.
-  ARGV[6..] message bodies: JSON objects without seq/state/created_at (validated by the
+  ARGV[6..] message bodies: JSON objects without `at` (validated by the
             caller), each without its opening brace (see bad_message_body in _prelude)
   Returns: {first seq, the (last) wal entry id ('' for a repeat)}
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, CONFLICT <expected> <next seq>, FENCED

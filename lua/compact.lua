@@ -1,17 +1,18 @@
 --[[
-  compact: mark messages [from, to] compacted_out and append a system compact_note in one
-  step; record the compaction in the audit list; log both to the wal.
+  compact: mark messages [from, to] compacted_out (in the meta's `compacted`, the one record
+  of a message's state) and append a system compact_note in one step; record the compaction
+  in the audit list; log both to the wal.
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
   ARGV[2] from seq (>= 1)         ARGV[3] to seq (>= from, < next seq)
-  ARGV[4] note body: JSON object without seq/state/created_at, without its opening brace
+  ARGV[4] note body: JSON object without `at`, without its opening brace
           (see bad_message_body in _prelude)
   ARGV[5] before_tokens or ''     ARGV[6] after_tokens or ''   ARGV[7] round_index or ''
   ARGV[8] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: {compact_seq, note_seq, wal entry id}
   Errors:  NO_SESSION, BAD_RANGE <from> <to> <why>, FENCED
-  Invariant: meta `compacted` lists the merged compacted ranges ("a-b,c-d", ascending) and
-  agrees with the state of every element; load_messages relies on it.
+  Invariant: meta `compacted` lists the merged compacted ranges ("a-b,c-d", ascending); the
+  elements are not rewritten. load_messages and replace_message read a state from it.
   Atomic: every check runs before the first write.
 ]]
 -- @include clock, fail, refresh_ttl, json_num_or_null, message_element, merge_compacted
@@ -30,21 +31,11 @@ if from < 1 or to < from or to >= next_seq then
   return fail('BAD_RANGE', ARGV[2] .. ' ' .. ARGV[3] .. ' must satisfy 1 <= from <= to <= ' .. (next_seq - 1))
 end
 local now, now_text = clock()
--- mark the range
-local elements = redis.call('LRANGE', KEYS[3], from - 1, to - 1)
-for i, element in ipairs(elements) do
-  local seq = from + i - 1
-  local active = '{"seq":' .. seq .. ',"state":"active"'
-  if string.sub(element, 1, #active) == active then
-    redis.call('LSET', KEYS[3], seq - 1,
-      '{"seq":' .. seq .. ',"state":"compacted_out"' .. string.sub(element, #active + 1))
-  end
-end
 -- the note and the audit record
 local note_seq = next_seq
 -- absent while 0 (META_DEFAULTS in _prelude)
 local compact_seq = tonumber(meta[3] or 0) + 1
-local note = message_element(note_seq, 'active', now_text, ARGV[4])
+local note = message_element(now_text, ARGV[4])
 redis.call('RPUSH', KEYS[3], note)
 redis.call('HSET', KEYS[1], 'next_seq', note_seq + 1, 'last_compact_seq', compact_seq,
   'compacted', merge_compacted(meta[4], from, to), 'updated_at', now)
@@ -54,6 +45,6 @@ local record = '{"compact_seq":' .. compact_seq .. ',"note_seq":' .. note_seq
   .. ',"round_index":' .. json_num_or_null(ARGV[7]) .. ',"created_at":' .. now .. '}'
 local first_audit = redis.call('RPUSH', KEYS[6], record) == 1
 refresh_ttl(KEYS, meta[2], now, meta[5], first_audit and {6} or nil)
-redis.call('XADD', KEYS[9], '*', 'op', 'msg', 'id', ARGV[1], 'd', note)
+redis.call('XADD', KEYS[9], '*', 'op', 'batch', 'msg ' .. ARGV[1] .. ' ' .. note_seq, note)
 local id = redis.call('XADD', KEYS[9], '*', 'op', 'compact', 'id', ARGV[1], 'd', record)
 return {compact_seq, note_seq, id}

@@ -8,7 +8,7 @@
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
   ARGV[1] session id   ARGV[2] size limit of one message body, bytes
-  ARGV[3..] pairs: item id, message body (a JSON object without seq/state/created_at,
+  ARGV[3..] pairs: item id, message body (a JSON object without `at`,
             validated by the caller)
   Returns: {wal entry id or '' (nothing added), then per item, in order, 1 when it was
            added, 0 when the inbox held it already}

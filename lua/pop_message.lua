@@ -4,8 +4,9 @@
   KEYS[1..9] session keys (see _prelude)
   ARGV[1] session id
   ARGV[2] run lease token or '' (fenced in _prelude: a stale one writes nothing)
-  Returns: {removed element, wal entry id}, or {} when the session has no message (nothing
-           written)
+  Returns: {removed element, wal entry id, its seq}, or {} when the session has no message
+           (nothing written). The removed message is active: it is after the latest
+           compaction's note, which cannot be popped.
   Errors:  NO_SESSION, BAD_RANGE <seq> <seq> <why> (the newest message is the note of the
            latest compaction: pop would leave the audit pointing at nothing), FENCED
   Invariant: seqs stay 1..next_seq-1 without gaps (seq s is list index s-1); idempotency
@@ -44,4 +45,4 @@ end
 refresh_ttl(KEYS, meta[2], now, meta[3])
 local id = redis.call('XADD', KEYS[9], '*', 'op', 'msg_pop', 'id', ARGV[1],
   'd', '{"seq":' .. seq .. ',"updated_at":' .. now .. '}')
-return {element, id}
+return {element, id, seq}

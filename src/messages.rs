@@ -10,10 +10,11 @@ use crate::scripts::{self, LoadMode};
 use crate::store::Store;
 
 /// Whether a message is part of the active history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageState {
     /// Loaded by `load active`.
+    #[default]
     Active,
     /// Replaced by a compact note; kept for `load all` and the audit.
     CompactedOut,
@@ -88,19 +89,24 @@ impl NewMessage {
     }
 }
 
-/// A stored message: the appended fields plus `seq`, `state` and `created_at`, in the order
-/// they are stored (the JSON of a message is the Redis list element itself).
+/// A stored message: the appended fields plus `seq`, `state` and `created_at`.
 ///
-/// The fields of [`NewMessage`] are spelled out here rather than `#[serde(flatten)]`ed:
-/// flatten makes serde buffer every element before decoding it, and decoding messages is
-/// the hot read path (loading a history).
+/// The Redis list element (and the durable tier's row) holds the appended fields after `at`,
+/// the append time: a message's seq is its position and its state is in the session's
+/// compacted ranges, so the reader sets both (an element an earlier build stored holds
+/// `seq`, `state` and `created_at`, and reads the same). The fields of [`NewMessage`] are
+/// spelled out here rather than `#[serde(flatten)]`ed: flatten makes serde buffer every
+/// element before decoding it, and decoding messages is the hot read path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// Position in the session, 1-based, gapless.
+    #[serde(default)]
     pub seq: u64,
     /// Active or compacted out.
+    #[serde(default)]
     pub state: MessageState,
-    /// Append time, ms since the epoch (Redis clock).
+    /// Append time, ms since the epoch (Redis clock); `at` in a stored element.
+    #[serde(alias = "at")]
     pub created_at: i64,
     /// `system`, `user`, `assistant`, `tool`, ...
     pub role: String,
@@ -335,6 +341,69 @@ fn decode_elements<T: serde::de::DeserializeOwned>(elements: &[String]) -> Resul
     }
 }
 
+/// A `load_messages.lua` reply: the elements, the seqs they have (ascending ranges
+/// `a-b,c-d`) and the session's compacted ranges among them (same form).
+struct Loaded {
+    elements: Vec<String>,
+    spans: String,
+    compacted: String,
+}
+
+impl Loaded {
+    /// Splits the reply: the elements, then the spans, then the compacted ranges.
+    fn from_reply(mut reply: Vec<String>) -> Result<Loaded> {
+        match (reply.pop(), reply.pop()) {
+            (Some(compacted), Some(spans)) => Ok(Loaded {
+                elements: reply,
+                spans,
+                compacted,
+            }),
+            _ => Err(Error::MalformedJson {
+                what: "message load reply",
+                detail: "the reply lacks the seqs and ranges load_messages.lua ends it with".into(),
+            }),
+        }
+    }
+
+    /// The elements decoded, each given its seq and state.
+    fn messages(&self) -> Result<Vec<Message>> {
+        let mut messages: Vec<Message> = decode_elements(&self.elements)?;
+        let compacted: Vec<(u64, u64)> = ranges(&self.compacted).collect();
+        let mut seqs = ranges(&self.spans).flat_map(|(a, b)| a..=b);
+        for m in &mut messages {
+            m.seq = seqs.next().ok_or_else(|| self.miscounted())?;
+            m.state = if compacted.iter().any(|&(a, b)| (a..=b).contains(&m.seq)) {
+                MessageState::CompactedOut
+            } else {
+                MessageState::Active
+            };
+        }
+        if seqs.next().is_some() {
+            return Err(self.miscounted());
+        }
+        Ok(messages)
+    }
+
+    fn miscounted(&self) -> Error {
+        Error::MalformedJson {
+            what: "message load reply",
+            detail: format!(
+                "{} elements for the seqs {:?}",
+                self.elements.len(),
+                self.spans
+            ),
+        }
+    }
+}
+
+/// The ranges of `a-b,c-d` (malformed parts skipped: the scripts write this form).
+fn ranges(text: &str) -> impl Iterator<Item = (u64, u64)> + '_ {
+    text.split(',').filter_map(|r| {
+        let (a, b) = r.split_once('-')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    })
+}
+
 /// A stored message element read for its content alone: serde skips the other fields
 /// without building them.
 #[derive(Deserialize)]
@@ -485,12 +554,17 @@ impl Store {
         let keys = self.session_keys(sid)?;
         let call = scripts::pop_message(&keys, sid, self.fence());
         let reply: Vec<String> = self.invoke_session(sid, &call).await?;
-        let [element, wal_id] = <[String; 2]>::try_from(reply).unwrap_or_default();
+        let [element, wal_id, seq] = <[String; 3]>::try_from(reply).unwrap_or_default();
         if wal_id.is_empty() {
             return Ok(None);
         }
         self.settle(keys.partition, &wal_id).await?;
-        Ok(Some(serde_json::from_str(&element)?))
+        let loaded = Loaded {
+            elements: vec![element],
+            spans: format!("{seq}-{seq}"),
+            compacted: String::new(),
+        };
+        Ok(loaded.messages()?.pop())
     }
 
     /// Replaces the content of active message `seq` (a redaction, an edit): role, content,
@@ -508,7 +582,7 @@ impl Store {
 
     /// Loads messages in seq order (one EVALSHA); active ones unless `query.all`.
     pub async fn messages(&self, sid: &str, query: MessageQuery) -> Result<Vec<Message>> {
-        decode_elements(&self.message_elements(sid, query).await?)
+        self.message_elements(sid, query).await?.messages()
     }
 
     /// The contents of the messages [`Store::messages`] loads (`None` for one without
@@ -516,15 +590,15 @@ impl Store {
     /// message's content. Each element is decoded for its content alone (the other fields
     /// are skipped, not built).
     pub async fn contents(&self, sid: &str, query: MessageQuery) -> Result<Vec<Option<String>>> {
-        let elements = self.message_elements(sid, query).await?;
-        Ok(decode_elements::<ContentOnly>(&elements)?
+        let loaded = self.message_elements(sid, query).await?;
+        Ok(decode_elements::<ContentOnly>(&loaded.elements)?
             .into_iter()
             .map(|m| m.content)
             .collect())
     }
 
     /// The stored elements `query` selects (one EVALSHA).
-    async fn message_elements(&self, sid: &str, query: MessageQuery) -> Result<Vec<String>> {
+    async fn message_elements(&self, sid: &str, query: MessageQuery) -> Result<Loaded> {
         let keys = self.session_keys(sid)?;
         let (after, last) = (query.after.unwrap_or(0), query.last.map(|n| n as u64));
         let mode = if query.all {
@@ -533,14 +607,15 @@ impl Store {
             LoadMode::Active { after, last }
         };
         let call = scripts::load_messages(&keys, sid, mode);
-        self.invoke_session(sid, &call).await
+        Loaded::from_reply(self.invoke_session(sid, &call).await?)
     }
 
     /// The message with `seq`, whatever its state; `None` when there is none.
     pub async fn message(&self, sid: &str, seq: u64) -> Result<Option<Message>> {
         let keys = self.session_keys(sid)?;
         let call = scripts::load_messages(&keys, sid, LoadMode::One(seq));
-        Ok(decode_elements(&self.invoke_session::<Vec<String>>(sid, &call).await?)?.pop())
+        let reply = self.invoke_session(sid, &call).await?;
+        Ok(Loaded::from_reply(reply)?.messages()?.pop())
     }
 
     /// Marks `[from_seq, to_seq]` compacted out and appends a system `compact_note` in one

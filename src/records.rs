@@ -67,11 +67,12 @@ pub enum WalOp {
     SessionUpdate,
     /// `session_close`: `d` = `{cascade}`.
     SessionClose,
-    /// `msg`: `d` = the stored message element; `k` = its idempotency key.
+    /// `msg`: `d` = the stored message element; `seq` its seq; `k` = its idempotency key.
     Msg,
     /// `msg_pop`: `d` = `{seq, updated_at}` — the newest message, `seq`, was removed.
     MsgPop,
-    /// `msg_replace`: `d` = the message's new element (same seq, state and created_at).
+    /// `msg_replace`: `d` = the message's new element (same seq, state and append time); `seq`
+    /// its seq.
     MsgReplace,
     /// `compact`: `d` = the compaction audit record.
     Compact,
@@ -153,11 +154,11 @@ impl WalOp {
 pub const BATCH_OP: &str = "batch";
 
 /// One record of the `wal`: what one write did. A classic entry is one record, fields `op`,
-/// `id` (session id, or user id for user and round records), `d` (JSON) and, for messages
-/// with an idempotency key, `k`. A batch entry (`op` = [`BATCH_OP`]) holds the `msg` records
-/// of one script, in order, after its `op` field: each record is one field, `msg <sid>
-/// <seq>` or `msg <sid> <seq> <idempotency key>`, whose value is the message element (`d`).
-/// See docs/architecture-key-protocol.md, "wal records".
+/// `id` (session id, or user id for user and round records), `d` (JSON) and, in a `msg` an
+/// earlier build wrote, `k`. A batch entry (`op` = [`BATCH_OP`]) holds the `msg` and
+/// `msg_replace` records of one script, in order, after its `op` field: each record is one
+/// field, `<op> <sid> <seq>` or `msg <sid> <seq> <idempotency key>`, whose value is the
+/// message element (`d`). See docs/architecture-key-protocol.md, "wal records".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalRecord<'a> {
     /// Stream entry id (shared by the records of one entry).
@@ -170,6 +171,9 @@ pub struct WalRecord<'a> {
     pub subject: &'a str,
     /// The record's JSON.
     pub d: &'a str,
+    /// The message's seq, for a message record of a batch entry (a message element does not
+    /// hold it).
+    pub seq: Option<u64>,
     /// Idempotency key of a `msg`.
     pub idem_key: Option<&'a str>,
 }
@@ -201,6 +205,7 @@ impl<'a> WalRecord<'a> {
                 op_text,
                 subject: field("id")?,
                 d: field("d")?,
+                seq: None,
                 idem_key: field("k").ok(),
             }]);
         }
@@ -209,7 +214,7 @@ impl<'a> WalRecord<'a> {
             .filter(|(name, _)| name != "op")
             .map(|(name, d)| {
                 let mut words = name.split(' ');
-                let (Some(op_text), Some(subject), Some(_seq), key, None) = (
+                let (Some(op_text), Some(subject), Some(third), key, None) = (
                     words.next(),
                     words.next(),
                     words.next(),
@@ -226,6 +231,8 @@ impl<'a> WalRecord<'a> {
                     op_text,
                     subject,
                     d,
+                    // an `inbox` record's third word is its item id
+                    seq: third.parse().ok(),
                     idem_key: key,
                 })
             })
@@ -402,9 +409,10 @@ mod tests {
                 written.insert(part.split('\'').next().unwrap().to_string());
             }
             // the records of a batch entry (write_message's fields `msg <sid> <seq>`, the
-            // inbox scripts' `inbox <sid> <item id>`)
+            // inbox scripts' `inbox <sid> <item id>`, a lone `msg_replace <sid> <seq>`)
             for form in [
-                "log[n + 1], log[n + 2] = '",
+                "local field = '",
+                "'op', 'batch', '",
                 "log[#log + 1], log[#log + 2] = '",
             ] {
                 for part in text.split(form).skip(1) {

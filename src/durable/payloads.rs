@@ -24,12 +24,14 @@ pub(crate) struct CreateRecord<'a> {
     pub created_at: i64,
 }
 
-/// `msg` / `msg_replace`: the message's seq and time.
+/// `msg` / `msg_replace`: the message's element, read for its append time (`at`; an
+/// element an earlier build wrote has `created_at`, and its `seq`, which its record did not).
 #[derive(Deserialize)]
 pub(crate) struct Stamped {
     #[serde(default)]
-    pub seq: i64,
-    pub created_at: i64,
+    pub seq: Option<u64>,
+    #[serde(alias = "created_at")]
+    pub at: i64,
 }
 
 /// `msg_pop`: the removed seq and when.

@@ -402,6 +402,16 @@ pub(crate) fn removal_changes(removal: &Removal) -> Vec<Change<'_>> {
     }
 }
 
+/// The seq of a `msg` or `msg_replace` record: its batch field's, or the element's own in a
+/// classic record an earlier build wrote (whose element still held its seq).
+fn message_seq(record: &WalRecord<'_>, element: &Stamped) -> Result<i64> {
+    record
+        .seq
+        .or(element.seq)
+        .map(|seq| seq as i64)
+        .ok_or_else(|| Error::InvalidInput(format!("{} record without a seq", record.op_text)))
+}
+
 /// The interpreter's state while it walks a batch.
 struct Planner<'a> {
     batch: &'a Batch,
@@ -458,11 +468,11 @@ impl<'a> Planner<'a> {
                 let m: Stamped = serde_json::from_str(d)?;
                 self.run.push(MessageRow {
                     session: subject,
-                    seq: m.seq,
+                    seq: message_seq(record, &m)?,
                     element: d,
                     idem_key: record.idem_key,
                 });
-                self.touch(subject, m.created_at);
+                self.touch(subject, m.at);
             }
             WalOp::MsgPop => {
                 let r: PopRecord = serde_json::from_str(d)?;
@@ -476,7 +486,7 @@ impl<'a> Planner<'a> {
                 let m: Stamped = serde_json::from_str(d)?;
                 self.push(Change::ReplaceElement {
                     session: subject,
-                    seq: m.seq,
+                    seq: message_seq(record, &m)?,
                     element: d,
                 });
                 self.touch(subject, stream_id_ms(record.entry_id) as i64);
@@ -667,12 +677,17 @@ mod tests {
         )
     }
 
+    /// A `msg` record as the scripts write it: a batch entry whose field names the seq.
     fn msg(id: &str, sid: &str, seq: i64, at: i64) -> WalEntry {
-        entry(
-            id,
-            "msg",
-            sid,
-            &format!(r#"{{"seq":{seq},"state":"active","created_at":{at},"role":"user"}}"#),
+        (
+            id.to_string(),
+            vec![
+                ("op".into(), "batch".into()),
+                (
+                    format!("msg {sid} {seq}"),
+                    format!(r#"{{"at":{at},"role":"user"}}"#),
+                ),
+            ],
         )
     }
 
@@ -702,8 +717,25 @@ mod tests {
         let kept: Vec<(i64, &str)> = rows.iter().map(|r| (r.seq, r.element)).collect();
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].0, 2);
-        assert_eq!(kept[1], (1, b.wal[2].1[2].1.as_str()));
+        assert_eq!(kept[1], (1, b.wal[2].1[1].1.as_str()));
         assert_eq!(touched, &vec![("s", 30)]);
+    }
+
+    /// A wal written by an earlier build: a classic `msg` record whose element holds its seq,
+    /// state and `created_at`.
+    #[test]
+    fn a_classic_message_record_takes_its_seq_and_time_from_its_element() {
+        let old = r#"{"seq":4,"state":"active","created_at":40,"role":"user"}"#;
+        let b = batch(vec![entry("1-0", "msg", "s", old)]);
+        let changes = plan(&b, Error::sqlite).unwrap();
+        let [Change::UpsertMessages(rows), Change::Touch(touched)] = &changes[..] else {
+            panic!("{changes:?}");
+        };
+        assert_eq!((rows[0].seq, rows[0].element), (4, old));
+        assert_eq!(touched, &vec![("s", 40)]);
+        let seqless = batch(vec![entry("1-0", "msg", "s", r#"{"at":4,"role":"user"}"#)]);
+        let err = plan(&seqless, Error::sqlite).unwrap_err().to_string();
+        assert!(err.contains("msg record without a seq"), "{err}");
     }
 
     #[test]

@@ -285,7 +285,7 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 }
 
 /// A message body as the scripts take it: the JSON object text without its opening brace
-/// (the script puts seq, state and created_at in front of the rest; see `bad_message_body`
+/// (the script puts the append time `at` in front of the rest; see `bad_message_body`
 /// in `_prelude.lua`). Text that is not an object goes as `""`, which the script rejects.
 fn body_tail(body: &str) -> &str {
     body.strip_prefix('{').unwrap_or("")

@@ -13,6 +13,7 @@ use serde_json::{json, value::RawValue};
 pub use super::behind::{Histogram as WriteBehind, BOUNDS_MS as WRITE_BEHIND_BOUNDS_MS};
 use crate::checkpoints::Checkpoint;
 use crate::error::Result;
+use crate::messages::{Message, MessageState};
 use crate::records::{committed, parse_stream_id};
 use crate::store::Store;
 
@@ -216,11 +217,37 @@ pub async fn export_session<W: Write>(
         "pending": raw(14),
     });
     emit("session", &session.to_string(), out)?;
+    // A stored element holds neither its seq nor its state: the row and the compactions do.
+    let compacted: Vec<(u64, u64)> = db
+        .text_rows(
+            "SELECT CAST(from_seq AS TEXT), CAST(to_seq AS TEXT) FROM compactions
+             WHERE session_id = ?1",
+            sid,
+        )
+        .await?
+        .iter()
+        .map(|r| (whole(&r[0]), whole(&r[1])))
+        .collect();
+    for r in db
+        .text_rows(
+            "SELECT CAST(seq AS TEXT), element FROM messages WHERE session_id = ?1 ORDER BY seq",
+            sid,
+        )
+        .await?
+    {
+        let mut message: Message = serde_json::from_str(r[1].as_deref().unwrap_or_default())?;
+        message.seq = whole(&r[0]);
+        message.state = if compacted
+            .iter()
+            .any(|&(a, b)| (a..=b).contains(&message.seq))
+        {
+            MessageState::CompactedOut
+        } else {
+            MessageState::Active
+        };
+        emit("message", &serde_json::to_string(&message)?, out)?;
+    }
     for (kind, sql) in [
-        (
-            "message",
-            "SELECT element FROM messages WHERE session_id = ?1 ORDER BY seq",
-        ),
         (
             "compaction",
             "SELECT record FROM compactions WHERE session_id = ?1 ORDER BY compact_seq",
@@ -310,6 +337,11 @@ pub(crate) const SESSION_DECISIONS_SQL: &str =
      FROM decisions WHERE session_id = ?1 ORDER BY created_at, id";
 
 /// A stored JSON text as a value (minified on output, as SQLite's `json()` did).
+/// A whole-number column read as text (0 when absent).
+fn whole(text: &Option<String>) -> u64 {
+    text.as_deref().unwrap_or("0").parse().unwrap_or(0)
+}
+
 fn json_value(text: Option<&str>) -> Result<serde_json::Value> {
     Ok(match text {
         Some(t) => serde_json::from_str(t)?,

@@ -249,17 +249,9 @@ fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) -> Vec<String> {
         ..
     } = sc;
     // The shell of the tier, and how it reads a field of a stored message's JSON.
-    let (shell, state, content) = match Location::of(db) {
-        Location::Sqlite(_) => (
-            "sqlite3",
-            "json_extract(element,'$.state')",
-            "json_extract(element,'$.content')",
-        ),
-        Location::Postgres(_) => (
-            "psql",
-            "element::json->>'state'",
-            "element::json->>'content'",
-        ),
+    let (shell, content) = match Location::of(db) {
+        Location::Sqlite(_) => ("sqlite3", "json_extract(element,'$.content')"),
+        Location::Postgres(_) => ("psql", "element::json->>'content'"),
     };
     let flag = if shell == "psql" { " -c" } else { "" };
     let db = sh_quote(&db.display().to_string());
@@ -267,7 +259,8 @@ fn look_for_yourself(sc: &Scenario, redis: &DemoRedis) -> Vec<String> {
     let session = keys.session(planner);
     let me = program();
     let mut lines = vec![
-        format!("{shell} {db}{flag} \"SELECT seq, {state}, {content} FROM messages WHERE session_id='{planner}' ORDER BY seq\""),
+        format!("{shell} {db}{flag} \"SELECT seq, {content} FROM messages WHERE session_id='{planner}' ORDER BY seq\""),
+        format!("{shell} {db}{flag} \"SELECT compact_seq, from_seq, to_seq FROM compactions WHERE session_id='{planner}'\""),
         format!("{shell} {db}{flag} \"SELECT id, decision, outcome FROM decisions WHERE session_id='{planner}'\""),
         format!("{me} --prefix {prefix} --db {db} export {planner}"),
     ];

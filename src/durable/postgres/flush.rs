@@ -211,17 +211,6 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
                 &[session, &c.compact_seq, &c.from_seq, &c.to_seq, record],
             )
             .await?;
-            // Same rewrite as compact.lua: the element's prefix `{"seq":N,"state":"active"`.
-            exec(
-                tx,
-                "UPDATE messages SET element = '{\"seq\":' || seq || ',\"state\":\"compacted_out\"'
-                     || substr(element, length('{\"seq\":' || seq || ',\"state\":\"active\"') + 1)
-                 WHERE session_id = $1 AND seq BETWEEN $2 AND $3
-                   AND substr(element, 1, length('{\"seq\":' || seq || ',\"state\":\"active\"'))
-                       = '{\"seq\":' || seq || ',\"state\":\"active\"'",
-                &[session, &c.from_seq, &c.to_seq],
-            )
-            .await?;
         }
         Change::UpsertUsage {
             session,
@@ -426,20 +415,15 @@ mod tests {
     }
 
     fn msg(id: &str, sid: &str, seq: i64) -> crate::records::WalEntry {
-        let fields = [
-            ("op", "msg".to_string()),
-            ("id", sid.to_string()),
-            (
-                "d",
-                format!(r#"{{"seq":{seq},"state":"active","created_at":1,"role":"user"}}"#),
-            ),
-        ];
         (
             id.to_string(),
-            fields
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            vec![
+                ("op".into(), "batch".into()),
+                (
+                    format!("msg {sid} {seq}"),
+                    r#"{"at":1,"role":"user"}"#.into(),
+                ),
+            ],
         )
     }
 

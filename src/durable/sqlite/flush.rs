@@ -198,15 +198,6 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
                 c.to_seq,
                 record
             ])?;
-            // Same rewrite as compact.lua: the element's prefix `{"seq":N,"state":"active"`.
-            tx.prepare_cached(
-                "UPDATE messages SET element = '{\"seq\":' || seq || ',\"state\":\"compacted_out\"'
-                     || substr(element, length('{\"seq\":' || seq || ',\"state\":\"active\"') + 1)
-                 WHERE session_id = ?1 AND seq BETWEEN ?2 AND ?3
-                   AND substr(element, 1, length('{\"seq\":' || seq || ',\"state\":\"active\"'))
-                       = '{\"seq\":' || seq || ',\"state\":\"active\"'",
-            )?
-            .execute(params![session, c.from_seq, c.to_seq])?;
         }
         Change::UpsertUsage {
             session,

@@ -34,14 +34,24 @@ async fn append_many_takes_consecutive_seqs_in_one_step() {
         contents(&s.messages("s", MessageQuery::active()).await.unwrap()),
         ["m1", "a", "b", "c"]
     );
-    // One wal `msg` record per message, with the stored element.
+    // One wal `msg` record per message, with the stored element; the record's field holds
+    // the seq.
     let msgs = t.wal_ops("msg");
     assert_eq!(msgs.len(), 4);
     assert!(
-        msgs[3].1.starts_with(r#"{"seq":4,"state":"active""#),
+        msgs[3].1.starts_with(r#"{"at":"#) && msgs[3].1.ends_with(r#""content":"c"}"#),
         "{}",
         msgs[3].1
     );
+    let p = t.store.keys().partition("s");
+    let entries: Vec<(String, Vec<(String, String)>)> =
+        t.cmd(&["XRANGE", &t.store.keys().wal(p), "-", "+"]);
+    let fields: Vec<&str> = entries
+        .iter()
+        .flat_map(|(_, f)| f.iter().map(|(name, _)| name.as_str()))
+        .filter(|name| name.starts_with("msg "))
+        .collect();
+    assert_eq!(fields, ["msg s 1", "msg s 2", "msg s 3", "msg s 4"]);
 
     // A stale first seq, a bad body among good ones, an unknown session: nothing written.
     let err = t
@@ -167,10 +177,9 @@ async fn replace_changes_one_message_and_keeps_its_seq_and_time() {
     );
     let replaced = t.wal_ops("msg_replace");
     assert_eq!(replaced.len(), 1);
-    assert_eq!(
-        serde_json::from_str::<Message>(&replaced[0].1).unwrap(),
-        s.message("s", 1).await.unwrap().unwrap()
-    );
+    let mut logged: Message = serde_json::from_str(&replaced[0].1).unwrap();
+    logged.seq = 1;
+    assert_eq!(logged, s.message("s", 1).await.unwrap().unwrap());
     // No such seq, a compacted message, a bad role: rejected, nothing written.
     for seq in [0, 4] {
         let err = t.rejected(s.replace_message("s", seq, &user("x"))).await;
@@ -183,6 +192,61 @@ async fn replace_changes_one_message_and_keeps_its_seq_and_time() {
         .rejected(s.replace_message("s", 1, &NewMessage::new("NO")))
         .await;
     assert!(matches!(err, Error::InvalidInput(_)), "{err:?}");
+}
+
+/// Elements an earlier build stored (`{"seq":..,"state":..,"created_at":..,...}`, still in
+/// durable tiers and restored from them as they are) read as this build's do, with the
+/// state the compactions give rather than their own text; replacing one keeps its time and
+/// writes this build's form, whose row the flush replaces.
+#[tokio::test]
+async fn elements_an_earlier_build_stored_read_replace_and_compact_as_this_builds() {
+    let t = env().await;
+    let s = &t.store;
+    create(&t, "s", None, None).await;
+    s.append_many("s", &[user("a"), user("b"), user("c")], None)
+        .await
+        .unwrap();
+    let msgs = s.keys().session("s").msgs;
+    for seq in 1..=3u64 {
+        let old = format!(
+            r#"{{"seq":{seq},"state":"active","created_at":170000000{seq}000,"role":"user","content":"old {seq}"}}"#
+        );
+        let _: String = t.cmd(&["LSET", &msgs, &(seq - 1).to_string(), &old]);
+    }
+    let read = s.messages("s", MessageQuery::all()).await.unwrap();
+    assert_eq!(
+        read.iter()
+            .map(|m| (m.seq, m.state, m.created_at))
+            .collect::<Vec<_>>(),
+        (1..=3)
+            .map(|seq| (
+                seq,
+                MessageState::Active,
+                1_700_000_000_000 + seq as i64 * 1000
+            ))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(contents(&read), ["old 1", "old 2", "old 3"]);
+
+    s.replace_message("s", 2, &user("new 2")).await.unwrap();
+    let two: String = t.cmd(&["LINDEX", &msgs, "1"]);
+    assert_eq!(
+        two,
+        r#"{"at":1700000002000,"role":"user","content":"new 2"}"#
+    );
+    s.compact("s", &Compaction::new(1, 1, "sum")).await.unwrap();
+    let one = s.message("s", 1).await.unwrap().unwrap();
+    assert_eq!((one.seq, one.state), (1, MessageState::CompactedOut));
+    assert!(t
+        .cmd::<String>(&["LINDEX", &msgs, "0"])
+        .contains(r#""state":"active""#));
+    assert_eq!(
+        seqs(&s.messages("s", MessageQuery::active()).await.unwrap()),
+        [2, 3, 4]
+    );
+    t.flush().await;
+    let rows = t.durable_messages("s");
+    assert_eq!((rows[1].0, rows[1].1.as_str()), (2, two.as_str()));
 }
 
 #[tokio::test]

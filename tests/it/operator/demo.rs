@@ -90,7 +90,12 @@ fn planner_rows(db: &std::path::Path) -> PlannerRows {
         )
         .unwrap();
     let mut stmt = c
-        .prepare("SELECT seq, json_extract(element, '$.state') FROM messages WHERE session_id = ?1 ORDER BY seq")
+        .prepare(
+            "SELECT seq, CASE WHEN EXISTS (SELECT 1 FROM compactions c
+                 WHERE c.session_id = m.session_id AND m.seq BETWEEN c.from_seq AND c.to_seq)
+             THEN 'compacted_out' ELSE 'active' END
+             FROM messages m WHERE session_id = ?1 ORDER BY seq",
+        )
         .unwrap();
     let messages = stmt
         .query_map([&sid], |r| Ok((r.get(0)?, r.get(1)?)))
