@@ -578,27 +578,122 @@ local function merge_compacted(compacted, from, to)
   return table.concat(parts, ',')
 end
 
--- A session index (`<prefix>:{p}:sessions`, `<prefix>:{p}:by_user:<uid>`) written by a build
--- before the paged listing is a plain set: it becomes the sorted set of score 0 it is now,
--- with the same members and TTL, the first time a script meets it. Any other key (a caller
--- with no user passes some key of the slot) is left alone.
-local function index_as_zset(key)
-  local is_index = string.sub(key, -10) == '}:sessions' or string.find(key, '}:by_user:', 1, true)
-  if not is_index or redis.call('TYPE', key).ok ~= 'set' then
+-- Bytes of a session index bucket above which it splits in two.
+local INDEX_BUCKET_BYTES = 4000
+
+-- A session index (`<prefix>:{p}:sessions`, `<prefix>:{p}:by_user:<uid>`) is two keys: the
+-- directory, a sorted set of score 0 holding its buckets' bounds ('' first), and the
+-- buckets hash `<index>:buckets`, bound → the ids from that bound up to the next one, as
+-- one string ' id1 id2 ... ' in no order. A bucket splits at INDEX_BUCKET_BYTES and goes
+-- when empty. Ids as fields of a few long strings take about 35 B each, against a sorted
+-- set entry's 110 B (a partition's index is past `zset-max-listpack-entries` at ~1,250
+-- sessions). See docs/architecture-key-protocol.md.
+-- The bound of the bucket that holds (or would hold) `id`; nil when the index is empty.
+local function index_bound(index, id)
+  return redis.call('ZREVRANGEBYLEX', index, '[' .. id, '-', 'LIMIT', 0, 1)[1]
+end
+
+-- Whether `a` sorts before `b` bytewise, as Redis orders a sorted set's members (Lua's `<`
+-- follows the server's locale).
+local function bytes_less(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
+-- Writes `ids` (ascending) into `index` and `buckets` as buckets of about half
+-- INDEX_BUCKET_BYTES, after the bound `bound` ('' for the first).
+-- @include INDEX_BUCKET_BYTES
+local function index_write(index, buckets, ids, bound)
+  local from, size = 1, 0
+  for i = 1, #ids + 1 do
+    if i > #ids or size > INDEX_BUCKET_BYTES / 2 then
+      redis.call('ZADD', index, 0, bound)
+      redis.call('HSET', buckets, bound, ' ' .. table.concat(ids, ' ', from, i - 1) .. ' ')
+      if i > #ids then
+        return
+      end
+      from, size, bound = i, 0, ids[i]
+    end
+    size = size + #ids[i] + 1
+  end
+end
+
+-- An index an earlier build wrote (a plain set of ids, or a sorted set of them: no ''
+-- bound) becomes the bucketed one the first time a script meets it; 1 when it did, else 0
+-- (a bucketed index, a missing one, or any other key left alone).
+-- @include bytes_less, index_write
+local function index_upgrade(index, buckets)
+  local kind = redis.call('TYPE', index).ok
+  local ids
+  if kind == 'set' then
+    ids = redis.call('SMEMBERS', index)
+    table.sort(ids, bytes_less)
+  elseif kind == 'zset' and not redis.call('ZSCORE', index, '') then
+    ids = redis.call('ZRANGE', index, 0, -1)
+  else
+    return 0
+  end
+  redis.call('DEL', index, buckets)
+  index_write(index, buckets, ids, '')
+  return 1
+end
+
+-- Adds `id` to `index` (buckets hash `buckets`); 1 when it was not there, else 0.
+-- @include INDEX_BUCKET_BYTES, index_bound, bytes_less, index_write
+local function index_add(index, buckets, id)
+  local bound = index_bound(index, id) or ''
+  local ids = redis.call('HGET', buckets, bound) or ' '
+  if string.find(ids, ' ' .. id .. ' ', 1, true) then
+    return 0
+  end
+  ids = ids .. id .. ' '
+  if #ids <= INDEX_BUCKET_BYTES then
+    redis.call('ZADD', index, 0, bound)
+    redis.call('HSET', buckets, bound, ids)
+    return 1
+  end
+  local all = {}
+  for member in string.gmatch(ids, '%S+') do
+    all[#all + 1] = member
+  end
+  table.sort(all, bytes_less)
+  index_write(index, buckets, all, bound)
+  return 1
+end
+
+-- Removes `id` from `index` (nothing when it is not there).
+-- @include index_bound
+local function index_remove(index, buckets, id)
+  local bound = index_bound(index, id)
+  local ids = bound and redis.call('HGET', buckets, bound)
+  local at = ids and string.find(ids, ' ' .. id .. ' ', 1, true)
+  if not at then
     return
   end
-  local members = redis.call('SMEMBERS', key)
-  local ttl = redis.call('PTTL', key)
-  redis.call('DEL', key)
-  for i = 1, #members, 500 do
-    local args = {}
-    for j = i, math.min(i + 499, #members) do
-      args[#args + 1] = 0
-      args[#args + 1] = members[j]
-    end
-    redis.call('ZADD', key, unpack(args))
+  ids = string.sub(ids, 1, at) .. string.sub(ids, at + #id + 2)
+  if ids ~= ' ' then
+    redis.call('HSET', buckets, bound, ids)
+    return
   end
-  if ttl > 0 then
-    redis.call('PEXPIRE', key, ttl)
+  redis.call('HDEL', buckets, bound)
+  -- the '' bound stays while other buckets do
+  if bound ~= '' then
+    redis.call('ZREM', index, bound)
   end
+  if redis.call('EXISTS', buckets) == 0 then
+    redis.call('DEL', index)
+  end
+end
+
+-- Whether `index` holds `id`.
+-- @include index_bound
+local function index_has(index, buckets, id)
+  local bound = index_bound(index, id)
+  local ids = bound and redis.call('HGET', buckets, bound)
+  return ids and string.find(ids, ' ' .. id .. ' ', 1, true) ~= nil or false
 end

@@ -4,6 +4,8 @@
   KEYS[10]   partition session index   <prefix>:{p}:sessions
   KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (ignored when ARGV[2] is empty)
   KEYS[12]   the daemon's commit marker <prefix>:{p}:committed
+  KEYS[13]   KEYS[10]'s buckets        <prefix>:{p}:sessions:buckets
+  KEYS[14]   KEYS[11]'s buckets        <prefix>:{p}:by_user:<uid>:buckets
   ARGV[1] session id          ARGV[2] user id or ''        ARGV[3] parent id or ''
   ARGV[4] spawn_depth         ARGV[5] kind (root|subagent)  ARGV[6] lifecycle
   ARGV[7] model or ''         ARGV[8] system prompt or ''   ARGV[9] config JSON
@@ -17,16 +19,17 @@
            is not a whole number of seconds
   Atomic: the existence checks run before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, json_str_or_null, bad_argc, index_as_zset, set_meta
+-- @include now_ms, fail, refresh_ttl, json_str_or_null, bad_argc, index_upgrade, index_has
+-- @include index_add, set_meta
 local bad_args = bad_argc(11)
 if bad_args then
   return bad_args
 end
-index_as_zset(KEYS[10])
+index_upgrade(KEYS[10], KEYS[13])
 if ARGV[2] ~= '' then
-  index_as_zset(KEYS[11])
+  index_upgrade(KEYS[11], KEYS[14])
 end
-if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('ZSCORE', KEYS[10], ARGV[1]) then
+if redis.call('EXISTS', KEYS[1]) == 1 or index_has(KEYS[10], KEYS[13], ARGV[1]) then
   return fail('EXISTS', 'session ' .. ARGV[1])
 end
 if redis.call('EXISTS', KEYS[12]) == 0 then
@@ -48,9 +51,9 @@ set_meta(KEYS[1], {
   'config', ARGV[9], 'metadata', ARGV[10], 'created_at', now_text,
   'round_index', '0', 'last_compact_seq', '0', 'pending', '', 'compacted', ''})
 refresh_ttl(KEYS, ARGV[11], now)
-redis.call('ZADD', KEYS[10], 0, ARGV[1])
+index_add(KEYS[10], KEYS[13], ARGV[1])
 if ARGV[2] ~= '' then
-  redis.call('ZADD', KEYS[11], 0, ARGV[1])
+  index_add(KEYS[11], KEYS[14], ARGV[1])
 end
 local record = '{"user_id":' .. json_str_or_null(ARGV[2]) .. ',"kind":"' .. ARGV[5]
   .. '","parent":' .. json_str_or_null(ARGV[3]) .. ',"spawn_depth":' .. ARGV[4]

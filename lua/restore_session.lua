@@ -4,10 +4,12 @@
   Working state comes back empty. Writes no wal entry (the data came from the wal).
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   partition session index   <prefix>:{p}:sessions
-  KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (any key of the slot when no user)
+  KEYS[11]   user's session index      <prefix>:{p}:by_user:<uid> (unused when no user)
   KEYS[12]   open decisions hash       <prefix>:{p}:open_decisions
   KEYS[13]   inbox hash                <prefix>:{p}:s:<sid>:inbox
   KEYS[14]   effect ledger             <prefix>:{p}:s:<sid>:effects
+  KEYS[15]   KEYS[10]'s buckets        <prefix>:{p}:sessions:buckets
+  KEYS[16]   KEYS[11]'s buckets
   ARGV, read in order as sections (a count n, then its items):
     session id, user id or '', idle TTL (seconds),
     n meta fields  then n (field, value) pairs, in create_session's field order but for
@@ -30,7 +32,8 @@
   Errors:  BAD_INPUT (a section count or compaction record that does not fit; nothing written)
   Atomic: one script; the meta hash (what makes a session live) is written last.
 ]]
--- @include now_ms, fail, refresh_ttl, bad_argc, decision_record, merge_compacted, index_as_zset
+-- @include now_ms, fail, refresh_ttl, bad_argc, decision_record, merge_compacted, index_upgrade
+-- @include index_add
 -- @include set_meta
 local bad_args = bad_argc(4, 1)
 if bad_args then
@@ -127,11 +130,11 @@ if run_rows then
   meta[#meta + 1] = 'run_keys'
   meta[#meta + 1] = '1'
 end
-index_as_zset(KEYS[10])
-redis.call('ZADD', KEYS[10], 0, sid)
+index_upgrade(KEYS[10], KEYS[15])
+index_add(KEYS[10], KEYS[15], sid)
 if user ~= '' then
-  index_as_zset(KEYS[11])
-  redis.call('ZADD', KEYS[11], 0, sid)
+  index_upgrade(KEYS[11], KEYS[16])
+  index_add(KEYS[11], KEYS[16], sid)
 end
 set_meta(KEYS[1], meta)
 refresh_ttl(KEYS, ttl, now_ms(), nil, nil, {13, 14})

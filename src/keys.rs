@@ -350,6 +350,12 @@ impl Keys {
         format!("{}:{{{p}}}:by_user:{uid}", self.prefix)
     }
 
+    /// `<index>:buckets` — the ids of session index `index` (one of the two above), which
+    /// itself holds the bounds of these buckets (see `lua/_prelude.lua::index_add`).
+    pub fn index_buckets(index: &str) -> String {
+        format!("{index}:buckets")
+    }
+
     /// `<prefix>:{p}:u:<uid>` — user-attributed data, in the partition of the user id.
     pub fn user(&self, uid: &str) -> String {
         format!("{}:{{{}}}:u:{uid}", self.prefix, self.partition(uid))

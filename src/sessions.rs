@@ -454,29 +454,26 @@ impl Store {
     }
 
     /// Session ids, sorted: all of them, or those of one user. Reads one index per partition
-    /// in a single pipeline (one request per partition on a cluster) — never a keyspace scan.
+    /// (one script call each, all at once) — never a keyspace scan.
     /// The index keeps a session until it is closed, so sessions that expired from Redis but
     /// can be restored are listed too. For a bounded read, see [`Store::list_sessions_page`].
     pub async fn list_sessions(&self, user: Option<&str>) -> Result<Vec<String>> {
         if let Some(user) = user {
             validate_id("user", user)?;
         }
-        let cmds = (0..self.keys().partitions())
-            .map(|p| {
-                let mut cmd = redis::cmd("ZRANGE");
-                cmd.arg(self.index_key(p, user)).arg(0).arg(-1);
-                cmd
-            })
+        let mut all: Vec<String> = self
+            .read_indexes(user, None, "", 0)
+            .await?
+            .into_iter()
+            .flatten()
             .collect();
-        let sets: Vec<Vec<String>> = self.fan_out(cmds).await?;
-        let mut all: Vec<String> = sets.into_iter().flatten().collect();
         all.sort();
         Ok(all)
     }
 
-    /// One page of session ids in ascending order, after the listing's cursor: at most
-    /// `limit + 1` ids read per partition with `ZRANGEBYLEX` (the indexes are sorted sets of
-    /// score 0), in one pipeline. The cost grows with the partitions and the page, never with
+    /// One page of session ids in ascending order, after the listing's cursor: per
+    /// partition, the index buckets that hold its next `limit + 1` ids (one script call per
+    /// partition, all at once). The cost grows with the partitions and the page, never with
     /// the number of sessions. `next` is the cursor of the following page (the last id of
     /// this one), `None` on the last page.
     pub async fn list_sessions_page(&self, listing: &SessionListing) -> Result<SessionPage> {
@@ -499,34 +496,12 @@ impl Store {
                 "id prefix {prefix:?}: session ids are made of [A-Za-z0-9._@+-]"
             )));
         }
-        // Lexicographic bounds: after the cursor (exclusive) or from the prefix (inclusive),
-        // whichever is later; up to the prefix followed by 0xff (above every id character).
-        let min: Vec<u8> = match &listing.after {
-            Some(after) if after.as_str() >= prefix => format!("({after}").into_bytes(),
-            _ if !prefix.is_empty() => format!("[{prefix}").into_bytes(),
-            _ => b"-".to_vec(),
-        };
-        let max: Vec<u8> = if prefix.is_empty() {
-            b"+".to_vec()
-        } else {
-            let mut max = format!("[{prefix}").into_bytes();
-            max.push(0xff);
-            max
-        };
-        let cmds = (0..self.keys().partitions())
-            .map(|p| {
-                let mut cmd = redis::cmd("ZRANGEBYLEX");
-                cmd.arg(self.index_key(p, user))
-                    .arg(&min)
-                    .arg(&max)
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(limit + 1);
-                cmd
-            })
+        let mut ids: Vec<String> = self
+            .read_indexes(user, listing.after.as_deref(), prefix, limit + 1)
+            .await?
+            .into_iter()
+            .flatten()
             .collect();
-        let pages: Vec<Vec<String>> = self.fan_out(cmds).await?;
-        let mut ids: Vec<String> = pages.into_iter().flatten().collect();
         ids.sort_unstable();
         let next = if ids.len() > limit {
             ids.truncate(limit);
@@ -537,48 +512,51 @@ impl Store {
         Ok(SessionPage { ids, next })
     }
 
-    /// Turns the session indexes a build before the paged listing wrote as plain sets into
-    /// the sorted sets of score 0 they are now (the same members and TTL), so listings work
-    /// on a Redis that build wrote; the spill daemon runs it when it opens. Scripts that write
-    /// an index convert it themselves (`index_as_zset` in `lua/_prelude.lua`). One SCAN of
-    /// the namespace's sets per master, then WATCH / MULTI / EXEC per index found. Returns
-    /// how many it converted.
+    /// Turns the session indexes earlier builds wrote (plain sets, then sorted sets of the
+    /// ids themselves) into the bucketed ones of this build, so listings read them whole;
+    /// the spill daemon runs it when it opens. Scripts that write an index convert it
+    /// themselves (`index_upgrade` in `lua/_prelude.lua`, which `index_sessions.lua` runs
+    /// here). One SCAN of the namespace's sets and sorted sets per master, then one script
+    /// per index found (a bucketed index is left alone). Returns how many it upgraded.
     #[cfg(feature = "spill")]
     pub(crate) async fn upgrade_session_indexes(&self) -> Result<usize> {
         let pattern = self.keys().namespace_pattern();
-        let mut converted = 0;
+        let mut upgraded = 0;
         for mut conn in self.own_master_connections().await? {
-            let mut cursor: u64 = 0;
-            loop {
-                let scanned: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .arg("TYPE")
-                    .arg("set")
-                    .query_async(&mut conn)
-                    .await;
-                // A least-privilege user (README's ACL) may not SCAN: the scripts convert
-                // the indexes they meet, and such a deployment began on this layout anyway.
-                let (next, found) = match scanned {
-                    Err(e) if e.code() == Some("NOPERM") => {
-                        tracing::debug!("no SCAN permission: session indexes are converted as scripts meet them");
-                        return Ok(converted);
+            for kind in ["set", "zset"] {
+                let mut cursor: u64 = 0;
+                loop {
+                    let scanned: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(&pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .arg("TYPE")
+                        .arg(kind)
+                        .query_async(&mut conn)
+                        .await;
+                    // A least-privilege user (README's ACL) may not SCAN: the scripts convert
+                    // the indexes they meet.
+                    let (next, found) = match scanned {
+                        Err(e) if e.code() == Some("NOPERM") => {
+                            tracing::debug!("no SCAN permission: session indexes are converted as scripts meet them");
+                            return Ok(upgraded);
+                        }
+                        other => other?,
+                    };
+                    for key in found.iter().filter(|k| is_session_index(k)) {
+                        let call = scripts::index_sessions(self.keys(), key, 0, &[]);
+                        upgraded += call.run::<usize>(&mut conn).await?;
                     }
-                    other => other?,
-                };
-                for key in found.iter().filter(|k| is_session_index(k)) {
-                    converted += usize::from(set_to_zset(&mut conn, key).await?);
+                    if next == 0 {
+                        break;
+                    }
+                    cursor = next;
                 }
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
             }
         }
-        Ok(converted)
+        Ok(upgraded)
     }
 
     /// The session index of partition `p`: every session's, or one user's.
@@ -587,6 +565,66 @@ impl Store {
             Some(u) => self.keys().user_sessions(p, u),
             None => self.keys().sessions_index(p),
         }
+    }
+
+    /// Whether the partition index holds `sid`, live or not (one script call).
+    pub(crate) async fn is_indexed(&self, sid: &str) -> Result<bool> {
+        let index = self.keys().sessions_index(self.keys().partition(sid));
+        let bound = format!("[{sid}");
+        let lookup = scripts::list_index(&index, bound.as_bytes(), bound.as_bytes(), 1);
+        let buckets: Vec<String> = self.invoke(&lookup).await?;
+        Ok(buckets
+            .iter()
+            .any(|b| b.split_whitespace().any(|id| id == sid)))
+    }
+
+    /// Per partition, its index's first `count` ids (0 = all) after `after` that begin with
+    /// `prefix`, ascending: `list_index.lua` reads the buckets that may hold them (one call
+    /// per partition, all in flight at once), and they are cut out here.
+    async fn read_indexes(
+        &self,
+        user: Option<&str>,
+        after: Option<&str>,
+        prefix: &str,
+        count: usize,
+    ) -> Result<Vec<Vec<String>>> {
+        // Lexicographic bounds: after the cursor (exclusive) or from the prefix (inclusive),
+        // whichever is later; up to the prefix followed by 0xff (above every id character).
+        let min: Vec<u8> = match after {
+            Some(after) if after >= prefix => format!("({after}").into_bytes(),
+            _ if !prefix.is_empty() => format!("[{prefix}").into_bytes(),
+            _ => b"-".to_vec(),
+        };
+        let max: Vec<u8> = if prefix.is_empty() {
+            b"+".to_vec()
+        } else {
+            let mut max = format!("[{prefix}").into_bytes();
+            max.push(0xff);
+            max
+        };
+        let calls: Vec<_> = (0..self.keys().partitions())
+            .map(|p| scripts::list_index(&self.index_key(p, user), &min, &max, count))
+            .collect();
+        let replies = futures_util::future::try_join_all(
+            calls.iter().map(|call| self.invoke::<Vec<String>>(call)),
+        )
+        .await?;
+        Ok(replies
+            .iter()
+            .map(|buckets| {
+                let mut ids: Vec<String> = buckets
+                    .iter()
+                    .flat_map(|b| b.split_whitespace())
+                    .filter(|id| id.starts_with(prefix) && after.is_none_or(|a| *id > a))
+                    .map(str::to_string)
+                    .collect();
+                ids.sort_unstable();
+                if count > 0 {
+                    ids.truncate(count);
+                }
+                ids
+            })
+            .collect())
     }
 
     /// Sets meta fields through `update_session.lua`; `record` is the wal JSON ('' = touch).
@@ -705,39 +743,14 @@ impl Store {
     }
 }
 
-/// True for `<prefix>:{p}:sessions` and `<prefix>:{p}:by_user:<uid>`.
+/// True for `<prefix>:{p}:sessions` and `<prefix>:{p}:by_user:<uid>` (not their buckets,
+/// `<index>:<bound>`: an id holds no `:`).
 #[cfg(feature = "spill")]
 fn is_session_index(key: &str) -> bool {
-    key.ends_with("}:sessions") || key.contains("}:by_user:")
-}
-
-/// Converts the plain set `key` into a sorted set of score 0 with its members and TTL, in
-/// one transaction watched on the key (a script converting it meanwhile wins: false).
-#[cfg(feature = "spill")]
-async fn set_to_zset(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> Result<bool> {
-    let _: () = redis::cmd("WATCH").arg(key).query_async(conn).await?;
-    let (kind, members, ttl): (String, Vec<String>, i64) = redis::pipe()
-        .cmd("TYPE")
-        .arg(key)
-        .smembers(key)
-        .pttl(key)
-        .query_async(conn)
-        .await?;
-    if kind != "set" {
-        let _: () = redis::cmd("UNWATCH").query_async(conn).await?;
-        return Ok(false);
-    }
-    let mut tx = redis::pipe();
-    tx.atomic().del(key).ignore();
-    for chunk in members.chunks(500) {
-        let pairs: Vec<(i64, &str)> = chunk.iter().map(|m| (0, m.as_str())).collect();
-        tx.zadd_multiple(key, &pairs).ignore();
-    }
-    if ttl > 0 {
-        tx.pexpire(key, ttl).ignore();
-    }
-    let done: Option<()> = tx.query_async(conn).await?;
-    Ok(done.is_some())
+    key.ends_with("}:sessions")
+        || key
+            .split_once("}:by_user:")
+            .is_some_and(|(_, uid)| !uid.contains(':'))
 }
 
 impl Admin<'_> {

@@ -291,14 +291,7 @@ struct KeyLine {
 pub async fn keys(ctx: &Ctx, sid: &str) -> Result<()> {
     let names = ctx.store.admin().session_key_names(sid).await?;
     if names.is_empty() {
-        let p = ctx.store.keys().partition(sid);
-        let mut conn = ctx.store.conn().await?;
-        let indexed: Option<f64> = redis::cmd("ZSCORE")
-            .arg(ctx.store.keys().sessions_index(p))
-            .arg(sid)
-            .query_async(&mut conn)
-            .await?;
-        if indexed.is_some() {
+        if ctx.store.is_indexed(sid).await? {
             return Err(crate::Error::InvalidInput(format!(
                 "session {sid} has no keys in Redis: it is not live (it expired or Redis lost it; SQLite may hold it) — `agentstate restore {sid}` brings it back"
             )));

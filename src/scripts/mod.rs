@@ -99,6 +99,8 @@ lua_scripts! {
     LINK_CHILD => "link_child",
     UPDATE_SESSION => "update_session",
     CLOSE_SESSION => "close_session",
+    LIST_INDEX => "list_index",
+    INDEX_SESSIONS => "index_sessions",
     APPEND_MESSAGE => "append_message",
     SESSION_BATCH => "session_batch",
     APPEND_MESSAGES => "append_messages",
@@ -513,7 +515,7 @@ mod tests {
             "merge_compacted",
             "touch_graph",
             "decision_one",
-            "index_as_zset",
+            "index_upgrade",
             // named only in write_message's comment
             "log_messages",
         ] {

@@ -71,6 +71,8 @@ pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionIma
         ns.user_sessions(p, &image.user_id),
         ns.open_decisions(p),
     );
+    let (index_buckets, user_buckets) =
+        (Keys::index_buckets(&index), Keys::index_buckets(&by_user));
     let mut keys = s.as_array().to_vec();
     keys.extend([
         index.as_str(),
@@ -78,6 +80,8 @@ pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionIma
         open.as_str(),
         s.inbox.as_str(),
         s.effects.as_str(),
+        index_buckets.as_str(),
+        user_buckets.as_str(),
     ]);
     let call = ScriptCall::new(&RESTORE_SESSION, &keys)
         .arg(sid)

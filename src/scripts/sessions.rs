@@ -30,8 +30,16 @@ pub fn create_session(ns: &Keys, s: &SessionKeys, sid: &str, a: &NewSessionArgs)
     let index = ns.sessions_index(s.partition);
     let by_user = ns.user_sessions(s.partition, a.user);
     let committed = ns.committed(s.partition);
+    let (index_buckets, user_buckets) =
+        (Keys::index_buckets(&index), Keys::index_buckets(&by_user));
     let mut keys = s.as_array().to_vec();
-    keys.extend([index.as_str(), by_user.as_str(), committed.as_str()]);
+    keys.extend([
+        index.as_str(),
+        by_user.as_str(),
+        committed.as_str(),
+        index_buckets.as_str(),
+        user_buckets.as_str(),
+    ]);
     let kind = if a.parent.is_empty() {
         "root"
     } else {
@@ -90,6 +98,8 @@ pub fn close_session(
         None => index.clone(),
     };
     let open = ns.open_decisions(p);
+    let (index_buckets, user_buckets) =
+        (Keys::index_buckets(&index), Keys::index_buckets(&by_user));
     let mut keys = s.as_array().to_vec();
     keys.extend([
         index.as_str(),
@@ -99,8 +109,44 @@ pub fn close_session(
         s.glog.as_str(),
         s.inbox.as_str(),
         s.effects.as_str(),
+        index_buckets.as_str(),
+        user_buckets.as_str(),
     ]);
     ScriptCall::new(&CLOSE_SESSION, &keys)
         .arg(sid)
         .arg(if cascade { "1" } else { "0" })
+}
+
+/// `list_index.lua`: the buckets of session index `index` that may hold ids between the
+/// lexicographic bounds `min` and `max` (as `ZRANGEBYLEX` takes them), until they hold
+/// `count` more past the first (0 = all).
+pub fn list_index(index: &str, min: &[u8], max: &[u8], count: usize) -> ScriptCall {
+    ScriptCall::new(&LIST_INDEX, &[index, &Keys::index_buckets(index)])
+        .arg(min)
+        .arg(max)
+        .arg(count)
+        .idempotent(true)
+}
+
+/// `index_sessions.lua`: adds `sessions` (id, user or `""`) of partition `p` to its index and
+/// their users' (any index an earlier build wrote among them turned into buckets first).
+/// With no sessions, `index` alone is upgraded.
+pub fn index_sessions(ns: &Keys, index: &str, p: u32, sessions: &[(String, String)]) -> ScriptCall {
+    let mut keys: Vec<String> = vec![index.to_string(), Keys::index_buckets(index)];
+    for (_, user) in sessions {
+        let user_index = match user.as_str() {
+            "" => index.to_string(),
+            u => ns.user_sessions(p, u),
+        };
+        let buckets = Keys::index_buckets(&user_index);
+        keys.extend([user_index, buckets]);
+    }
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut call =
+        ScriptCall::with_room(&INDEX_SESSIONS, &keys, sessions.len(), 32 * sessions.len());
+    for (sid, _) in sessions {
+        call = call.arg(sid);
+    }
+    // Adding an id twice leaves it once; an upgrade runs once.
+    call.idempotent(true)
 }

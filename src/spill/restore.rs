@@ -109,18 +109,12 @@ pub(crate) async fn reseed_indexes(store: &Store, db: &Durable, p: u32) -> Resul
     // Decisions still without an outcome, so crash recovery (`incomplete_decisions`) and
     // `record_outcome` work again; HSETNX leaves any the new Redis holds alone.
     let open = db.open_decisions(p).await?;
-    let mut conn = store.conn().await?;
+    let index = store.keys().sessions_index(p);
     for chunk in rows.chunks(1000) {
-        let mut pipe = redis::pipe();
-        for (sid, user) in chunk {
-            pipe.zadd(store.keys().sessions_index(p), sid, 0).ignore();
-            if !user.is_empty() {
-                pipe.zadd(store.keys().user_sessions(p, user), sid, 0)
-                    .ignore();
-            }
-        }
-        let _: () = pipe.query_async(&mut conn).await?;
+        let call = scripts::index_sessions(store.keys(), &index, p, chunk);
+        let _: usize = store.invoke(&call).await?;
     }
+    let mut conn = store.conn().await?;
     for chunk in open.chunks(1000) {
         let mut pipe = redis::pipe();
         for d in chunk {

@@ -143,19 +143,18 @@ impl Store {
         conn: &mut crate::connection::Connection,
     ) -> Result<bool> {
         let p = self.keys().partition(sid);
-        let mut check = redis::pipe();
-        check
-            .zscore(self.keys().sessions_index(p), sid)
-            .exists(self.keys().committed(p));
-        // One round trip while a daemon has checked this Redis (the usual case).
-        // The index is a sorted set: a member has a score (always 0), a non-member none.
-        let (score, decided): (Option<f64>, bool) = check.query_async(conn).await?;
-        if score.is_some() || decided {
-            return Ok(score.is_some());
+        // One round trip for a session the index holds (the usual case).
+        if self.is_indexed(sid).await? {
+            return Ok(true);
         }
-        self.await_decided(p, sid).await?;
-        let (score, _): (Option<f64>, bool) = check.query_async(conn).await?;
-        Ok(score.is_some())
+        let decided: bool = redis::cmd("EXISTS")
+            .arg(self.keys().committed(p))
+            .query_async(conn)
+            .await?;
+        if !decided {
+            self.await_decided(p, sid).await?;
+        }
+        self.is_indexed(sid).await
     }
 
     /// Waits, bounded by `restore_wait`, until a spill daemon has checked partition `p` of

@@ -227,14 +227,16 @@ pub async fn w8_memory(
             breakdown.push(found);
         }
     }
+    // An index is its bounds and its buckets.
+    let with_buckets = |index: String| [crate::keys::Keys::index_buckets(&index), index];
     let index: Vec<String> = partitions
         .iter()
-        .map(|&p| store.keys().sessions_index(p))
+        .flat_map(|&p| with_buckets(store.keys().sessions_index(p)))
         .collect();
     breakdown.push(shared_kind(store, "partition index entry (sessions)", &index, n).await?);
     let by_user: Vec<String> = partitions
         .iter()
-        .map(|&p| store.keys().user_sessions(p, "bench"))
+        .flat_map(|&p| with_buckets(store.keys().user_sessions(p, "bench")))
         .collect();
     breakdown.push(shared_kind(store, "user index entry (by_user)", &by_user, n).await?);
     breakdown.push(shared_kind(store, "wal (after the trim)", &wal_keys, n).await?);

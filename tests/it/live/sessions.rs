@@ -17,11 +17,21 @@ fn keys_of(t: &TestEnv, sid: &str) -> Vec<String> {
 }
 
 /// The union of every partition's session index.
-fn indexed(t: &TestEnv) -> BTreeSet<String> {
-    let keys = t.store.keys();
-    (0..keys.partitions())
-        .flat_map(|p| t.cmd::<Vec<String>>(&["ZRANGE", &keys.sessions_index(p), "0", "-1"]))
+async fn indexed(t: &TestEnv) -> BTreeSet<String> {
+    t.store
+        .list_sessions(None)
+        .await
+        .unwrap()
+        .into_iter()
         .collect()
+}
+
+/// The keys of one session index: its directory and its buckets.
+fn index_keys(t: &TestEnv, index: &str) -> Vec<String> {
+    let mut keys: Vec<String> = t.cmd(&["KEYS", &format!("{index}*")]);
+    keys.retain(|k| k == index || k.starts_with(&format!("{index}:")));
+    keys.sort();
+    keys
 }
 
 fn set(items: &[&str]) -> BTreeSet<String> {
@@ -89,7 +99,7 @@ async fn cascade_close_deletes_linked_and_ephemeral_descendants_and_frees_detach
             "{freed}"
         );
     }
-    assert_eq!(indexed(&t), set(&["det", "loose", "other"]));
+    assert_eq!(indexed(&t).await, set(&["det", "loose", "other"]));
     assert_eq!(
         s.list_sessions(None).await.unwrap(),
         ["det", "loose", "other"]
@@ -141,7 +151,7 @@ async fn close_without_cascade_reparents_every_child() {
         s.require_session("a1").await.unwrap().parent.as_deref(),
         Some("a")
     );
-    assert_eq!(indexed(&t), set(&["a", "a1", "b"]));
+    assert_eq!(indexed(&t).await, set(&["a", "a1", "b"]));
     assert_eq!(
         s.list_sessions(Some("carol")).await.unwrap(),
         Vec::<String>::new()
@@ -236,7 +246,7 @@ async fn a_child_whose_parent_vanishes_while_it_is_created_is_undone_everywhere(
         "{err:?}"
     );
     assert_eq!(keys_of(&t, "orphan"), Vec::<String>::new());
-    assert_eq!(indexed(&t), set(&["keep"]));
+    assert_eq!(indexed(&t).await, set(&["keep"]));
     assert_eq!(t.store.list_sessions(Some("una")).await.unwrap(), ["keep"]);
 }
 
@@ -357,11 +367,12 @@ async fn the_cli_pages_with_limit_and_after_and_prints_the_next_cursor() {
     assert_eq!(lines[0]["id"], "c0");
 }
 
-/// A Redis written by a build before the paged listing holds the session indexes as plain
-/// sets: the scripts that write an index turn it into a sorted set when they meet it, and
-/// a spill daemon turns every other one when it opens, so listing works again.
+/// A Redis written by an earlier build holds the session indexes as plain sets (before the
+/// paged listing) or as one sorted set of the ids (before the buckets): the scripts that
+/// write an index turn it into buckets when they meet it, and a spill daemon turns every
+/// other one when it opens, so listing works again.
 #[tokio::test]
-async fn indexes_an_earlier_build_wrote_as_plain_sets_are_upgraded() {
+async fn indexes_an_earlier_build_wrote_are_upgraded() {
     let t = env().await;
     let keys = t.store.keys();
     // `twin` shares old-a's partition, so old-a's index outlives its close.
@@ -369,39 +380,60 @@ async fn indexes_an_earlier_build_wrote_as_plain_sets_are_upgraded() {
         .map(|i| format!("twin{i}"))
         .find(|id| keys.partition(id) == keys.partition("old-a"))
         .unwrap();
-    for (sid, user) in [
+    let made = [
         ("old-a", Some("alice")),
         ("old-b", Some("alice")),
         ("old-c", None),
         (twin.as_str(), None),
-    ] {
+    ];
+    for (sid, user) in made {
         create(&t, sid, user, None).await;
     }
-    let indexes: Vec<String> = (0..keys.partitions())
-        .flat_map(|p| [keys.sessions_index(p), keys.user_sessions(p, "alice")])
-        .filter(|k| t.cmd::<i64>(&["EXISTS", k]) == 1)
-        .collect();
-    // As the earlier build left them: plain sets with the same members.
-    for key in &indexes {
-        let members: Vec<String> = t.cmd(&["ZRANGE", key, "0", "-1"]);
-        t.cmd::<i64>(&["DEL", key]);
-        t.cmd::<i64>(
-            &[
-                &["SADD", key.as_str()][..],
-                &members.iter().map(String::as_str).collect::<Vec<_>>(),
-            ]
-            .concat(),
-        );
+    // As the earlier builds left them: the partition indexes plain sets, alice's sorted sets
+    // of her ids, with the same members.
+    let mut indexes = Vec::new();
+    for (sid, user) in made {
+        let p = keys.partition(sid);
+        let mut legacy = vec![(keys.sessions_index(p), "SADD")];
+        if let Some(u) = user {
+            legacy.push((keys.user_sessions(p, u), "ZADD"));
+        }
+        for (index, command) in legacy {
+            if !indexes.contains(&index) {
+                for key in index_keys(&t, &index) {
+                    t.cmd::<i64>(&["DEL", &key]);
+                }
+                indexes.push(index.clone());
+            }
+            let member: &[&str] = if command == "ZADD" {
+                &["0", sid]
+            } else {
+                &[sid]
+            };
+            t.cmd::<i64>(&[&[command, index.as_str()][..], member].concat());
+        }
     }
     // A script meets one first: closing a session converts its indexes.
     t.store.close_session("old-a", false).await.unwrap();
     let p = keys.partition("old-a");
-    assert_eq!(t.cmd::<String>(&["TYPE", &keys.sessions_index(p)]), "zset");
+    assert_eq!(
+        index_keys(&t, &keys.sessions_index(p)),
+        [
+            keys.sessions_index(p),
+            format!("{}:buckets", keys.sessions_index(p))
+        ]
+    );
     // The daemon converts the rest when it opens; listing sees every live session.
     t.flush().await;
-    for key in &indexes {
-        let kind: String = t.cmd(&["TYPE", key]);
-        assert!(kind == "zset" || kind == "none", "{key} is a {kind}");
+    for index in &indexes {
+        let kind: String = t.cmd(&["TYPE", index]);
+        assert!(kind == "zset" || kind == "none", "{index} is a {kind}");
+        if kind == "zset" {
+            assert_eq!(
+                t.cmd::<Option<String>>(&["ZSCORE", index, ""]),
+                Some("0".into())
+            );
+        }
     }
     assert_eq!(
         t.store.list_sessions(None).await.unwrap(),
@@ -410,5 +442,108 @@ async fn indexes_an_earlier_build_wrote_as_plain_sets_are_upgraded() {
     assert_eq!(
         t.store.list_sessions(Some("alice")).await.unwrap(),
         ["old-b"]
+    );
+}
+
+/// Every page of `listing`'s ids, `limit` at a time, followed through `next`.
+async fn every_page(t: &TestEnv, user: Option<&str>, prefix: &str, limit: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut listing = SessionListing::new(limit).prefix(prefix);
+        if let Some(u) = user {
+            listing = listing.user(u);
+        }
+        if let Some(a) = &after {
+            listing = listing.after(a.clone());
+        }
+        let page = t.store.list_sessions_page(&listing).await.unwrap();
+        assert!(page.ids.len() <= limit);
+        ids.extend(page.ids);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return ids,
+        }
+    }
+}
+
+/// A partition's index past one bucket: 700 sessions of one user in one partition split
+/// both of its indexes into buckets, each holding the ids from its bound to the next; the
+/// whole listing, every page, a prefix and the index's membership check (a create of an
+/// indexed id is refused, one of a closed id is not) stay exact through the splits and
+/// through closing most of them, and the buckets of a closed-out range go.
+#[tokio::test]
+async fn a_large_index_splits_into_buckets_and_lists_exactly() {
+    let t = env().await;
+    let keys = t.store.keys();
+    let p = 5;
+    let ids = t.ids_in_partition("a-rather-long-session-id.", p, 700);
+    for sid in &ids {
+        create(&t, sid, Some("u"), None).await;
+    }
+    let mut want = ids.clone();
+    want.sort();
+    for index in [keys.sessions_index(p), keys.user_sessions(p, "u")] {
+        let buckets = t.hash(&agentstate::keys::Keys::index_buckets(&index));
+        let bounds: Vec<String> = t.cmd(&["ZRANGE", &index, "0", "-1"]);
+        assert!(bounds.len() > 2, "{index}: {bounds:?}");
+        assert_eq!(bounds, buckets.keys().cloned().collect::<Vec<_>>());
+        for (i, bound) in bounds.iter().enumerate() {
+            for id in buckets[bound].split_whitespace() {
+                assert!(id >= bound.as_str(), "{id} below its bucket {bound:?}");
+                assert!(bounds.get(i + 1).is_none_or(|next| id < next.as_str()));
+            }
+        }
+    }
+    assert_eq!(t.store.list_sessions(None).await.unwrap(), want);
+    assert_eq!(t.store.list_sessions(Some("u")).await.unwrap(), want);
+    assert_eq!(every_page(&t, None, "", 7).await, want);
+    assert_eq!(every_page(&t, Some("u"), "", 100).await, want);
+    let prefixed: Vec<String> = want
+        .iter()
+        .filter(|id| id.starts_with("a-rather-long-session-id.1"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        every_page(&t, None, "a-rather-long-session-id.1", 9).await,
+        prefixed
+    );
+    let again = NewSession::new().id(&want[350]);
+    assert!(matches!(
+        t.store.create_session(&again).await,
+        Err(Error::AlreadyExists(_))
+    ));
+
+    // Closing all but every tenth leaves exactly those, and fewer buckets.
+    let before: usize = t.cmd(&["ZCARD", &keys.sessions_index(p)]);
+    for (i, sid) in want.iter().enumerate() {
+        if i % 10 != 0 {
+            t.store.close_session(sid, false).await.unwrap();
+        }
+    }
+    let kept: Vec<String> = want.iter().step_by(10).cloned().collect();
+    assert_eq!(t.store.list_sessions(None).await.unwrap(), kept);
+    assert_eq!(every_page(&t, Some("u"), "", 3).await, kept);
+    let after: usize = t.cmd(&["ZCARD", &keys.sessions_index(p)]);
+    assert!(after <= before, "{after} buckets after, {before} before");
+    t.store
+        .create_session(&NewSession::new().id(&want[1]))
+        .await
+        .unwrap();
+    for sid in &kept {
+        t.store.close_session(sid, false).await.unwrap();
+    }
+    t.store.close_session(&want[1], false).await.unwrap();
+    assert_eq!(
+        t.store.list_sessions(None).await.unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        index_keys(&t, &keys.sessions_index(p)),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        index_keys(&t, &keys.user_sessions(p, "u")),
+        Vec::<String>::new()
     );
 }

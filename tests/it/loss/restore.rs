@@ -178,12 +178,16 @@ async fn without_a_daemon_restores_and_durable_writes_fail_clearly_after_a_bound
         .await
         .unwrap();
     let phantom = "phantom";
-    let _: i64 = redis::cmd("ZADD")
-        .arg(s.keys().sessions_index(s.keys().partition(phantom)))
-        .arg(0)
-        .arg(phantom)
-        .query(&mut t.redis())
-        .unwrap();
+    let p = s.keys().partition(phantom);
+    let index = agentstate::test_support::scripts::index_sessions(
+        s.keys(),
+        &s.keys().sessions_index(p),
+        p,
+        &[(phantom.to_string(), String::new())],
+    );
+    let mut conn = agentstate::test_support::connection(s).await.unwrap();
+    let added: usize = index.run(&mut conn).await.unwrap();
+    assert_eq!(added, 1);
     let err = patient.require_session(phantom).await.unwrap_err();
     assert!(
         matches!(err, Error::UnknownSession(ref id) if id == phantom),

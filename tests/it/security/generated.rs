@@ -276,7 +276,7 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
     let image = scripts::SessionImage {
         user_id: "u".into(),
         ttl: 3600,
-        messages: vec![r#"{"seq":1,"state":"active","role":"user"}"#.into()],
+        messages: vec![r#"{"at":1,"role":"user"}"#.into()],
         ..Default::default()
     };
     let body = r#"{"role":"user","content":"hi"}"#;
@@ -363,6 +363,13 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &scripts::append_item(s.clone(), "s", body, None, None, 1 << 20, None),
             &scripts::append_item(s.clone(), "s", body, Some("k2"), None, 1 << 20, None),
         ]),
+        scripts::index_sessions(
+            ns,
+            &ns.sessions_index(p),
+            p,
+            &[("s".into(), "u".into()), ("s2".into(), String::new())],
+        ),
+        scripts::list_index(&ns.sessions_index(p), b"-", b"+", 0),
     ]
 }
 
@@ -417,7 +424,7 @@ fn every_lua_script_that_rejects_its_arguments_writes_nothing() {
         .block_on(t.store.record_decision("s", &NewDecision::new("d", "r")))
         .unwrap();
     let calls = base_calls(&t, &decision);
-    assert_eq!(calls.len(), 44, "one base call per script in lua/");
+    assert_eq!(calls.len(), 46, "one base call per script in lua/");
     let conn = std::cell::RefCell::new(t.redis());
     // Mostly value edits; one case in four also drops trailing arguments.
     let strategy = (
@@ -507,7 +514,7 @@ async fn restore_session_with_bad_section_counts_writes_nothing_and_returns() {
     let image = scripts::SessionImage {
         user_id: "u".into(),
         ttl: 3600,
-        messages: vec![r#"{"seq":1,"state":"active","role":"user"}"#.into()],
+        messages: vec![r#"{"at":1,"role":"user"}"#.into()],
         compactions: vec![r#"{"from_seq":1,"to_seq":1}"#.into()],
         ..Default::default()
     };
