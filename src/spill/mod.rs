@@ -260,7 +260,7 @@ impl SpillDaemon {
         if upgraded > 0 {
             tracing::info!(
                 indexes = upgraded,
-                "session indexes written by an earlier build are sorted sets now"
+                "session indexes written by an earlier build are in buckets now"
             );
         }
         let parts = (0..store.keys().partitions())
