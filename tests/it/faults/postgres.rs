@@ -2,8 +2,9 @@
 //! restarted during flushes, down for seconds while agents append, and connection strings
 //! that cannot work. Nothing committed twice, nothing lost, one log line per outage.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentstate::*;
@@ -26,25 +27,48 @@ async fn env_on_server(pg: &PgServer, tweak: impl FnOnce(Config) -> Config) -> T
     .await
 }
 
-/// `agentstate spill` on the test's database with its log (stderr) kept.
-fn daemon(t: &TestEnv) -> Child {
-    spill_process(t, &["spill", "--interval-ms", "5", "--lease-ms", "1000"])
+/// `agentstate spill` on the test's database, its log (stderr) read as it is written.
+struct Daemon {
+    child: Child,
+    log: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+fn daemon(t: &TestEnv) -> Daemon {
+    let mut child = spill_process(t, &["spill", "--interval-ms", "5", "--lease-ms", "1000"])
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    Daemon { child, log, reader }
+}
+
+impl Daemon {
+    /// Waits until the log holds `needle`: the rows a pass commits are visible before the
+    /// pass ends and logs.
+    async fn logged(&self, needle: &str) {
+        wait_until(&format!("the daemon logs {needle:?}"), HANG, || {
+            self.log.lock().unwrap().contains(needle)
+        })
+        .await;
+    }
 }
 
 /// Stops the daemon with SIGTERM (it drains and exits) and returns its log.
-fn stop(mut child: Child) -> String {
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    let mut log = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
+fn stop(mut d: Daemon) -> String {
+    unsafe { libc::kill(d.child.id() as libc::pid_t, libc::SIGTERM) };
+    let status = d.child.wait().unwrap();
+    d.reader.join().unwrap();
+    let log = d.log.lock().unwrap().clone();
     assert!(status.success(), "the daemon failed: {log}");
     log
 }
@@ -155,6 +179,7 @@ async fn postgresql_down_for_seconds_keeps_the_wal_fails_durable_writes_and_catc
     let n = (50 + during) as i64;
     wait_for_rows(&t, &sids[1..], n).await;
     wait_for_rows(&t, &sids[..1], n + 1).await;
+    child.logged(RECOVERED).await;
     let log = stop(child);
     assert_exactly_once(&t, &sids[1..], n);
     assert_exactly_once(&t, &sids[..1], n + 1);
