@@ -454,26 +454,19 @@ impl Store {
     }
 
     /// Session ids, sorted: all of them, or those of one user. Reads one index per partition
-    /// (one script call each, all at once) — never a keyspace scan.
+    /// (one script call each, in one pipeline on a node) — never a keyspace scan.
     /// The index keeps a session until it is closed, so sessions that expired from Redis but
     /// can be restored are listed too. For a bounded read, see [`Store::list_sessions_page`].
     pub async fn list_sessions(&self, user: Option<&str>) -> Result<Vec<String>> {
         if let Some(user) = user {
             validate_id("user", user)?;
         }
-        let mut all: Vec<String> = self
-            .read_indexes(user, None, "", 0)
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
-        all.sort();
-        Ok(all)
+        self.read_indexes(user, None, "", 0).await
     }
 
     /// One page of session ids in ascending order, after the listing's cursor: per
     /// partition, the index buckets that hold its next `limit + 1` ids (one script call per
-    /// partition, all at once). The cost grows with the partitions and the page, never with
+    /// partition, in one pipeline on a node). The cost grows with the partitions and the page, never with
     /// the number of sessions. `next` is the cursor of the following page (the last id of
     /// this one), `None` on the last page.
     pub async fn list_sessions_page(&self, listing: &SessionListing) -> Result<SessionPage> {
@@ -496,13 +489,9 @@ impl Store {
                 "id prefix {prefix:?}: session ids are made of [A-Za-z0-9._@+-]"
             )));
         }
-        let mut ids: Vec<String> = self
+        let mut ids = self
             .read_indexes(user, listing.after.as_deref(), prefix, limit + 1)
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
-        ids.sort_unstable();
+            .await?;
         let next = if ids.len() > limit {
             ids.truncate(limit);
             ids.last().cloned()
@@ -515,9 +504,9 @@ impl Store {
     /// Turns the session indexes earlier builds wrote (plain sets, then sorted sets of the
     /// ids themselves) into the bucketed ones of this build, so listings read them whole;
     /// the spill daemon runs it when it opens. Scripts that write an index convert it
-    /// themselves (`index_upgrade` in `lua/_prelude.lua`, which `index_sessions.lua` runs
-    /// here). One SCAN of the namespace's sets and sorted sets per master, then one script
-    /// per index found (a bucketed index is left alone). Returns how many it upgraded.
+    /// themselves (`index_upgrade` in `lua/_prelude.lua`). One SCAN of the namespace's sets
+    /// and sorted sets per master, then [`scripts::upgrade_index`] per index found (a
+    /// bucketed index is left alone). Returns how many it upgraded.
     #[cfg(feature = "spill")]
     pub(crate) async fn upgrade_session_indexes(&self) -> Result<usize> {
         let pattern = self.keys().namespace_pattern();
@@ -546,8 +535,7 @@ impl Store {
                         other => other?,
                     };
                     for key in found.iter().filter(|k| is_session_index(k)) {
-                        let call = scripts::index_sessions(self.keys(), key, 0, &[]);
-                        upgraded += call.run::<usize>(&mut conn).await?;
+                        upgraded += scripts::upgrade_index(key).run::<usize>(&mut conn).await?;
                     }
                     if next == 0 {
                         break;
@@ -578,16 +566,18 @@ impl Store {
             .any(|b| b.split_whitespace().any(|id| id == sid)))
     }
 
-    /// Per partition, its index's first `count` ids (0 = all) after `after` that begin with
-    /// `prefix`, ascending: `list_index.lua` reads the buckets that may hold them (one call
-    /// per partition, all in flight at once), and they are cut out here.
+    /// The first `count` ids (0 = all) after `after` that begin with `prefix`, ascending,
+    /// of every partition's index: `list_index.lua` reads the buckets that may hold each
+    /// partition's first `count` ([`Store::invoke_all`]: one pipeline on a node), and the
+    /// ids are cut out of them here. Each partition's part holds its own first `count`, so
+    /// the first `count` of them all are the first `count` overall.
     async fn read_indexes(
         &self,
         user: Option<&str>,
         after: Option<&str>,
         prefix: &str,
         count: usize,
-    ) -> Result<Vec<Vec<String>>> {
+    ) -> Result<Vec<String>> {
         // Lexicographic bounds: after the cursor (exclusive) or from the prefix (inclusive),
         // whichever is later; up to the prefix followed by 0xff (above every id character).
         let min: Vec<u8> = match after {
@@ -605,26 +595,19 @@ impl Store {
         let calls: Vec<_> = (0..self.keys().partitions())
             .map(|p| scripts::list_index(&self.index_key(p, user), &min, &max, count))
             .collect();
-        let replies = futures_util::future::try_join_all(
-            calls.iter().map(|call| self.invoke::<Vec<String>>(call)),
-        )
-        .await?;
-        Ok(replies
+        let buckets: Vec<Vec<String>> = self.invoke_all(&calls).await?;
+        let mut ids: Vec<String> = buckets
             .iter()
-            .map(|buckets| {
-                let mut ids: Vec<String> = buckets
-                    .iter()
-                    .flat_map(|b| b.split_whitespace())
-                    .filter(|id| id.starts_with(prefix) && after.is_none_or(|a| *id > a))
-                    .map(str::to_string)
-                    .collect();
-                ids.sort_unstable();
-                if count > 0 {
-                    ids.truncate(count);
-                }
-                ids
-            })
-            .collect())
+            .flatten()
+            .flat_map(|b| b.split_whitespace())
+            .filter(|id| id.starts_with(prefix) && after.is_none_or(|a| *id > a))
+            .map(str::to_string)
+            .collect();
+        ids.sort_unstable();
+        if count > 0 {
+            ids.truncate(count);
+        }
+        Ok(ids)
     }
 
     /// Sets meta fields through `update_session.lua`; `record` is the wal JSON ('' = touch).

@@ -130,7 +130,6 @@ pub fn list_index(index: &str, min: &[u8], max: &[u8], count: usize) -> ScriptCa
 
 /// `index_sessions.lua`: adds `sessions` (id, user or `""`) of partition `p` to its index and
 /// their users' (any index an earlier build wrote among them turned into buckets first).
-/// With no sessions, `index` alone is upgraded.
 pub fn index_sessions(ns: &Keys, index: &str, p: u32, sessions: &[(String, String)]) -> ScriptCall {
     let mut keys: Vec<String> = vec![index.to_string(), Keys::index_buckets(index)];
     for (_, user) in sessions {
@@ -149,4 +148,10 @@ pub fn index_sessions(ns: &Keys, index: &str, p: u32, sessions: &[(String, Strin
     }
     // Adding an id twice leaves it once; an upgrade runs once.
     call.idempotent(true)
+}
+
+/// `index_sessions.lua` with no session: turns session index `index`, if an earlier build
+/// wrote it, into buckets; replies 1 when it did, else 0.
+pub fn upgrade_index(index: &str) -> ScriptCall {
+    ScriptCall::new(&INDEX_SESSIONS, &[index, &Keys::index_buckets(index)]).idempotent(true)
 }

@@ -139,23 +139,16 @@ impl SpillDaemon {
             .zip(&applied)
             .filter_map(|((p, ..), a)| a.as_ref().map(|a| (*p, a)))
             .collect();
-        let calls: Vec<redis::Cmd> = publications
+        let calls: Vec<_> = publications
             .iter()
-            .map(|(p, a)| self.publish_call(*p, a).cmd().clone())
+            .map(|(p, a)| self.publish_call(*p, a))
             .collect();
-        let published: Vec<Option<u64>> = match self.store.fan_out::<u64>(calls).await {
-            Ok(at) => at.into_iter().map(held_at).collect(),
-            // NOSCRIPT (a Redis that lost its scripts), or a node out of reach: one at a
-            // time, through the path that loads a script.
-            Err(_) => {
-                let mut at = Vec::new();
-                for (p, a) in &publications {
-                    at.push(self.publish(*p, a).await?);
-                }
-                at
-            }
-        };
-        let mut published = published.into_iter();
+        let mut published = self
+            .store
+            .invoke_all::<u64>(&calls)
+            .await?
+            .into_iter()
+            .map(held_at);
         for ((p, counts, acked), applied) in rest.into_iter().zip(applied) {
             let at = match applied {
                 Some(_) => published.next().flatten(),

@@ -263,6 +263,29 @@ impl Store {
         }
     }
 
+    /// Runs idempotent script calls that each touch one partition's slot, as
+    /// [`Store::fan_out`] sends commands (one pipeline on a node, one request per call on a
+    /// cluster). A pipeline does not load a script, so when it fails (NOSCRIPT: a Redis that
+    /// lost its scripts; or a node out of reach) the calls go again one at a time through
+    /// [`Store::invoke`], which does and retries. Replies in the order of `calls`.
+    pub(crate) async fn invoke_all<T: FromRedisValue>(
+        &self,
+        calls: &[ScriptCall],
+    ) -> Result<Vec<T>> {
+        let cmds = calls.iter().map(|c| c.cmd().clone()).collect();
+        match self.fan_out(cmds).await {
+            Ok(replies) => Ok(replies),
+            Err(err) => {
+                tracing::debug!(error = %err, "script calls one at a time");
+                let mut replies = Vec::with_capacity(calls.len());
+                for call in calls {
+                    replies.push(self.invoke(call).await?);
+                }
+                Ok(replies)
+            }
+        }
+    }
+
     /// The URL of the node serving `key`: the one node's URL, or on a cluster the master
     /// that holds the key's slot now (same scheme and credentials as the seed).
     pub(crate) async fn node_url_for(&self, key: &str) -> Result<String> {
