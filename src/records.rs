@@ -225,14 +225,16 @@ impl<'a> WalRecord<'a> {
                         "entry {id}: batch field {name:?} is not <op> <id> <seq> [<key>]"
                     )));
                 };
+                let op = WalOp::parse(op_text);
+                // an `inbox` record's third word is its item id
+                let message = matches!(op, Some(WalOp::Msg | WalOp::MsgReplace));
                 Ok(WalRecord {
                     entry_id: id,
-                    op: WalOp::parse(op_text),
+                    op,
                     op_text,
                     subject,
                     d,
-                    // an `inbox` record's third word is its item id
-                    seq: third.parse().ok(),
+                    seq: message.then(|| third.parse().ok()).flatten(),
                     idem_key: key,
                 })
             })
