@@ -20,6 +20,18 @@ pub enum MessageState {
     CompactedOut,
 }
 
+impl MessageState {
+    /// The state of message `seq` of a session whose compactions covered `compacted` (its
+    /// `from_seq..=to_seq` ranges): a stored element does not hold it.
+    pub(crate) fn of(seq: u64, compacted: &[(u64, u64)]) -> MessageState {
+        if compacted.iter().any(|&(a, b)| (a..=b).contains(&seq)) {
+            MessageState::CompactedOut
+        } else {
+            MessageState::Active
+        }
+    }
+}
+
 /// A message to append. Build with [`NewMessage::new`] and the setters.
 ///
 /// [`Message`] repeats these fields (deliberately, not `#[serde(flatten)]`): a stored message
@@ -372,11 +384,7 @@ impl Loaded {
         let mut seqs = ranges(&self.spans).flat_map(|(a, b)| a..=b);
         for m in &mut messages {
             m.seq = seqs.next().ok_or_else(|| self.miscounted())?;
-            m.state = if compacted.iter().any(|&(a, b)| (a..=b).contains(&m.seq)) {
-                MessageState::CompactedOut
-            } else {
-                MessageState::Active
-            };
+            m.state = MessageState::of(m.seq, &compacted);
         }
         if seqs.next().is_some() {
             return Err(self.miscounted());

@@ -237,14 +237,7 @@ pub async fn export_session<W: Write>(
     {
         let mut message: Message = serde_json::from_str(r[1].as_deref().unwrap_or_default())?;
         message.seq = whole(&r[0]);
-        message.state = if compacted
-            .iter()
-            .any(|&(a, b)| (a..=b).contains(&message.seq))
-        {
-            MessageState::CompactedOut
-        } else {
-            MessageState::Active
-        };
+        message.state = MessageState::of(message.seq, &compacted);
         emit("message", &serde_json::to_string(&message)?, out)?;
     }
     for (kind, sql) in [
@@ -336,12 +329,12 @@ pub(crate) const SESSION_DECISIONS_SQL: &str =
             CAST(created_at AS TEXT)
      FROM decisions WHERE session_id = ?1 ORDER BY created_at, id";
 
-/// A stored JSON text as a value (minified on output, as SQLite's `json()` did).
 /// A whole-number column read as text (0 when absent).
 fn whole(text: &Option<String>) -> u64 {
     text.as_deref().unwrap_or("0").parse().unwrap_or(0)
 }
 
+/// A stored JSON text as a value (minified on output, as SQLite's `json()` did).
 fn json_value(text: Option<&str>) -> Result<serde_json::Value> {
     Ok(match text {
         Some(t) => serde_json::from_str(t)?,
