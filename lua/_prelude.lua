@@ -646,14 +646,17 @@ end
 -- Adds `id` to `index` (buckets hash `buckets`); 1 when it was not there, else 0.
 -- @include INDEX_BUCKET_BYTES, index_bound, bytes_less, index_write
 local function index_add(index, buckets, id)
-  local bound = index_bound(index, id) or ''
+  local bound = index_bound(index, id)
+  if not bound then
+    bound = ''
+    redis.call('ZADD', index, 0, '')
+  end
   local ids = redis.call('HGET', buckets, bound) or ' '
   if string.find(ids, ' ' .. id .. ' ', 1, true) then
     return 0
   end
   ids = ids .. id .. ' '
   if #ids <= INDEX_BUCKET_BYTES then
-    redis.call('ZADD', index, 0, bound)
     redis.call('HSET', buckets, bound, ids)
     return 1
   end
