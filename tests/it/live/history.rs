@@ -19,6 +19,15 @@ pub(crate) fn contents(messages: &[Message]) -> Vec<String> {
         .collect()
 }
 
+/// A test env with session `s` holding user messages of `contents`, seqs 1.. in order.
+async fn session_of(contents: &[&str]) -> crate::support::TestEnv {
+    let t = env().await;
+    create(&t, "s", None, None).await;
+    let messages: Vec<NewMessage> = contents.iter().map(|c| user(c)).collect();
+    t.store.append_many("s", &messages, None).await.unwrap();
+    t
+}
+
 #[tokio::test]
 async fn append_many_takes_consecutive_seqs_in_one_step() {
     let t = env().await;
@@ -124,12 +133,8 @@ async fn pop_removes_the_newest_message_and_its_seq_is_handed_out_again() {
 
 #[tokio::test]
 async fn pop_refuses_the_note_of_the_latest_compaction() {
-    let t = env().await;
+    let t = session_of(&["a", "b", "c"]).await;
     let s = &t.store;
-    create(&t, "s", None, None).await;
-    s.append_many("s", &[user("a"), user("b"), user("c")], None)
-        .await
-        .unwrap();
     assert_eq!(
         s.compact("s", &Compaction::new(1, 2, "sum")).await.unwrap(),
         (1, 4)
@@ -145,12 +150,8 @@ async fn pop_refuses_the_note_of_the_latest_compaction() {
 
 #[tokio::test]
 async fn replace_changes_one_message_and_keeps_its_seq_and_time() {
-    let t = env().await;
+    let t = session_of(&["secret", "b", "c"]).await;
     let s = &t.store;
-    create(&t, "s", None, None).await;
-    s.append_many("s", &[user("secret"), user("b"), user("c")], None)
-        .await
-        .unwrap();
     let before = s.message("s", 1).await.unwrap().unwrap();
     let redacted = NewMessage::new("user")
         .content("[redacted]")
@@ -200,12 +201,8 @@ async fn replace_changes_one_message_and_keeps_its_seq_and_time() {
 /// writes this build's form, whose row the flush replaces.
 #[tokio::test]
 async fn elements_an_earlier_build_stored_read_replace_and_compact_as_this_builds() {
-    let t = env().await;
+    let t = session_of(&["a", "b", "c"]).await;
     let s = &t.store;
-    create(&t, "s", None, None).await;
-    s.append_many("s", &[user("a"), user("b"), user("c")], None)
-        .await
-        .unwrap();
     let msgs = s.keys().session("s").msgs;
     for seq in 1..=3u64 {
         let old = format!(
