@@ -155,6 +155,30 @@ local function bad_argc(n, step)
   return nil
 end
 
+-- The NOT_DECIDED error reply naming `what` unless a spill daemon has checked this Redis
+-- history's partition against the durable tier: `gate`, the partition's commit marker
+-- <prefix>:{p}:committed, holds in `history` the replication id (INFO replication,
+-- master_replid) of the history the daemon checked and repaired. A promoted replica and a
+-- restarted server start a new replication id, so their writes wait until a daemon has
+-- put back what they lack: no seq, version or id the durable tier committed is handed out
+-- again. nil when writes may go on. The check of every write script, before anything else.
+-- @include fail
+local function unchecked(gate, what)
+  local history = redis.call('HGET', gate, 'history')
+  if history and string.find(redis.call('INFO', 'replication'), 'master_replid:' .. history .. '\r', 1, true) then
+    return nil
+  end
+  return fail('NOT_DECIDED', what)
+end
+
+-- A wal entry id as a durable caller waits on it: `<id>/<replication id>`, the Redis
+-- history it was written in. Ids are unique within a history only: after a failover a new
+-- master can hand out an id an old one gave a write it never received, so the caller takes
+-- a commit as its own only in its history (`src/durability.rs`).
+local function tracked_id(id)
+  return id .. '/' .. string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
+end
+
 -- The session's meta fields `...` (one HMGET of its meta hash KEYS[1]), or nil and the error
 -- reply NO_SESSION <ARGV[1]> when the session does not exist (the first field named is one
 -- every session has); with no field named, only whether it exists (EXISTS): {} or the error.
@@ -380,9 +404,9 @@ end
 -- refresh_ttl. The record is the field and value it has in a batch entry (see log_messages),
 -- which carries its seq (the element does not). `log` nil: the record is a batch entry of
 -- its own in k[9], whose id is returned; a list: the record is added to it, for the caller
--- to write with the others of its batch, and nil is returned. Returns the wal entry id (or
--- nil) and `created`.
--- @include message_element
+-- to write with the others of its batch, and nil is returned. Returns the wal entry id
+-- with its history (tracked_id; or nil) and `created`.
+-- @include message_element, tracked_id
 local function write_message(k, sid, seq, tail, idem, now_text, created, log)
   local element = message_element(now_text, tail)
   if redis.call('RPUSH', k[3], element) == 1 then
@@ -403,7 +427,7 @@ local function write_message(k, sid, seq, tail, idem, now_text, created, log)
     log[n + 1], log[n + 2] = field, element
     return nil, created
   end
-  return redis.call('XADD', k[9], '*', 'op', 'batch', field, element), created
+  return tracked_id(redis.call('XADD', k[9], '*', 'op', 'batch', field, element)), created
 end
 
 -- Writes the `msg` records `log` gathered (write_message's field/value pairs, in order) as
@@ -414,13 +438,14 @@ end
 -- short field: no copy of an element is made. (A one-record entry in the classic layout
 -- instead cost more: the sid and key kept apart for it.) More than 1,000 records
 -- (append_messages) go as several entries of 1,000, in order: unpack() of many more values
--- overflows Lua's C stack. Returns the id of the last entry.
+-- overflows Lua's C stack. Returns the id of the last entry with its history (tracked_id).
+-- @include tracked_id
 local function log_messages(wal, log)
   local id
   for i = 1, #log, 2000 do
     id = redis.call('XADD', wal, '*', 'op', 'batch', unpack(log, i, math.min(i + 1999, #log)))
   end
-  return id
+  return tracked_id(id)
 end
 
 -- What append_one returns when it was given only the four keys an append writes (false in

@@ -3,6 +3,7 @@
   framework's event together with the state it leaves (Google ADK's append_event), so no
   reader sees the one without the other; log both to the wal.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] message body tail (see bad_message_body in _prelude; validated by the caller)
   ARGV[3] expected seq or '' (the seq the caller believes comes next: its view of the session)
@@ -16,8 +17,12 @@
   Invariant: seqs are 1, 2, 3, ... without gaps; message seq s is list index s-1.
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, bad_argc, bad_limit, bad_message_body, store_checkpoint, write_message
+-- @include unchecked, clock, fail, bad_argc, bad_limit, bad_message_body, store_checkpoint, write_message
 -- @include session_meta, fenced
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(9) or bad_limit(ARGV[4]) or bad_limit(ARGV[8])
   or bad_message_body(ARGV[2], ARGV[4])
 if bad_args then

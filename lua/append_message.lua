@@ -1,6 +1,7 @@
 --[[
   append_message: allocate the next seq and append one message; log it to the wal.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] message body: a JSON object without `at` (validated by the caller),
           without its opening brace (see bad_message_body in _prelude)
@@ -14,7 +15,11 @@
   Atomic: every check runs before the first write (the body is append_one in _prelude,
   shared with session_batch.lua; its writes are write_message, shared with append_messages).
 ]]
--- @include clock, bad_argc, bad_limit, append_one
+-- @include unchecked, clock, bad_argc, bad_limit, append_one
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(6) or bad_limit(ARGV[5])
 if bad_args then
   return bad_args

@@ -3,6 +3,7 @@
   another writer in between); their records go to ONE batch entry of the wal (log_messages
   in _prelude; more than 1,000 messages make one entry per 1,000).
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] expected seq of the first message or '' (the seq the caller believes comes next)
   ARGV[3] size limit of one message body, bytes
@@ -19,8 +20,12 @@
   Atomic: every check (of every body) runs before the first write. Each message is written
   by write_message in _prelude, as append_message and a batch item write theirs.
 ]]
--- @include clock, fail, refresh_ttl, bad_argc, bad_message_body, write_message, log_messages
+-- @include unchecked, clock, fail, refresh_ttl, bad_argc, bad_message_body, write_message, log_messages
 -- @include session_meta, fenced
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(6, 1)
 if bad_args then
   return bad_args

@@ -11,12 +11,17 @@
   KEYS[16]   effect ledger             <prefix>:{p}:s:<sid>:effects
   KEYS[17]   KEYS[10]'s buckets        <prefix>:{p}:sessions:buckets
   KEYS[18]   KEYS[11]'s buckets
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] '1' when linked descendants are closed with it (recorded for SQLite), else '0'
   Returns: {1 if the session was live else 0, wal entry id}
   Errors:  none (closing a session that is not live still reaches SQLite through the wal)
 ]]
--- @include bad_argc, index_upgrade, index_remove
+-- @include unchecked, bad_argc, index_upgrade, index_remove
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -3,6 +3,7 @@
   of a message's state) and append a system compact_note in one step; record the compaction
   in the audit list; log both to the wal.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] from seq (>= 1)         ARGV[3] to seq (>= from, < next seq)
   ARGV[4] note body: JSON object without `at`, without its opening brace
@@ -15,8 +16,12 @@
   elements are not rewritten. load_messages and replace_message read a state from it.
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, refresh_ttl, json_num_or_null, message_element, merge_compacted
+-- @include unchecked, clock, fail, refresh_ttl, json_num_or_null, message_element, merge_compacted
 -- @include open_session, fenced
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(8, nil, 'next_seq', 'ttl', 'last_compact_seq', 'compacted',
   'ttl_at')
 if bad then

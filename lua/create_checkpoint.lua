@@ -2,6 +2,7 @@
   create_checkpoint: promote a snapshot of working state (all keys, or the listed ones that
   exist) to a durable checkpoint; keep it as the label's latest; log it to the wal.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id      ARGV[2] checkpoint id      ARGV[3] label
   ARGV[4] size limit of the payload, bytes
   ARGV[5] run lease token or '' (fenced in _prelude: a stale one writes nothing)
@@ -10,7 +11,11 @@
   Errors:  NO_SESSION, TOO_LARGE, FENCED
   Atomic: every check runs before the first write.
 ]]
--- @include fail, store_checkpoint, open_session, fenced
+-- @include unchecked, fail, store_checkpoint, open_session, fenced
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(5, 1, 'ttl', 'ttl_at')
 if bad then
   return bad

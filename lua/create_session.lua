@@ -13,13 +13,14 @@
   Returns: the wal entry id
   Errors:  EXISTS when the session is live already, or indexed (expired from Redis but
            restorable from SQLite: creating it anew would replace its durable history);
-           NOT_DECIDED <sid> when no spill daemon has checked this Redis against SQLite yet
-           (KEYS[12] absent: Redis lost its state, or no daemon ever ran): the index cannot
-           vouch that SQLite lacks the id, so nothing is created; BAD_INPUT when the idle TTL
+           NOT_DECIDED <sid> when no spill daemon has checked this Redis history against the
+           durable tier yet (unchecked in _prelude: Redis lost its state, failed over, or no
+           daemon ever ran): the index cannot vouch that SQLite lacks the id, so nothing is
+           created; BAD_INPUT when the idle TTL
            is not a whole number of seconds
   Atomic: the existence checks run before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, json_str_or_null, bad_argc, index_upgrade, index_has
+-- @include unchecked, now_ms, fail, refresh_ttl, json_str_or_null, bad_argc, index_upgrade, index_has
 -- @include index_add, set_meta
 local bad_args = bad_argc(11)
 if bad_args then
@@ -32,8 +33,9 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 or index_has(KEYS[10], KEYS[13], ARGV[1]) then
   return fail('EXISTS', 'session ' .. ARGV[1])
 end
-if redis.call('EXISTS', KEYS[12]) == 0 then
-  return fail('NOT_DECIDED', ARGV[1])
+local closed = unchecked(KEYS[12], ARGV[1])
+if closed then
+  return closed
 end
 local ttl = tonumber(ARGV[11])
 if not ttl or ttl < 1 or ttl > 1099511627776 or ttl ~= math.floor(ttl) then

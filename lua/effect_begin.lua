@@ -9,6 +9,7 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2] tool call id   ARGV[3] digest of the call's arguments
   Returns: {'started'|'running'|'done', the record, the wal entry id ('' unless started)}
   Errors:  NO_SESSION, BAD_INPUT (a bad call id or digest), ARGS_DIFFER <call id> <recorded
@@ -17,7 +18,11 @@
   Wal: a new intent is an `effect` record (op effect, id sid, d the record).
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, open_session, bad_id, touch_run, run_gone
+-- @include unchecked, clock, fail, open_session, bad_id, touch_run, run_gone
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(3, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad

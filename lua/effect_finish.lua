@@ -4,6 +4,7 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2] tool call id   ARGV[3] result JSON (validated by the caller)
   ARGV[4] size limit of the result, bytes
   Returns: {1, the wal entry id} when recorded, {0, ''} when the call had a result already
@@ -12,7 +13,11 @@
   Wal: an `effect` record (op effect, id sid, d the done record).
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, open_session, bad_limit, touch_run, run_gone
+-- @include unchecked, clock, fail, open_session, bad_limit, touch_run, run_gone
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(4, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad

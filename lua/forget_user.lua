@@ -6,13 +6,18 @@
   KEYS[1] user hash    <prefix>:{p}:u:<uid>
   KEYS[2] wal stream   <prefix>:{p}:wal   (partition of the user id)
   KEYS[3] tombstone    <prefix>:{p}:u:<uid>:forgotten   (value: forget time, ms)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] user id
   ARGV[2] tombstone TTL, seconds
   Returns: {names of the removed keys, wal entry id}
   Errors:  BAD_INPUT (the TTL is not a whole number of seconds in 1..2^31)
   Atomic: the TTL is checked before the first write.
 ]]
--- @include now_ms, fail, bad_argc
+-- @include unchecked, now_ms, fail, bad_argc
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -5,7 +5,8 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   graph log values   <prefix>:{p}:s:<sid>:graph
   KEYS[11]   graph log index    <prefix>:{p}:s:<sid>:glog
-  KEYS[12..] run indexes        <prefix>:{p}:g_run:<run_id> of the runs in ARGV (mode runs)
+  KEYS[12..#KEYS-1] run indexes        <prefix>:{p}:g_run:<run_id> of the runs in ARGV (mode runs)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] mode: 'keep_latest' (all but the greatest checkpoint of each namespace),
           'all' (every checkpoint), 'runs' (checkpoints whose metadata run_id is in ARGV[3..])
@@ -13,7 +14,11 @@
   Returns: the number of checkpoints removed (nothing is logged when 0)
   Errors:  NO_SESSION
 ]]
--- @include now_ms, touch_graph, open_session
+-- @include unchecked, now_ms, touch_graph, open_session
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(2, 1, 'ttl', 'ttl_at')
 if bad then
   return bad
@@ -25,7 +30,7 @@ local runs = {}
 for i = 3, #ARGV do
   runs[ARGV[i]] = true
 end
-for i = 12, #KEYS do
+for i = 12, #KEYS - 1 do
   redis.call('SREM', KEYS[i], ARGV[1])
 end
 -- Every checkpoint, grouped by namespace, oldest first within each.

@@ -13,8 +13,9 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   graph log values   <prefix>:{p}:s:<sid>:graph
   KEYS[11]   graph log index    <prefix>:{p}:s:<sid>:glog
-  KEYS[12..]  run indexes       <prefix>:{p}:g_run:<run_id> of the runs (metadata run_id) of
+  KEYS[12..#KEYS-1] run indexes       <prefix>:{p}:g_run:<run_id> of the runs (metadata run_id) of
              the checkpoints written: the session id is added to each
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] '1' to stamp entries with created_at (a put), '0' to store them as given (a copy)
   then three sections, each a count n and its items:
@@ -26,7 +27,11 @@
   Errors:  NO_SESSION, BAD_INPUT
   Atomic: every argument is read and checked before the first write.
 ]]
--- @include now_ms, fail, touch_graph, open_session
+-- @include unchecked, now_ms, fail, touch_graph, open_session
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(2, 1, 'ttl', 'ttl_at')
 if bad then
   return bad
@@ -90,7 +95,7 @@ end
 if #logged_cps + #logged_blobs + #logged_writes == 0 then
   return ''
 end
-for i = 12, #KEYS do
+for i = 12, #KEYS - 1 do
   redis.call('SADD', KEYS[i], ARGV[1])
   redis.call('EXPIRE', KEYS[i], ttl)
 end

@@ -6,6 +6,7 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2] owner   ARGV[3] token   ARGV[4] at most this many items
   Returns: the claimed items (inbox_item text, state `claimed`), oldest first
   Errors:  NO_SESSION, FENCED (the owner does not hold the lease with that token),
@@ -13,8 +14,12 @@
            _prelude)
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, open_session, not_holder, inbox_header, inbox_item, touch_run
+-- @include unchecked, clock, fail, open_session, not_holder, inbox_header, inbox_item, touch_run
 -- @include run_gone
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(4, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad

@@ -7,6 +7,7 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2] owner   ARGV[3] token   ARGV[4] size limit of a message, bytes
   ARGV[5..] item ids, in the order to deliver them (at most 500)
   Returns: {wal entry id or '' (nothing appended), then per item, in order, its seq}
@@ -16,8 +17,12 @@
   Invariant: seqs stay gapless (write_message, as every append).
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, bad_limit, open_session, not_holder, inbox_header, inbox_item
+-- @include unchecked, clock, fail, bad_limit, open_session, not_holder, inbox_header, inbox_item
 -- @include bad_message_body, write_message, log_messages, refresh_ttl, run_gone
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(4, 1, 'ttl', 'ttl_at', 'next_seq', 'run_keys')
 if bad then
   return bad

@@ -7,6 +7,7 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2] size limit of one message body, bytes
   ARGV[3..] pairs: item id, message body (a JSON object without `at`,
             validated by the caller)
@@ -16,8 +17,12 @@
            (the inbox and ledger expired while the session lived: see run_gone in _prelude)
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, open_session, bad_limit, bad_id, bad_message_body, inbox_item
+-- @include unchecked, clock, fail, open_session, bad_limit, bad_id, bad_message_body, inbox_item
 -- @include log_messages, touch_run, run_gone
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(2, 2, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad

@@ -5,13 +5,18 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2..] item ids
   Returns: {how many items were voided, wal entry id or ''}
   Errors:  NO_SESSION, BAD_INPUT (no ids), RUN_GONE (see run_gone in _prelude)
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, open_session, inbox_header, inbox_item, log_messages, touch_run
+-- @include unchecked, clock, fail, open_session, inbox_header, inbox_item, log_messages, touch_run
 -- @include run_gone
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(1, 1, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad

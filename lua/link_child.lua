@@ -1,13 +1,18 @@
 --[[
   link_child: add or remove a sub-agent id in its parent's children set.
   KEYS[1..9] the parent's session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] 'add' or 'remove'
   ARGV[2] child session id
   Returns: 1 when the parent is live, 0 when removing from a parent that is gone
   Errors:  NO_SESSION when adding to a parent that is not live
   Atomic: the parent's existence is checked before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, bad_argc
+-- @include unchecked, now_ms, fail, refresh_ttl, bad_argc
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(2)
 if bad_args then
   return bad_args

@@ -2,6 +2,7 @@
   pop_message: remove the newest message of a session (the next append gets its seq again);
   log the removal to the wal.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] run lease token or '' (fenced in _prelude: a stale one writes nothing)
   Returns: {removed element, wal entry id, its seq}, or {} when the session has no message
@@ -14,7 +15,11 @@
   Cost: O(1), plus O(idempotency keys of the session) when it has any.
   Atomic: every check runs before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, open_session, fenced
+-- @include unchecked, now_ms, fail, refresh_ttl, open_session, fenced
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(2, nil, 'next_seq', 'ttl', 'ttl_at')
 if bad then
   return bad

@@ -5,8 +5,9 @@
   loss yet can never re-create the marker that tells agents "a daemon checked this Redis
   against SQLite" (that is the owner's takeover, after the re-seed). Then it rings the commit
   bell (a one-entry stream), which wakes the durable callers blocked on it (`XREAD BLOCK`);
-  the bell's entry carries the same field, value pairs, so a woken caller reads its commit
-  from the wake itself.
+  the bell's entry carries the same field, value pairs and the marker's `history`, so a
+  woken caller reads its commit, and the Redis history it was published in, from the wake
+  itself.
   KEYS[1] committed hash   <prefix>:{p}:committed
   KEYS[2] lease string     <prefix>:{p}:lease
   KEYS[3] commit bell      <prefix>:{p}:commit_bell
@@ -26,5 +27,10 @@ if redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return 0
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', unpack(ARGV, 2))
+local history = redis.call('HGET', KEYS[1], 'history')
+if history then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', 'history', history, unpack(ARGV, 2))
+else
+  redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', unpack(ARGV, 2))
+end
 return now_ms()

@@ -2,6 +2,7 @@
   put_checkpoint: store a checkpoint whose payload the caller gives (not taken from working
   state); keep it as the label's latest; log it to the wal like create_checkpoint.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id      ARGV[2] checkpoint id      ARGV[3] label
   ARGV[4] payload: a JSON object (validated by the caller)
   ARGV[5] size limit of the payload, bytes
@@ -10,7 +11,11 @@
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT, FENCED
   Atomic: every check runs before the first write.
 ]]
--- @include fail, bad_argc, store_checkpoint, session_meta, fenced
+-- @include unchecked, fail, bad_argc, store_checkpoint, session_meta, fenced
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(6)
 if bad_args then
   return bad_args

@@ -3,6 +3,7 @@
   decision out of the open set. Recording an outcome twice is a no-op.
   KEYS[1] decisions stream       <prefix>:{p}:decisions
   KEYS[2] open decisions hash    <prefix>:{p}:open_decisions
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] decision id "<p>:<entry id>"
   ARGV[2] the stream entry id part of it
   ARGV[3] outcome text
@@ -11,7 +12,11 @@
   Errors:  NO_DECISION when the decision is neither open nor in the stream
   Atomic: every check runs before the first write.
 ]]
--- @include now_ms, fail, bad_argc
+-- @include unchecked, now_ms, fail, bad_argc
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(3)
 if bad_args then
   return bad_args

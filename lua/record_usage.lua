@@ -1,6 +1,7 @@
 --[[
   record_usage: upsert the token usage of one round; log it to the wal.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] round index
   ARGV[3] usage JSON object (round_index, prompt_tokens, ...; built by the caller)
@@ -8,7 +9,11 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
--- @include now_ms, refresh_ttl, open_session
+-- @include unchecked, now_ms, refresh_ttl, open_session
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local meta, bad = open_session(3, nil, 'ttl', 'ttl_at')
 if bad then
   return bad

@@ -3,6 +3,7 @@
   and append time stay; log the new element to the wal (a batch entry: its field names the
   seq, which the element does not hold).
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] seq of the message to replace
   ARGV[3] new message body: a JSON object without `at` (validated by the
@@ -14,8 +15,12 @@
            message is compacted out), FENCED
   Atomic: every check runs before the first write.
 ]]
--- @include now_ms, fail, refresh_ttl, bad_argc, bad_message_body, message_element, session_meta
+-- @include unchecked, now_ms, fail, refresh_ttl, bad_argc, bad_message_body, message_element, session_meta
 -- @include fenced, element_time, is_compacted
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(5) or bad_message_body(ARGV[3], ARGV[4])
 if bad_args then
   return bad_args

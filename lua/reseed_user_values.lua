@@ -1,9 +1,9 @@
 --[[
   reseed_user_values: after Redis lost its state, put one user's values back from SQLite
   without overwriting or resurrecting what agents did in the new Redis since: a value Redis
-  holds stays (HSETNX); a user with a forget tombstone is skipped whole; a key deleted after
-  the values were read from SQLite (a `user_del` of this user in the wal after ARGV[2]) is
-  skipped. Only the daemon that owns the partition writes: one whose lease lapsed (a new
+  holds stays (HSETNX); a user with a forget tombstone, or forgotten after the values were
+  read from SQLite (a `user_forget` in the wal after ARGV[2]), is skipped whole; a key
+  deleted after the values were read (a `user_del` of this user there) is skipped. Only the daemon that owns the partition writes: one whose lease lapsed (a new
   owner may have flushed and trimmed past ARGV[2]) writes nothing.
   KEYS[1] user hash    <prefix>:{p}:u:<uid>
   KEYS[2] tombstone    <prefix>:{p}:u:<uid>:forgotten
@@ -36,6 +36,9 @@ for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '(' .. ARGV[2], '+')) do
   end
   if op == 'user_del' and id == ARGV[1] then
     deleted[cjson.decode(d).key] = true
+  elseif op == 'user_forget' and id == ARGV[1] then
+    -- forgotten after the values were read (its tombstone may have expired since)
+    return 0
   end
 end
 local written = 0

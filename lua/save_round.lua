@@ -3,6 +3,7 @@
   (max + 1 when none is given, 1 when empty; an explicit id overwrites); log it to the wal.
   KEYS[1] rounds hash   <prefix>:{p}:r:<uid>:<session>  (round id -> state JSON, plus max_round)
   KEYS[2] wal stream    <prefix>:{p}:wal                (partition of the user id)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] user id       ARGV[2] session id (StateService's, default "default")
   ARGV[3] round id or '' (at most 2^53 - 1, checked by the caller)
   ARGV[4] state JSON (validated by the caller)
@@ -13,7 +14,11 @@
   Errors:  TOO_LARGE
   Atomic: every check runs before the first write.
 ]]
--- @include now_ms, fail, bad_argc
+-- @include unchecked, now_ms, fail, bad_argc
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(5)
 if bad_args then
   return bad_args

@@ -2,13 +2,16 @@
   session_batch: group commit (src/group_commit.rs): several writes to sessions in one
   EVALSHA, each run as its own script would run it, in order.
   KEYS               per item, in item order:
-                       'append'   4: the session's meta, message list, idempotency hash and
+                       'append'   5: the session's meta, message list, idempotency hash and
                                   its partition's wal (append_message.lua's KEYS[1], [3],
                                   [5], [9]); the four keys an append writes while its
                                   session's TTL refresh is not due (see `Deferred` below)
-                       'working'  9: the session's keys 1..9 (see _prelude)
-                       'decision' 11: keys 1..9, then its partition's decisions stream and
+                       'working'  10: the session's keys 1..9 (see _prelude)
+                       'decision' 12: keys 1..9, then its partition's decisions stream and
                                   open decisions hash (record_decision.lua's KEYS[10], [11])
+                     each followed by its partition's commit marker (the lone script's
+                     KEYS[#KEYS]: an item of a partition no daemon checked in this Redis
+                     history fails NOT_DECIDED, unchecked in _prelude)
   (On a cluster every item is of one partition, one slot; a single node takes a batch
   spanning partitions.)
   ARGV               per item: its op, then the ARGV of its own script:
@@ -42,13 +45,13 @@
   Atomic: every item's arguments are checked before the first write of any item, so
   a bad limit in item 2 fails before item 1 is written.
 ]]
--- @include clock, fail, bad_limit, bad_working_op, log_messages, DEFERRED, append_one
+-- @include unchecked, clock, fail, bad_limit, bad_working_op, log_messages, DEFERRED, append_one
 -- @include decision_one, working_one
 -- KEYS and ARGV are globals (a hash lookup on every use): locals here, read ~15 times an item
 local KEYS, ARGV = KEYS, ARGV
 -- Arguments after the op, and KEYS, of an item of each op.
 local WIDTH = {append = 6, decision = 6, working = 7}
-local NKEYS = {append = 4, decision = 11, working = 9}
+local NKEYS = {append = 5, decision = 12, working = 10}
 -- Each distinct size limit of the batch (its text) as a number: checked and converted once,
 -- not once per item (a text operand costs a strtod at every use; a batch has one or two).
 local limits = {}
@@ -108,14 +111,23 @@ end
 local ak = {false, false, false, false, false, false, false, false, false}
 -- Meta keys of the sessions whose items are deferred from here on (made at the first).
 local deferred
+-- Per commit marker (an item's last key): whether its partition's writes must wait
+-- (unchecked in _prelude), asked once a batch.
+local closed = {}
 local a, base = 1, 0
 while a <= #ARGV do
   local op = ARGV[a]
   local next_a, next_base = a + WIDTH[op] + 1, base + NKEYS[op]
   -- an append's three values (append_one), or the one value of any other outcome
   local r, id, repeated
+  local gate = KEYS[next_base]
+  if closed[gate] == nil then
+    closed[gate] = unchecked(gate, '') ~= nil
+  end
   if deferred and deferred[KEYS[base + 1]] then
     r = DEFERRED
+  elseif closed[gate] then
+    r = fail('NOT_DECIDED', ARGV[a + 1])
   elseif op == 'append' then
     ak[1], ak[3], ak[5], ak[9] = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3], KEYS[base + 4]
     if ak[9] ~= run_wal then

@@ -3,12 +3,17 @@
   never the value, so forgetting the user leaves no copy in any stream.
   KEYS[1] user hash    <prefix>:{p}:u:<uid>
   KEYS[2] wal stream   <prefix>:{p}:wal   (partition of the user id)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] user id      ARGV[2] key      ARGV[3] JSON value (validated by the caller)
   ARGV[4] size limit, bytes
   Returns: the wal entry id
   Errors:  TOO_LARGE
 ]]
--- @include fail, bad_argc
+-- @include unchecked, fail, bad_argc
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(4)
 if bad_args then
   return bad_args

@@ -4,6 +4,7 @@
   KEYS[1..9] session keys (see _prelude)
   KEYS[10]   graph log values <prefix>:{p}:s:<sid>:graph (refreshed with the others)
   KEYS[11]   graph log index  <prefix>:{p}:s:<sid>:glog
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] JSON object of the changed fields as they go to the wal ('' for a touch)
   ARGV[3..] field, value pairs for the meta hash (a field set to its default is deleted:
@@ -12,7 +13,11 @@
   Errors:  NO_SESSION
   Atomic: the existence check runs before the first write.
 ]]
--- @include now_ms, refresh_ttl, open_session, set_meta
+-- @include unchecked, now_ms, refresh_ttl, open_session, set_meta
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local _, bad = open_session(2, 2)
 if bad then
   return bad

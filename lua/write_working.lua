@@ -2,6 +2,7 @@
   write_working: set, delete or clear working state and bump the session's version.
   Working state is ephemeral: nothing goes to the wal.
   KEYS[1..9] session keys (see _prelude)
+  KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id
   ARGV[2] op: 'set', 'del' or 'clear'
   ARGV[3] working-state key ('' for clear)
@@ -15,7 +16,11 @@
   Atomic: every check runs before the first write (the body is working_one in _prelude,
   shared with session_batch.lua).
 ]]
--- @include clock, bad_argc, bad_limit, bad_working_op, working_one
+-- @include unchecked, clock, bad_argc, bad_limit, bad_working_op, working_one
+local closed = unchecked(KEYS[#KEYS], ARGV[1])
+if closed then
+  return closed
+end
 local bad_args = bad_argc(7) or bad_working_op(ARGV[2]) or bad_limit(ARGV[6])
 if bad_args then
   return bad_args

@@ -73,13 +73,22 @@ impl Store {
     /// and blocks again from that bell. The daemon trims only below what it
     /// committed, so an entry that is gone while the committed id is still below it was lost
     /// with Redis' data ([`Error::WriteLost`]), not merely slow
-    /// ([`Error::DurabilityTimeout`]). (Were the stream rebuilt and committed past `id`
-    /// before a check, the write would read as committed: the one case this cannot tell.)
+    /// ([`Error::DurabilityTimeout`]). An id of the form `<id>/<replication id>` (a message's,
+    /// `tracked_id` in `lua/_prelude.lua`) names the Redis history it was written in, and a
+    /// commit counts only when published in that history: after a failover a new master can
+    /// hand out the same id to another write. A history that changed while the caller
+    /// waited leaves the write's fate unknown ([`Error::RedisUnavailable`], may have been
+    /// applied: repeat it with its idempotency key).
     pub(crate) async fn settle_stream(&self, p: u32, stream: Stream, id: &str) -> Result<()> {
         if self.durability() == Durability::Live {
             self.look_for_daemons().await;
             return Ok(());
         }
+        let (id, history) = match id.split_once('/') {
+            Some((id, history)) => (id, Some(history)),
+            None => (id, None),
+        };
+        let in_history = |published: Option<&str>| history.is_none() || published == history;
         let wanted = parse_stream_id(id)
             .ok_or_else(|| Error::redis(format!("unexpected stream id {id:?}")))?;
         let keys = self.keys();
@@ -104,7 +113,10 @@ impl Store {
             .arg("+")
             .arg("-")
             .arg("COUNT")
-            .arg(1);
+            .arg(1)
+            .cmd("HGET")
+            .arg(keys.committed(p))
+            .arg("history");
         let wait = self.config().durable_wait;
         let deadline = Instant::now() + wait;
         // A block shorter than the connection's response timeout, which would cut it.
@@ -142,11 +154,10 @@ impl Store {
                             .flat_map(|r| &r.keys)
                             .flat_map(|k| &k.ids)
                             .collect();
-                        if rung
-                            .iter()
-                            .filter_map(|e| e.get::<String>(field))
-                            .any(|c| covers(Some(&c)))
-                        {
+                        if rung.iter().any(|e| {
+                            covers(e.get::<String>(field).as_deref())
+                                && in_history(e.get::<String>("history").as_deref())
+                        }) {
                             return Ok(());
                         }
                         // The commit that covers the entry rings after this ring: wait for
@@ -160,14 +171,26 @@ impl Store {
                     }
                 }
             }
-            let (committed, entry, rung): (Option<String>, Vec<redis::Value>, Vec<Entry>) =
-                check.query_async(&mut conn).await?;
+            let (committed, entry, rung, published): (
+                Option<String>,
+                Vec<redis::Value>,
+                Vec<Entry>,
+                Option<String>,
+            ) = check.query_async(&mut conn).await?;
             checked = Instant::now();
-            if covers(committed.as_deref()) {
+            let same = in_history(published.as_deref());
+            if same && covers(committed.as_deref()) {
                 return Ok(());
             }
-            if entry.is_empty() {
+            if entry.is_empty() && !covers(committed.as_deref()) {
                 return Err(Error::WriteLost(format!("entry {id} of {stream_key}")));
+            }
+            if !same {
+                return Err(Error::RedisUnavailable {
+                    message: format!("Redis failed over while the durable write of entry {id} of {stream_key} waited for its commit"),
+                    retry_safe: false,
+                    source: None,
+                });
             }
             if deadline <= Instant::now() {
                 return Err(Error::DurabilityTimeout(wait));

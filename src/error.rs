@@ -162,6 +162,16 @@ pub enum Error {
         "redis lost {0} before the spill daemon committed it; it is in neither Redis nor SQLite"
     )]
     WriteLost(String),
+    /// A flush met a message the durable tier holds at the same (session, seq) with other
+    /// content: Redis handed the seq out again. The durable row is kept and nothing of the
+    /// partition's batch is committed; the daemon logs it and retries the partition.
+    #[error("session {session} seq {seq}: the durable tier holds another message at this seq; kept it and committed nothing of the batch")]
+    SeqConflict {
+        /// The session.
+        session: String,
+        /// The seq both messages carry.
+        seq: i64,
+    },
     /// An error from the SQLite side (spill daemon, export).
     #[error("sqlite: {message}")]
     Sqlite {
@@ -361,17 +371,20 @@ impl Error {
                 source: Some(Box::new(err)),
             };
         }
-        // Refused before running anything: loading its data after a restart, or a cluster
-        // that cannot serve the slot now. Safe to send again.
-        let refused = matches!(
-            err.kind(),
-            redis::ErrorKind::Server(
-                redis::ServerErrorKind::BusyLoading
-                    | redis::ServerErrorKind::TryAgain
-                    | redis::ServerErrorKind::ClusterDown
-                    | redis::ServerErrorKind::MasterDown
-            )
-        );
+        // Refused before running anything: loading its data after a restart, a cluster
+        // that cannot serve the slot now, a node that is a replica now (READONLY), or a
+        // blocking read ended because its node became a replica (UNBLOCKED): a failover.
+        // Safe to send again.
+        let refused = matches!(err.code(), Some("READONLY" | "UNBLOCKED"))
+            || matches!(
+                err.kind(),
+                redis::ErrorKind::Server(
+                    redis::ServerErrorKind::BusyLoading
+                        | redis::ServerErrorKind::TryAgain
+                        | redis::ServerErrorKind::ClusterDown
+                        | redis::ServerErrorKind::MasterDown
+                )
+            );
         if refused
             || err.is_io_error()
             || err.is_connection_dropped()

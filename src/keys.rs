@@ -76,6 +76,9 @@ pub struct SessionKeys {
     pub children: String,
     /// `<prefix>:{p}:wal` — the partition's write-ahead log stream.
     pub wal: String,
+    /// `<prefix>:{p}:committed` — the partition's commit marker, whose `history` every
+    /// write script checks (`unchecked` in `lua/_prelude.lua`): the last of its KEYS.
+    pub committed: String,
     /// `<prefix>:{p}:s:<sid>:graph` — the graph checkpoint log's values (a LangGraph
     /// thread: checkpoints, channel blobs, pending writes; see `crate::graphs`). Not one of
     /// the nine script keys: graph scripts and close/restore receive it after them.
@@ -157,6 +160,44 @@ impl SessionKeys {
         ]
     }
 
+    /// The nine keys, then the partition's commit marker: the KEYS of a write script on one
+    /// session.
+    pub fn gated(&self) -> [&str; 10] {
+        let a = self.as_array();
+        [
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            a[4],
+            a[5],
+            a[6],
+            a[7],
+            a[8],
+            &self.committed,
+        ]
+    }
+
+    /// [`SessionKeys::with_run`], then the partition's commit marker: the KEYS of a run
+    /// script that writes (inbox, effects).
+    pub fn with_run_gated(&self) -> [&str; 12] {
+        let a = self.with_run();
+        [
+            a[0],
+            a[1],
+            a[2],
+            a[3],
+            a[4],
+            a[5],
+            a[6],
+            a[7],
+            a[8],
+            a[9],
+            a[10],
+            &self.committed,
+        ]
+    }
+
     /// The session's own keys (without the shared wal), e.g. for `agentstate keys`.
     pub fn own(&self) -> [&str; 12] {
         let a = self.as_array();
@@ -232,6 +273,7 @@ impl Keys {
             inbox: key(":inbox"),
             effects: key(":effects"),
             wal: self.wal(p),
+            committed: self.committed(p),
             meta: base,
         }
     }
@@ -359,6 +401,11 @@ impl Keys {
     /// `<prefix>:{p}:u:<uid>` — user-attributed data, in the partition of the user id.
     pub fn user(&self, uid: &str) -> String {
         format!("{}:{{{}}}:u:{uid}", self.prefix, self.partition(uid))
+    }
+
+    /// The SCAN pattern of partition `p`'s user hashes (and their tombstones).
+    pub fn users_pattern(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:u:*", self.prefix)
     }
 
     /// `<prefix>:{p}:u:<uid>:forgotten` — set by `forget_user` for a day: the re-seed after

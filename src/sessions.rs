@@ -383,14 +383,8 @@ impl Store {
             ttl,
         };
         let call = scripts::create_session(self.keys(), &keys, &sid, &args);
-        let wal_id: String = match self.invoke(&call).await {
-            // No daemon has vouched for this Redis yet: wait for one, then try once more.
-            Err(Error::NotLive { .. }) => {
-                self.await_decided(keys.partition, &sid).await?;
-                self.invoke(&call).await?
-            }
-            other => other?,
-        };
+        // Waits while no daemon has vouched for this Redis history yet (`invoke`).
+        let wal_id: String = self.invoke(&call).await?;
         if let Some(parent) = &new.parent {
             if let Err(err) = self.link_child(parent, &sid, true).await {
                 // The parent vanished between the depth check and now: undo the child.

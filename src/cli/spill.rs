@@ -349,6 +349,12 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
                 behind(s.write_behind.as_ref(), 0.5),
                 behind(s.write_behind.as_ref(), 0.99),
                 s.owner.clone().unwrap_or_else(|| "-".into()),
+                match s.writes_open {
+                    Some(true) => "open".into(),
+                    Some(false) => "waiting".into(),
+                    None => "-".into(),
+                },
+                s.rollbacks.to_string(),
             ]
         })
         .collect();
@@ -386,6 +392,8 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
         behind(all_behind.as_ref(), 0.5),
         behind(all_behind.as_ref(), 0.99),
         String::new(),
+        String::new(),
+        stats.iter().map(|s| s.rollbacks).sum::<u64>().to_string(),
     ]);
     render::table(
         &[
@@ -399,6 +407,8 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
             "behind p50",
             "behind p99",
             "owner",
+            "writes",
+            "rollbacks",
         ],
         &rows,
     );

@@ -171,8 +171,9 @@ pub(crate) struct NewSessionRow<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change<'a> {
     /// Upserts a run of consecutive `msg` records (one row per (session, seq), the last
-    /// record's). Redis is the live truth: a seq it hands out again (it came back behind the
-    /// durable tier) replaces the stored message instead of failing the batch forever.
+    /// record's). The durable tier is the authority for what it committed: the same element
+    /// again (an entry applied twice) changes nothing, another element at a committed seq
+    /// fails the batch with [`crate::Error::SeqConflict`] and the row stays.
     UpsertMessages(Vec<MessageRow<'a>>),
     /// `msg_pop`: deletes one message.
     DeleteMessage {

@@ -13,7 +13,7 @@ pub fn create_checkpoint(
     fence: Option<u64>,
     include_keys: &[&str],
 ) -> ScriptCall {
-    ScriptCall::new(&CREATE_CHECKPOINT, &s.as_array())
+    ScriptCall::new(&CREATE_CHECKPOINT, &s.gated())
         .arg(sid)
         .arg(id)
         .arg(label)
@@ -33,7 +33,7 @@ pub fn put_checkpoint(
     limit: usize,
     fence: Option<u64>,
 ) -> ScriptCall {
-    ScriptCall::new(&PUT_CHECKPOINT, &s.as_array())
+    ScriptCall::new(&PUT_CHECKPOINT, &s.gated())
         .arg(sid)
         .arg(id)
         .arg(label)
@@ -57,7 +57,7 @@ pub fn append_checkpointed(
     fence: Option<u64>,
 ) -> ScriptCall {
     let (id, label, payload) = checkpoint;
-    ScriptCall::new(&APPEND_CHECKPOINTED, &s.as_array())
+    ScriptCall::new(&APPEND_CHECKPOINTED, &s.gated())
         .arg(sid)
         .arg(body_tail(body))
         .arg(opt(expect_seq))

@@ -50,3 +50,27 @@ pub fn trim_stream(ns: &Keys, p: u32, stream: &str, lease: &str, min_id: &str) -
         .arg(min_id)
         .idempotent(true)
 }
+
+/// `check_history.lua`: opens partition `p` to agents' writes in this Redis history when its
+/// streams hold the ids the durable tier committed last (`wal`, `decisions`), or, after a
+/// repair (`repaired`: the replication id it began under), when the history is still that
+/// one; fenced by `lease`. Returns the state (`open`, `checked`, `behind`, `lost`) and the
+/// replication id.
+pub fn check_history(
+    ns: &Keys,
+    p: u32,
+    lease: &str,
+    wal: &str,
+    decisions: &str,
+    repaired: Option<&str>,
+) -> ScriptCall {
+    ScriptCall::new(
+        &CHECK_HISTORY,
+        &[&ns.committed(p), &ns.lease(p), &ns.wal(p), &ns.decisions(p)],
+    )
+    .arg(lease)
+    .arg(wal)
+    .arg(decisions)
+    .arg(repaired.unwrap_or(""))
+    .idempotent(true)
+}

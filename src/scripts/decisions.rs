@@ -50,10 +50,13 @@ pub fn record_outcome(
     entry: &str,
     outcome: &str,
 ) -> ScriptCall {
-    ScriptCall::new(&RECORD_OUTCOME, &[&ns.decisions(p), &ns.open_decisions(p)])
-        .arg(decision_id)
-        .arg(entry)
-        .arg(outcome)
+    ScriptCall::new(
+        &RECORD_OUTCOME,
+        &[&ns.decisions(p), &ns.open_decisions(p), &ns.committed(p)],
+    )
+    .arg(decision_id)
+    .arg(entry)
+    .arg(outcome)
 }
 
 /// `dead_letter.lua`: moves entries `ids` of partition `p` to its dead-letter stream and

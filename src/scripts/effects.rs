@@ -5,7 +5,7 @@ use super::*;
 /// `effect_begin.lua`: records the intent of tool call `call_id` with `digest` of its
 /// arguments, or answers what is recorded for it.
 pub fn effect_begin(s: &SessionKeys, sid: &str, call_id: &str, digest: &str) -> ScriptCall {
-    ScriptCall::new(&EFFECT_BEGIN, &s.with_run())
+    ScriptCall::new(&EFFECT_BEGIN, &s.with_run_gated())
         .arg(sid)
         .arg(call_id)
         .arg(digest)
@@ -21,7 +21,7 @@ pub fn effect_finish(
     result: &str,
     limit: usize,
 ) -> ScriptCall {
-    ScriptCall::new(&EFFECT_FINISH, &s.with_run())
+    ScriptCall::new(&EFFECT_FINISH, &s.with_run_gated())
         .arg(sid)
         .arg(call_id)
         .arg(result)

@@ -33,6 +33,7 @@ pub fn graph_put(
     let mut keys = s.as_array().to_vec();
     keys.extend([s.graph.as_str(), s.glog.as_str()]);
     keys.extend(runs.iter().map(String::as_str));
+    keys.push(&s.committed);
     let mut call = ScriptCall::new(&GRAPH_PUT, &keys)
         .arg(sid)
         .arg(if stamp { "1" } else { "0" })
@@ -111,6 +112,7 @@ pub fn graph_drop(ns: &Keys, s: &SessionKeys, sid: &str, what: GraphDrop<'_>) ->
     let mut keys = s.as_array().to_vec();
     keys.extend([s.graph.as_str(), s.glog.as_str()]);
     keys.extend(run_keys.iter().map(String::as_str));
+    keys.push(&s.committed);
     let call = ScriptCall::new(&GRAPH_DROP, &keys).arg(sid);
     match what {
         GraphDrop::KeepLatest => call.arg("keep_latest"),

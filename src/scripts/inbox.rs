@@ -4,7 +4,7 @@ use super::*;
 
 /// `inbox_put.lua`: adds `(item id, message body)` pairs not in the inbox yet.
 pub fn inbox_put(s: &SessionKeys, sid: &str, limit: usize, items: &[(&str, String)]) -> ScriptCall {
-    let mut call = ScriptCall::new(&INBOX_PUT, &s.with_run())
+    let mut call = ScriptCall::new(&INBOX_PUT, &s.with_run_gated())
         .arg(sid)
         .arg(limit);
     for (id, body) in items {
@@ -22,7 +22,7 @@ pub fn inbox_claim(
     token: u64,
     limit: usize,
 ) -> ScriptCall {
-    ScriptCall::new(&INBOX_CLAIM, &s.with_run())
+    ScriptCall::new(&INBOX_CLAIM, &s.with_run_gated())
         .arg(sid)
         .arg(owner)
         .arg(token)
@@ -40,7 +40,7 @@ pub fn inbox_deliver(
     limit: usize,
     ids: &[&str],
 ) -> ScriptCall {
-    ScriptCall::new(&INBOX_DELIVER, &s.with_run())
+    ScriptCall::new(&INBOX_DELIVER, &s.with_run_gated())
         .arg(sid)
         .arg(owner)
         .arg(token)
@@ -52,7 +52,7 @@ pub fn inbox_deliver(
 
 /// `inbox_void.lua`: drops undelivered items `ids`.
 pub fn inbox_void(s: &SessionKeys, sid: &str, ids: &[&str]) -> ScriptCall {
-    ScriptCall::new(&INBOX_VOID, &s.with_run())
+    ScriptCall::new(&INBOX_VOID, &s.with_run_gated())
         .arg(sid)
         .arg(ids)
         .idempotent(true)

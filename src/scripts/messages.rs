@@ -44,7 +44,7 @@ pub fn append_messages(
     limit: usize,
     fence: Option<u64>,
 ) -> ScriptCall {
-    ScriptCall::new(&APPEND_MESSAGES, &s.as_array())
+    ScriptCall::new(&APPEND_MESSAGES, &s.gated())
         .arg(sid)
         .arg(opt(expect_seq))
         .arg(limit)
@@ -57,7 +57,7 @@ pub fn append_messages(
 /// `pop_message.lua`: removes the newest message of session `sid`; with `fence`, only while
 /// that run lease token is the session's.
 pub fn pop_message(s: &SessionKeys, sid: &str, fence: Option<u64>) -> ScriptCall {
-    ScriptCall::new(&POP_MESSAGE, &s.as_array())
+    ScriptCall::new(&POP_MESSAGE, &s.gated())
         .arg(sid)
         .arg(opt(fence))
 }
@@ -73,7 +73,7 @@ pub fn replace_message(
     limit: usize,
     fence: Option<u64>,
 ) -> ScriptCall {
-    ScriptCall::new(&REPLACE_MESSAGE, &s.as_array())
+    ScriptCall::new(&REPLACE_MESSAGE, &s.gated())
         .arg(sid)
         .arg(seq)
         .arg(body_tail(body))
@@ -131,7 +131,7 @@ pub fn compact(
     round_index: Option<i64>,
     fence: Option<u64>,
 ) -> ScriptCall {
-    ScriptCall::new(&COMPACT, &s.as_array())
+    ScriptCall::new(&COMPACT, &s.gated())
         .arg(sid)
         .arg(range.0)
         .arg(range.1)
@@ -144,7 +144,7 @@ pub fn compact(
 
 /// `record_usage.lua`: upserts the usage `body` of one round.
 pub fn record_usage(s: &SessionKeys, sid: &str, round_index: i64, body: &str) -> ScriptCall {
-    ScriptCall::new(&RECORD_USAGE, &s.as_array())
+    ScriptCall::new(&RECORD_USAGE, &s.gated())
         .arg(sid)
         .arg(round_index)
         .arg(body)

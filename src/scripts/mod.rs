@@ -123,11 +123,13 @@ lua_scripts! {
     DELETE_USER_VALUE => "delete_user_value",
     FORGET_USER => "forget_user",
     RESEED_USER_VALUES => "reseed_user_values",
+    REPLACE_USER_VALUES => "replace_user_values",
     // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep
     // its lease, publish what SQLite committed and trim the streams, which frees memory.
     CLAIM_LEASE => "claim_lease" #!"allow-oom",
     PUBLISH_COMMITTED => "publish_committed" #!"allow-oom",
     DAEMON_HEARTBEAT => "daemon_heartbeat" #!"allow-oom",
+    CHECK_HISTORY => "check_history" #!"allow-oom",
     BIND_NAMESPACE => "bind_namespace" #!"allow-oom",
     TRIM_STREAM => "trim_stream",
     RESTORE_SESSION => "restore_session",
@@ -320,7 +322,7 @@ impl BatchItem {
 
     /// The lone call (one EVALSHA of the item's own script).
     pub fn call(&self) -> ScriptCall {
-        let mut keys: Vec<&str> = Vec::with_capacity(9 + self.extra_keys.len());
+        let mut keys: Vec<&str> = Vec::with_capacity(10 + self.extra_keys.len());
         self.push_lone_keys(&mut keys);
         let bytes = self.args.iter().map(String::len).sum();
         let mut call = ScriptCall::with_room(self.script, &keys, self.args.len(), bytes)
@@ -342,21 +344,23 @@ impl BatchItem {
     }
 
     /// Adds to `keys` the keys it brings to a `session_batch.lua`: for an append the four it
-    /// writes while its session's TTL refresh is not due (meta, messages, idempotency, wal),
-    /// else those of its lone call (nine, eleven for a decision).
+    /// writes while its session's TTL refresh is not due (meta, messages, idempotency, wal)
+    /// and its partition's commit marker, else those of its lone call.
     fn push_batch_keys<'a>(&'a self, keys: &mut Vec<&'a str>) {
         let s = &*self.session;
         if self.op == "append" {
-            keys.extend([s.meta.as_str(), &s.msgs, &s.idem, &s.wal]);
+            keys.extend([s.meta.as_str(), &s.msgs, &s.idem, &s.wal, &s.committed]);
         } else {
             self.push_lone_keys(keys);
         }
     }
 
-    /// Adds to `keys` the KEYS of its lone call: the session's nine, then its extra keys.
+    /// Adds to `keys` the KEYS of its lone call: the session's nine, its extra keys, then
+    /// its partition's commit marker.
     fn push_lone_keys<'a>(&'a self, keys: &mut Vec<&'a str>) {
         keys.extend(self.session.as_array());
         keys.extend(self.extra_keys.iter().map(String::as_str));
+        keys.push(&self.session.committed);
     }
 
     /// How many values its own script's reply has in its line of `session_batch.lua`'s
@@ -377,7 +381,7 @@ impl BatchItem {
 /// only a single node takes them (group commit batches per partition on a cluster). Safe to
 /// send twice only when every item is.
 pub fn session_batch(items: &[&BatchItem]) -> ScriptCall {
-    let mut keys: Vec<&str> = Vec::with_capacity(items.len() * 11);
+    let mut keys: Vec<&str> = Vec::with_capacity(items.len() * 12);
     for item in items {
         item.push_batch_keys(&mut keys);
     }
@@ -477,7 +481,8 @@ mod tests {
             item.push_batch_keys(&mut keys);
             assert_eq!(keys.len(), nkeys[item.op], "{} keys", item.op);
             let argv = item.call().argv();
-            let lone_keys = 9 + item.extra_keys.len();
+            // The session's nine, its extra keys, its partition's commit marker.
+            let lone_keys = 9 + item.extra_keys.len() + 1;
             assert_eq!(argv[2], lone_keys.to_string(), "{}'s lone call", item.op);
             assert_eq!(argv.len(), 3 + lone_keys + width[item.op]);
             seen.insert(item.op.to_string());

@@ -60,6 +60,24 @@ pub struct SessionImage {
     pub effects: Vec<(String, String)>,
 }
 
+/// `replace_user_values.lua`: sets `user`'s values to exactly `pairs` (none: deletes them)
+/// while `lease` holds the user's partition.
+pub fn replace_user_values(
+    ns: &Keys,
+    user: &str,
+    lease: &str,
+    pairs: &[(String, String)],
+) -> ScriptCall {
+    let p = ns.partition(user);
+    let mut call = ScriptCall::new(&REPLACE_USER_VALUES, &[&ns.user(user), &ns.lease(p)])
+        .arg(lease)
+        .idempotent(true);
+    for (key, value) in pairs {
+        call = call.arg(key).arg(value);
+    }
+    call
+}
+
 /// `restore_session.lua`: writes `image` back as session `sid` unless it is live.
 pub fn restore_session(ns: &Keys, s: &SessionKeys, sid: &str, image: &SessionImage) -> ScriptCall {
     fn section<T: ToRedisArgs>(call: ScriptCall, items: &[T]) -> ScriptCall {

@@ -12,8 +12,8 @@ pub fn save_round(
     limit: usize,
 ) -> ScriptCall {
     let rounds = ns.rounds(user, session);
-    let wal = ns.wal(ns.partition(user));
-    ScriptCall::new(&SAVE_ROUND, &[&rounds, &wal])
+    let p = ns.partition(user);
+    ScriptCall::new(&SAVE_ROUND, &[&rounds, &ns.wal(p), &ns.committed(p)])
         .arg(user)
         .arg(session)
         .arg(opt(round))

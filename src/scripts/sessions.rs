@@ -62,7 +62,7 @@ pub fn create_session(ns: &Keys, s: &SessionKeys, sid: &str, a: &NewSessionArgs)
 /// `link_child.lua`: adds `child` to (or removes it from) the children set of `parent`'s
 /// session keys `p`.
 pub fn link_child(p: &SessionKeys, child: &str, add: bool) -> ScriptCall {
-    ScriptCall::new(&LINK_CHILD, &p.as_array())
+    ScriptCall::new(&LINK_CHILD, &p.gated())
         .arg(if add { "add" } else { "remove" })
         .arg(child)
 }
@@ -75,7 +75,7 @@ pub fn update_session(
     fields: &[(&str, String)],
 ) -> ScriptCall {
     let mut keys = s.as_array().to_vec();
-    keys.extend([s.graph.as_str(), s.glog.as_str()]);
+    keys.extend([s.graph.as_str(), s.glog.as_str(), s.committed.as_str()]);
     let mut call = ScriptCall::new(&UPDATE_SESSION, &keys).arg(sid).arg(record);
     for (field, value) in fields {
         call = call.arg(*field).arg(value);
@@ -111,6 +111,7 @@ pub fn close_session(
         s.effects.as_str(),
         index_buckets.as_str(),
         user_buckets.as_str(),
+        s.committed.as_str(),
     ]);
     ScriptCall::new(&CLOSE_SESSION, &keys)
         .arg(sid)

@@ -45,6 +45,14 @@ pub struct PartitionStats {
     pub write_behind: Option<WriteBehind>,
     /// The daemon that owns the partition (`<pid>-<random>`), if any.
     pub owner: Option<String>,
+    /// Whether agents' writes run: a daemon has checked the partition against the durable
+    /// tier in this Redis history (after a failover or a restart, writes wait until it
+    /// has). `None` on a cluster, whose nodes each have a history.
+    pub writes_open: Option<bool>,
+    /// Times a daemon found the partition's Redis behind its durable tier and repaired it.
+    pub rollbacks: u64,
+    /// Records those repairs put back into Redis.
+    pub rollback_records: u64,
     /// When the figures were read, ms since the epoch (Redis clock, as the entry ids).
     pub at: u64,
 }
@@ -79,6 +87,17 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
     let mut conn = store.conn().await?;
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await?;
     let now = secs * 1000 + micros / 1000;
+    let history: Option<String> = if store.is_cluster() {
+        None
+    } else {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("master_replid:"))
+            .map(|id| id.trim().to_string())
+    };
     let mut out = Vec::new();
     for p in 0..keys.partitions() {
         let (published, spill, lease): (
@@ -112,6 +131,17 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
             lag_ms: wal_lag.max(d_lag),
             write_behind: spill.get("behind").and_then(|b| WriteBehind::from_field(b)),
             owner: lease.and_then(|l| l.split_once(' ').map(|(o, _)| o.to_string())),
+            writes_open: history
+                .as_ref()
+                .map(|h| published.get("history") == Some(h)),
+            rollbacks: spill
+                .get("rollbacks")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            rollback_records: spill
+                .get("rollback_records")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
             at: now,
         });
     }

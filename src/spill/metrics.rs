@@ -37,6 +37,15 @@ pub const DEAD_LETTERS: &str = "agentstate_dead_letters";
 /// decision).
 pub const GC_REMOVED: &str = "agentstate_gc_removed_total";
 
+/// Counter: flushes that met a message the durable tier holds at the same (session, seq)
+/// with other content (nothing of that batch committed).
+pub const SEQ_CONFLICTS: &str = "agentstate_seq_conflicts_total";
+/// Counter: partitions found behind their durable tier (a failover to a lagging replica, a
+/// restart from an older snapshot) and repaired.
+pub const ROLLBACKS: &str = "agentstate_rollbacks_total";
+/// Counter: records a rollback repair put back into Redis from the durable tier.
+pub const ROLLBACK_RECORDS: &str = "agentstate_rollback_records_total";
+
 /// The bucket bounds of [`BATCH_SECONDS`], seconds.
 pub const BATCH_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -102,7 +111,22 @@ pub(crate) fn describe() {
     );
     describe_gauge!(DEAD_LETTERS, "dead letters of the group");
     describe_counter!(GC_REMOVED, "rows the retention policy removed, by kind");
+    describe_counter!(
+        SEQ_CONFLICTS,
+        "flushes refused: the durable tier holds another message at the seq"
+    );
+    describe_counter!(
+        ROLLBACKS,
+        "partitions found behind their durable tier and repaired"
+    );
+    describe_counter!(
+        ROLLBACK_RECORDS,
+        "records rollback repairs put back into Redis"
+    );
     metrics::counter!(FLUSHED).absolute(0);
+    for counter in [SEQ_CONFLICTS, ROLLBACKS, ROLLBACK_RECORDS] {
+        metrics::counter!(counter).absolute(0);
+    }
     for change in ["taken", "lost", "released"] {
         metrics::counter!(LEASE_CHANGES, "change" => change).absolute(0);
     }
@@ -144,6 +168,17 @@ pub(crate) fn owned(n: usize) {
 /// One restore request was answered with `result` (`restored`, `live`, `unknown`).
 pub(crate) fn restore_served(result: &'static str) {
     metrics::counter!(RESTORES, "result" => result).increment(1);
+}
+
+/// A flush met another message at a committed (session, seq).
+pub(crate) fn seq_conflict() {
+    metrics::counter!(SEQ_CONFLICTS).increment(1);
+}
+
+/// A partition behind its durable tier was repaired, putting back `records`.
+pub(crate) fn rollback_repaired(records: u64) {
+    metrics::counter!(ROLLBACKS).increment(1);
+    metrics::counter!(ROLLBACK_RECORDS).increment(records);
 }
 
 /// The retention policy removed `removed`.

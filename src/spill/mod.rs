@@ -13,6 +13,8 @@
 //! - `flusher`: one batch read from Redis → one durable-tier transaction, cursors included
 //!   (exactly once; `crate::durable` applies it), then the committed ids published.
 //! - `restore`: the daemon side of restore (serving requests, re-seeding after a loss).
+//! - `rollback`: a partition whose Redis came back behind its durable tier, found before
+//!   agents write and repaired before it opens.
 //! - `drain`: `spill --once`, which drains every partition or names those it could not.
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (durable).
@@ -32,6 +34,7 @@ mod membership;
 pub(crate) mod metrics;
 mod ownership;
 mod restore;
+mod rollback;
 mod trimmer;
 mod wake;
 
@@ -613,6 +616,10 @@ impl SpillDaemon {
                     }
                 }
                 Err(err) => {
+                    if let Error::SeqConflict { session, seq } = &err {
+                        tracing::error!(partition = p, session = %session, seq, "a flush met another message at a seq the durable tier committed: kept the durable row, committed nothing for the partition");
+                        metrics::seq_conflict();
+                    }
                     self.events.failed(p, &err);
                     self.parts[p as usize].failed = true;
                     failure = Some(err);
@@ -655,6 +662,10 @@ impl SpillDaemon {
             return Ok(());
         }
         if !self.hold_lease(p).await? {
+            return Ok(());
+        }
+        // A full pass, and every new lease (`hold_lease`), checks the Redis history.
+        if full && !self.open_history(p).await? {
             return Ok(());
         }
         report.partitions += 1;

@@ -14,7 +14,8 @@ use crate::store::Store;
 
 impl SpillDaemon {
     /// Acquires or renews the lease of `p`; on a new lease, loads the cursors from SQLite
-    /// and republishes them (re-seeding the session indexes if Redis lost them).
+    /// and republishes them (re-seeding the session indexes if Redis lost them), then opens
+    /// the partition to agents' writes in this Redis history (`rollback`).
     pub(super) async fn hold_lease(&mut self, p: u32) -> Result<bool> {
         let ttl = self.config.lease_ttl;
         let part = &self.parts[p as usize];
@@ -30,7 +31,8 @@ impl SpillDaemon {
             self.lost_lease(p);
             return Ok(false);
         };
-        if token != self.parts[p as usize].token {
+        let taken = token != self.parts[p as usize].token;
+        if taken {
             let held = self.db.cursors(p).await?;
             let (mut wal, mut decisions) = (held.wal, held.decisions);
             let key = self.store.keys().committed(p);
@@ -91,6 +93,10 @@ impl SpillDaemon {
         let part = &mut self.parts[p as usize];
         part.token = token;
         part.renewed = Some(Instant::now());
+        if taken {
+            // Agents write only once the owner checked this Redis history.
+            return self.open_history(p).await;
+        }
         Ok(true)
     }
 

@@ -101,6 +101,60 @@ pub(crate) async fn reseed_user_data(
     Ok(written)
 }
 
+/// A rollback repair's step for user data: every user hash of partition `p` becomes the
+/// durable tier's values, and one the durable tier holds none of (erased or deleted after
+/// Redis' copy was taken) goes. Runs while the partition is closed to agents' writes.
+/// Returns the values written.
+pub(crate) async fn overwrite_user_values(
+    store: &Store,
+    db: &Durable,
+    p: u32,
+    lease: &str,
+) -> Result<u64> {
+    let keys = store.keys().clone();
+    let (values, _) = db.load_user_data(&keys, p).await?;
+    let durable: std::collections::HashSet<String> =
+        values.iter().map(|(user, _)| keys.user(user)).collect();
+    let mut conn = store
+        .dedicated_connection(&keys.committed(p), store.config().response_timeout)
+        .await?;
+    let mut live: Vec<String> = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(keys.users_pattern(p))
+            .arg("COUNT")
+            .arg(1000)
+            .arg("TYPE")
+            .arg("hash")
+            .query_async(&mut conn)
+            .await?;
+        live.extend(batch.into_iter().filter(|k| !durable.contains(k)));
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let _: () = match live.is_empty() {
+        true => (),
+        false => redis::cmd("DEL").arg(&live).query_async(&mut conn).await?,
+    };
+    let mut written = 0;
+    for (user, pairs) in &values {
+        let call = scripts::replace_user_values(store.keys(), user, lease, pairs);
+        let n: i64 = store.invoke(&call).await?;
+        if n < 0 {
+            return Err(Error::redis(format!(
+                "lease on partition {p} lost during a rollback repair; the new owner repeats it"
+            )));
+        }
+        written += n as u64;
+    }
+    Ok(written)
+}
+
 /// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis
 /// lost them: the daemon found `<prefix>:{p}:committed` empty), so listing shows them again.
 /// Returns how many sessions and open decisions it re-added.

@@ -332,9 +332,11 @@ impl Store {
     /// Runs one script call (one EVALSHA; see [`ScriptCall::run`]) and decodes its reply.
     /// While Redis is unreachable an idempotent call is retried (bounded by
     /// [`Config::retry_wait`]); any other fails at once, its error saying whether it may
-    /// have been applied ([`Error::is_retry_safe`]).
+    /// have been applied ([`Error::is_retry_safe`]). A write refused because no daemon has
+    /// checked its partition in this Redis history waits for one ([`Store::awaiting_check`]).
     pub(crate) async fn invoke<T: FromRedisValue>(&self, call: &ScriptCall) -> Result<T> {
-        self.send_script(call, call.is_idempotent()).await
+        self.awaiting_check(|| self.send_script(call, call.is_idempotent()))
+            .await
     }
 
     /// Sends `call` once (one round trip; NOSCRIPT reloads), without the retries of

@@ -33,7 +33,7 @@ impl Store {
     where
         Fut: std::future::Future<Output = Result<T>>,
     {
-        match attempt().await {
+        match self.awaiting_check(&attempt).await {
             Err(err) if err.is_unknown_session() => {
                 self.request_restore(sid, Want::Session).await?;
                 attempt().await
@@ -43,6 +43,34 @@ impl Store {
                 attempt().await
             }
             other => other,
+        }
+    }
+
+    /// Runs `attempt` (a write script) again while it is refused because no spill daemon
+    /// has checked its partition in this Redis history against the durable tier
+    /// (`NOT_DECIDED`, `unchecked` in `lua/_prelude.lua`: Redis lost its state, failed over
+    /// to a replica or restarted), until the daemon has repaired what Redis lacks and opened
+    /// the partition. Bounded by `restore_wait`, then the retryable [`Error::NotLive`]. A
+    /// refused script wrote nothing, so running it again is safe.
+    pub(crate) async fn awaiting_check<T, Fut>(&self, attempt: impl Fn() -> Fut) -> Result<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let wait = self.config().restore_wait;
+        let mut backoff = None;
+        loop {
+            match attempt().await {
+                Err(Error::NotLive { sid, waited }) if waited.is_zero() => {
+                    if !backoff
+                        .get_or_insert_with(|| Backoff::new(wait))
+                        .pause()
+                        .await
+                    {
+                        return Err(Error::NotLive { sid, waited: wait });
+                    }
+                }
+                other => return other,
+            }
         }
     }
 

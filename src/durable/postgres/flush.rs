@@ -79,15 +79,33 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
             let seqs: Vec<i64> = rows.iter().map(|m| m.seq).collect();
             let elements: Vec<&str> = rows.iter().map(|m| m.element).collect();
             let idem: Vec<Option<&str>> = rows.iter().map(|m| m.idem_key).collect();
-            exec(
+            // A row at the same seq with another element is history the durable tier
+            // committed: its update does not apply, so fewer rows than sent, and the batch
+            // fails naming the first such row.
+            let applied = exec(
                 tx,
-                "INSERT INTO messages (session_id, seq, element, idem_key)
+                "INSERT INTO messages AS m (session_id, seq, element, idem_key)
                  SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[])
                  ON CONFLICT (session_id, seq) DO UPDATE
-                 SET element = excluded.element, idem_key = excluded.idem_key",
+                 SET element = excluded.element, idem_key = excluded.idem_key
+                 WHERE m.element = excluded.element",
                 &[&sids, &seqs, &elements, &idem],
             )
             .await?;
+            if applied < rows.len() as u64 {
+                let row = tx
+                    .query_one(
+                        "SELECT u.s, u.q FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(s, q, e)
+                         JOIN messages m ON m.session_id = u.s AND m.seq = u.q
+                         WHERE m.element <> u.e ORDER BY u.s, u.q LIMIT 1",
+                        &[&sids, &seqs, &elements],
+                    )
+                    .await?;
+                return Err(Error::SeqConflict {
+                    session: row.get(0),
+                    seq: row.get(1),
+                });
+            }
         }
         Change::DeleteMessage { session, seq } => {
             exec(

@@ -78,13 +78,21 @@ pub(crate) fn flush_many(conn: &mut Connection, batches: &[Batch]) -> Result<Vec
 pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool> {
     match change {
         Change::UpsertMessages(rows) => {
+            // A row at the same seq with another element is history the durable tier
+            // committed: the update does not apply (0 rows) and the batch fails.
             let mut upsert = tx.prepare_cached(
                 "INSERT INTO messages (session_id, seq, element, idem_key) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (session_id, seq) DO UPDATE
-                 SET element = excluded.element, idem_key = excluded.idem_key",
+                 SET element = excluded.element, idem_key = excluded.idem_key
+                 WHERE messages.element = excluded.element",
             )?;
             for m in rows {
-                upsert.execute(params![m.session, m.seq, m.element, m.idem_key])?;
+                if upsert.execute(params![m.session, m.seq, m.element, m.idem_key])? == 0 {
+                    return Err(Error::SeqConflict {
+                        session: m.session.to_string(),
+                        seq: m.seq,
+                    });
+                }
             }
         }
         Change::DeleteMessage { session, seq } => {

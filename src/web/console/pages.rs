@@ -623,7 +623,7 @@ pub(crate) fn spill(chrome: &Chrome, stats: &[PartitionStats], history: &[LagSam
             }
         }
         table.grid id="partitions" {
-            thead { tr { th.num { "Partition" } th { "Owner" } th.num { "wal pending" } th.num { "decisions pending" } th { "Lag" } th.num { "Rate /s" } th { "Committed wal id" } } }
+            thead { tr { th.num { "Partition" } th { "Owner" } th.num { "wal pending" } th.num { "decisions pending" } th { "Lag" } th.num { "Rate /s" } th { "Committed wal id" } th { "Writes" } th.num { "Rollbacks repaired" } } }
             tbody {
                 @for s in stats {
                     tr data-partition=(s.partition) {
@@ -634,6 +634,8 @@ pub(crate) fn spill(chrome: &Chrome, stats: &[PartitionStats], history: &[LagSam
                         td { (duration(s.lag_ms)) }
                         td.num { @if let Some(r) = s.flush_rate { (format!("{r:.1}")) } @else { "—" } }
                         td { code { (s.wal_committed.as_deref().unwrap_or("—")) } }
+                        td { @match s.writes_open { Some(true) => "open", Some(false) => span.warn { "waiting for a daemon's check" }, None => "—" } }
+                        td.num { (s.rollbacks) @if s.rollback_records > 0 { " (" (s.rollback_records) " records)" } }
                     }
                 }
             }

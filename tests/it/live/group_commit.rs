@@ -337,7 +337,12 @@ async fn the_batch_script_answers_per_item_and_writes_nothing_for_failed_items()
                 let [seq, id, repeat] =
                     <[&str; 3]>::try_from(values.split(' ').collect::<Vec<_>>())
                         .unwrap_or_else(|v| panic!("three values, not {v:?}"));
-                let logged = if id.is_empty() { "nothing" } else { id };
+                // A written append's id names the Redis history it was written in.
+                let logged = match id.split_once('/') {
+                    _ if id.is_empty() => "nothing",
+                    Some((entry, history)) if history == replid(&t) => entry,
+                    _ => panic!("an entry id without this history: {id}"),
+                };
                 format!("seq {seq} logged {logged} repeat {repeat}")
             }
             Some(("1", version)) => format!("version {version}"),
@@ -415,7 +420,8 @@ async fn a_batch_defers_every_item_of_a_session_whose_ttl_refresh_is_due() {
     let p = s.keys().session(y).partition;
     let wal: Vec<(String, Vec<(String, String)>)> = t.cmd(&["XRANGE", &s.keys().wal(p), "-", "+"]);
     let (entry, fields) = wal.last().unwrap();
-    assert_eq!(lines, ["2", &format!("1 1 {entry} 0"), "2", "2"]);
+    let tracked = format!("{entry}/{}", replid(&t));
+    assert_eq!(lines, ["2", &format!("1 1 {tracked} 0"), "2", "2"]);
     let y_element: String = t.cmd(&["LINDEX", &s.keys().session(y).msgs, "0"]);
     assert_eq!(
         fields,
@@ -527,4 +533,14 @@ async fn a_batch_writes_one_wal_entry_per_partition() {
         batch.extend(sids.iter().map(|sid| format!("msg {sid} 1")));
         assert_eq!(shapes, [batch], "partition {p}");
     }
+}
+
+/// The replication id of the test's Redis (`INFO replication`, `master_replid`).
+fn replid(t: &TestEnv) -> String {
+    let info: String = t.cmd(&["INFO", "replication"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("master_replid:"))
+        .unwrap()
+        .trim()
+        .to_string()
 }

@@ -7,6 +7,7 @@
 mod cluster;
 mod consumers;
 mod deployments;
+mod failover;
 mod flush;
 mod graphs;
 mod history;

@@ -443,7 +443,7 @@ async fn bench_quick_prints_one_json_document_with_every_workload() {
     assert_eq!(rows, ["W1 append", "W2 load", "W3 state", "W4 decisions"]);
     assert_eq!(
         report["rows"][0]["raw_command"],
-        "EVALSHA append_message (9 keys)"
+        "EVALSHA append_message (10 keys)"
     );
     assert!(report["w5"]["entries"].as_u64().unwrap() >= 8 * 100);
     assert_eq!(report["w6"]["messages"], 1_000);

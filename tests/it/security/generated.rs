@@ -370,6 +370,8 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
             &[("s".into(), "u".into()), ("s2".into(), String::new())],
         ),
         scripts::list_index(&ns.sessions_index(p), b"-", b"+", 0),
+        scripts::replace_user_values(ns, "u", &lease, &[("k".into(), "1".into())]),
+        scripts::check_history(ns, p, &lease, "0-0", "0-0", None),
     ]
 }
 
@@ -424,7 +426,7 @@ fn every_lua_script_that_rejects_its_arguments_writes_nothing() {
         .block_on(t.store.record_decision("s", &NewDecision::new("d", "r")))
         .unwrap();
     let calls = base_calls(&t, &decision);
-    assert_eq!(calls.len(), 46, "one base call per script in lua/");
+    assert_eq!(calls.len(), 48, "one base call per script in lua/");
     let conn = std::cell::RefCell::new(t.redis());
     // Mostly value edits; one case in four also drops trailing arguments.
     let strategy = (
