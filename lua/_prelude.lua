@@ -155,17 +155,33 @@ local function bad_argc(n, step)
   return nil
 end
 
+-- What this script run saw of its Redis (`replid`), asked once per run: the chunk and its
+-- locals are made anew at every call.
+local SEEN = {}
+
+-- The replication id of this Redis' history (INFO replication, master_replid): a promoted
+-- replica and a restarted server start a new one. Asked of INFO once per script run.
+-- @include SEEN
+local function replid()
+  local id = SEEN.replid
+  if not id then
+    id = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
+    SEEN.replid = id
+  end
+  return id
+end
+
 -- The NOT_DECIDED error reply naming `what` unless a spill daemon has checked this Redis
 -- history's partition against the durable tier: `gate`, the partition's commit marker
--- <prefix>:{p}:committed, holds in `history` the replication id (INFO replication,
--- master_replid) of the history the daemon checked and repaired. A promoted replica and a
--- restarted server start a new replication id, so their writes wait until a daemon has
--- put back what they lack: no seq, version or id the durable tier committed is handed out
--- again. nil when writes may go on. The check of every write script, before anything else.
--- @include fail
+-- <prefix>:{p}:committed, holds in `history` the replication id (replid) of the history the
+-- daemon checked and repaired. A promoted replica and a restarted server start a new
+-- replication id, so their writes wait until a daemon has put back what they lack: no seq,
+-- version or id the durable tier committed is handed out again. nil when writes may go on.
+-- The check of every write script, before anything else.
+-- @include fail, replid
 local function unchecked(gate, what)
   local history = redis.call('HGET', gate, 'history')
-  if history and string.find(redis.call('INFO', 'replication'), 'master_replid:' .. history .. '\r', 1, true) then
+  if history and history == replid() then
     return nil
   end
   return fail('NOT_DECIDED', what)
@@ -175,8 +191,9 @@ end
 -- history it was written in. Ids are unique within a history only: after a failover a new
 -- master can hand out an id an old one gave a write it never received, so the caller takes
 -- a commit as its own only in its history (`src/durability.rs`).
+-- @include replid
 local function tracked_id(id)
-  return id .. '/' .. string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
+  return id .. '/' .. replid()
 end
 
 -- The session's meta fields `...` (one HMGET of its meta hash KEYS[1]), or nil and the error

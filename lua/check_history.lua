@@ -23,17 +23,17 @@
            not, or the history changed during the repair: nothing written), 'lost' (the
            caller no longer holds the lease: nothing written)
 ]]
--- @include bad_argc
+-- @include bad_argc, replid
 local bad_args = bad_argc(4)
 if bad_args then
   return bad_args
 end
-local replid = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
+local current = replid()
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then
-  return {'lost', replid}
+  return {'lost', current}
 end
-if redis.call('HGET', KEYS[1], 'history') == replid then
-  return {'open', replid}
+if redis.call('HGET', KEYS[1], 'history') == current then
+  return {'open', current}
 end
 -- Whether stream id a sorts before stream id b.
 local function before(a, b)
@@ -47,10 +47,10 @@ local function holds(stream, id)
 end
 if ARGV[4] == '' then
   if not (holds(KEYS[3], ARGV[2]) and holds(KEYS[4], ARGV[3])) then
-    return {'behind', replid}
+    return {'behind', current}
   end
-elseif ARGV[4] ~= replid then
-  return {'behind', replid}
+elseif ARGV[4] ~= current then
+  return {'behind', current}
 else
   for i, id in ipairs({ARGV[2], ARGV[3]}) do
     local stream = KEYS[2 + i]
@@ -66,5 +66,5 @@ else
     end
   end
 end
-redis.call('HSET', KEYS[1], 'history', replid)
-return {'checked', replid}
+redis.call('HSET', KEYS[1], 'history', current)
+return {'checked', current}

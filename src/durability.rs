@@ -63,6 +63,37 @@ impl Store {
         self.settle_stream(p, Stream::Wal, wal_id).await
     }
 
+    /// Waits, for a `Durable` store, after a repeat (an idempotency key seen before: nothing
+    /// written, no entry to wait for) until the daemon committed everything partition `p`'s
+    /// wal holds now in this Redis history: the original write is among it, or came back
+    /// from the durable tier. An earlier attempt's wait may have failed (a failover, a
+    /// timeout), so the repeat is what tells the caller it is durable.
+    pub(crate) async fn settle_repeat(&self, p: u32) -> Result<()> {
+        if self.durability() == Durability::Live {
+            return Ok(());
+        }
+        let keys = self.keys();
+        let mut conn = self.conn().await?;
+        let (last, history): (Vec<Entry>, Option<String>) = redis::pipe()
+            .cmd("XREVRANGE")
+            .arg(keys.wal(p))
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .cmd("HGET")
+            .arg(keys.committed(p))
+            .arg("history")
+            .query_async(&mut conn)
+            .await?;
+        match (last.first(), history) {
+            (Some((id, _)), Some(history)) => self.settle(p, &format!("{id}/{history}")).await,
+            (Some((id, _)), None) => self.settle(p, id).await,
+            // Trimmed to nothing: everything it held was committed.
+            (None, _) => Ok(()),
+        }
+    }
+
     /// Waits, for a `Durable` store, until the daemon committed entry `id` of `stream` of
     /// partition `p`. The caller first blocks on the commit bell from just below `id`'s
     /// millisecond: the commit that covers the entry rings it later, and the bell's entry

@@ -464,7 +464,9 @@ impl Store {
             self.fence(),
         );
         let (seq, wal_id, _repeat): (u64, String, u8) = self.invoke_grouped(sid, item).await?;
-        if !wal_id.is_empty() {
+        if wal_id.is_empty() {
+            self.settle_repeat(p).await?;
+        } else {
             self.settle(p, &wal_id).await?;
         }
         Ok(seq)
@@ -548,8 +550,9 @@ impl Store {
             self.fence(),
         );
         let (first, wal_id): (u64, String) = self.invoke_session(sid, &call).await?;
-        if !wal_id.is_empty() {
-            // A repeat wrote nothing: there is no wal entry to wait for.
+        if wal_id.is_empty() {
+            self.settle_repeat(keys.partition).await?;
+        } else {
             self.settle(keys.partition, &wal_id).await?;
         }
         Ok((first..first + bodies.len() as u64).collect())
