@@ -155,20 +155,14 @@ local function bad_argc(n, step)
   return nil
 end
 
--- What this script run saw of its Redis (`replid`), asked once per run: the chunk and its
--- locals are made anew at every call.
+-- What this script run saw of its Redis: `history`, the replication id `unchecked` found
+-- current (made anew at every call, as the chunk and its locals are).
 local SEEN = {}
 
 -- The replication id of this Redis' history (INFO replication, master_replid): a promoted
--- replica and a restarted server start a new one. Asked of INFO once per script run.
--- @include SEEN
+-- replica and a restarted server start a new one.
 local function replid()
-  local id = SEEN.replid
-  if not id then
-    id = string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
-    SEEN.replid = id
-  end
-  return id
+  return string.match(redis.call('INFO', 'replication'), 'master_replid:(%x+)')
 end
 
 -- The NOT_DECIDED error reply naming `what` unless a spill daemon has checked this Redis
@@ -176,24 +170,28 @@ end
 -- <prefix>:{p}:committed, holds in `history` the replication id (replid) of the history the
 -- daemon checked and repaired. A promoted replica and a restarted server start a new
 -- replication id, so their writes wait until a daemon has put back what they lack: no seq,
--- version or id the durable tier committed is handed out again. nil when writes may go on.
--- The check of every write script, before anything else.
--- @include fail, replid
+-- version or id the durable tier committed is handed out again. nil when writes may go on
+-- (and SEEN.history is the history). The check of every write script, before anything else;
+-- one INFO a run, found in its text rather than parsed out of it (it is per call).
+-- @include fail, SEEN
 local function unchecked(gate, what)
   local history = redis.call('HGET', gate, 'history')
-  if history and history == replid() then
+  if history and (history == SEEN.history or string.find(redis.call('INFO', 'replication'),
+      'master_replid:' .. history .. '\r', 1, true)) then
+    SEEN.history = history
     return nil
   end
   return fail('NOT_DECIDED', what)
 end
 
--- A wal entry id as a durable caller waits on it: `<id>/<replication id>`, the Redis
--- history it was written in. Ids are unique within a history only: after a failover a new
--- master can hand out an id an old one gave a write it never received, so the caller takes
--- a commit as its own only in its history (`src/durability.rs`).
--- @include replid
+-- A wal entry id as a durable caller waits on it: `<id>/<history>`, the first 12 digits of
+-- the replication id of the Redis history it was written in (SEEN.history, which the
+-- script's check found). Ids are unique within a history only: after a failover a new master
+-- can hand out an id an old one gave a write it never received, so the caller takes a commit
+-- as its own only in its history (`src/durability.rs`).
+-- @include SEEN
 local function tracked_id(id)
-  return id .. '/' .. replid()
+  return id .. '/' .. string.sub(SEEN.history, 1, 12)
 end
 
 -- The session's meta fields `...` (one HMGET of its meta hash KEYS[1]), or nil and the error

@@ -104,7 +104,7 @@ impl Store {
     /// and blocks again from that bell. The daemon trims only below what it
     /// committed, so an entry that is gone while the committed id is still below it was lost
     /// with Redis' data ([`Error::WriteLost`]), not merely slow
-    /// ([`Error::DurabilityTimeout`]). An id of the form `<id>/<replication id>` (a message's,
+    /// ([`Error::DurabilityTimeout`]). An id of the form `<id>/<replication id prefix>` (a message's,
     /// `tracked_id` in `lua/_prelude.lua`) names the Redis history it was written in, and a
     /// commit counts only when published in that history: after a failover a new master can
     /// hand out the same id to another write. A history that changed while the caller
@@ -119,7 +119,11 @@ impl Store {
             Some((id, history)) => (id, Some(history)),
             None => (id, None),
         };
-        let in_history = |published: Option<&str>| history.is_none() || published == history;
+        // The id carries the first digits of its history's replication id.
+        let in_history = |published: Option<&str>| match history {
+            None => true,
+            Some(h) => published.is_some_and(|p| p.starts_with(h)),
+        };
         let wanted = parse_stream_id(id)
             .ok_or_else(|| Error::redis(format!("unexpected stream id {id:?}")))?;
         let keys = self.keys();
