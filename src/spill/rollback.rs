@@ -139,10 +139,40 @@ impl SpillDaemon {
         }
         let (_, open) = super::restore::reseed_indexes(&store, &self.db, p).await?;
         records += open as u64;
+        records += close_decided(&store, &self.db, p).await?;
         let lease = lease::value(&self.owner, self.parts[p as usize].token);
         let values = super::restore::overwrite_user_values(&store, &self.db, p, &lease).await?;
         Ok(records + values)
     }
+}
+
+/// Closes in Redis the open decisions of partition `p` that the durable tier holds with an
+/// outcome (or no longer holds): Redis came back from before their outcome. Returns how
+/// many.
+async fn close_decided(
+    store: &crate::store::Store,
+    db: &crate::durable::Durable,
+    p: u32,
+) -> Result<u64> {
+    let open: std::collections::HashSet<String> = db
+        .open_decisions(p)
+        .await?
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    let key = store.keys().open_decisions(p);
+    let mut conn = store.conn().await?;
+    let live: Vec<String> = redis::cmd("HKEYS").arg(&key).query_async(&mut conn).await?;
+    let decided: Vec<&String> = live.iter().filter(|id| !open.contains(*id)).collect();
+    if decided.is_empty() {
+        return Ok(0);
+    }
+    let n: u64 = redis::cmd("HDEL")
+        .arg(&key)
+        .arg(&decided)
+        .query_async(&mut conn)
+        .await?;
+    Ok(n)
 }
 
 /// How many records of each kind Redis held for a session before its repair: messages,

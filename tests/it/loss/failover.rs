@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentstate::test_support::redis_server::{free_port, RedisServer};
-use agentstate::{AppendOptions, Config, Durability, NewMessage, NewSession, Store};
+use agentstate::{AppendOptions, Config, Durability, NewDecision, NewMessage, NewSession, Store};
 
 use crate::support::cluster::Cluster;
 use crate::support::{sqlite_messages, wait_until, Daemon, HANG};
@@ -181,6 +181,15 @@ async fn run_through(fault: Fault) {
             .await
             .unwrap();
     }
+    // Two decisions: one stays open, the other gets its outcome while the replica lags.
+    let open = setup
+        .record_decision(&sessions[0], &NewDecision::new("keep", "open"))
+        .await
+        .unwrap();
+    let done = setup
+        .record_decision(&sessions[1], &NewDecision::new("ship", "decided"))
+        .await
+        .unwrap();
     wait_until("the replica is in sync", HANG, || {
         replication(&replica, "master_link_status") == "up"
     })
@@ -213,6 +222,11 @@ async fn run_through(fault: Fault) {
         );
     }
     let lagged_at = acks.lock().unwrap().len();
+    assert!(setup
+        .with_durability(Durability::Durable)
+        .record_outcome(&done, "shipped")
+        .await
+        .unwrap());
     wait_until("the master takes writes the replica lacks", HANG, || {
         acks.lock()
             .unwrap()
@@ -276,6 +290,16 @@ async fn run_through(fault: Fault) {
     }
     d1.terminate();
     check(fault, &new_master.url(), &db, &sessions, &before, acks).await;
+    // The decision decided before the fault is not open again; the open one still is.
+    let live = Store::connect(Config::new(new_master.url())).await.unwrap();
+    let open_now: Vec<String> = live
+        .incomplete_decisions(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(open_now, [open], "{fault:?}: {done} was decided before the fault");
     drop(replica);
 }
 
