@@ -408,6 +408,11 @@ impl Keys {
         format!("{}:{{{p}}}:u:*", self.prefix)
     }
 
+    /// The SCAN pattern of partition `p`'s StateService rounds hashes.
+    pub fn rounds_pattern(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:r:*", self.prefix)
+    }
+
     /// `<prefix>:{p}:u:<uid>:forgotten` — set by `forget_user` for a day: the re-seed after
     /// a Redis loss skips the user, so values SQLite still holds until the flush are not put
     /// back.

@@ -101,46 +101,61 @@ pub(crate) async fn reseed_user_data(
     Ok(written)
 }
 
-/// A rollback repair's step for user data: every user hash of partition `p` becomes the
-/// durable tier's values, and one the durable tier holds none of (erased or deleted after
-/// Redis' copy was taken) goes. Runs while the partition is closed to agents' writes.
-/// Returns the values written.
-pub(crate) async fn overwrite_user_values(
+/// A rollback repair's step for user data: every user hash and StateService rounds hash of
+/// partition `p` becomes the durable tier's, and one the durable tier holds nothing of
+/// (erased or deleted after Redis' copy was taken) goes. Runs while the partition is closed
+/// to agents' writes. Returns the values and rounds written.
+pub(crate) async fn overwrite_user_data(
     store: &Store,
     db: &Durable,
     p: u32,
     lease: &str,
 ) -> Result<u64> {
     let keys = store.keys().clone();
-    let (values, _) = db.load_user_data(&keys, p).await?;
-    let durable: std::collections::HashSet<String> =
-        values.iter().map(|(user, _)| keys.user(user)).collect();
+    let (values, rounds) = db.load_user_data(&keys, p).await?;
+    let durable: std::collections::HashSet<String> = values
+        .iter()
+        .map(|(user, _)| keys.user(user))
+        .chain(
+            rounds
+                .iter()
+                .map(|((user, session), _)| keys.rounds(user, session)),
+        )
+        .collect();
     let mut conn = store
         .dedicated_connection(&keys.committed(p), store.config().response_timeout)
         .await?;
-    let mut live: Vec<String> = Vec::new();
-    let mut cursor = 0u64;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(keys.users_pattern(p))
-            .arg("COUNT")
-            .arg(1000)
-            .arg("TYPE")
-            .arg("hash")
-            .query_async(&mut conn)
-            .await?;
-        live.extend(batch.into_iter().filter(|k| !durable.contains(k)));
-        if next == 0 {
-            break;
+    let mut gone: Vec<String> = Vec::new();
+    for pattern in [keys.users_pattern(p), keys.rounds_pattern(p)] {
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .arg("TYPE")
+                .arg("hash")
+                .query_async(&mut conn)
+                .await?;
+            gone.extend(batch.into_iter().filter(|k| !durable.contains(k)));
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        cursor = next;
     }
-    let _: () = match live.is_empty() {
-        true => (),
-        false => redis::cmd("DEL").arg(&live).query_async(&mut conn).await?,
-    };
+    // The rounds hashes the durable tier holds are written anew (restore_rounds writes an
+    // absent one), so they go too.
+    gone.extend(
+        rounds
+            .iter()
+            .map(|((user, session), _)| keys.rounds(user, session)),
+    );
+    for chunk in gone.chunks(1000) {
+        let _: () = redis::cmd("DEL").arg(chunk).query_async(&mut conn).await?;
+    }
     let mut written = 0;
     for (user, pairs) in &values {
         let call = scripts::replace_user_values(store.keys(), user, lease, pairs);
@@ -151,6 +166,11 @@ pub(crate) async fn overwrite_user_values(
             )));
         }
         written += n as u64;
+    }
+    for ((user, session), list) in &rounds {
+        if restore_rounds(store, user, session, list).await? {
+            written += list.len() as u64;
+        }
     }
     Ok(written)
 }

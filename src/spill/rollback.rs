@@ -111,7 +111,8 @@ impl SpillDaemon {
     /// Puts back into Redis what the durable tier committed for partition `p` and Redis
     /// lacks: every durable session Redis holds is written anew from its durable copy (a
     /// session Redis does not hold comes back on demand), the session indexes and open
-    /// decisions are re-added, user values are set to the durable ones. Agents cannot
+    /// decisions are re-added and the decided ones closed, user values and StateService
+    /// rounds are set to the durable ones. Agents cannot
     /// write meanwhile (the partition is not open). Returns the records put back.
     async fn repair(&mut self, p: u32) -> Result<u64> {
         let store = self.store.clone();
@@ -141,7 +142,7 @@ impl SpillDaemon {
         records += open as u64;
         records += close_decided(&store, &self.db, p).await?;
         let lease = lease::value(&self.owner, self.parts[p as usize].token);
-        let values = super::restore::overwrite_user_values(&store, &self.db, p, &lease).await?;
+        let values = super::restore::overwrite_user_data(&store, &self.db, p, &lease).await?;
         Ok(records + values)
     }
 }

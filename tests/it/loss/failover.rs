@@ -190,6 +190,19 @@ async fn run_through(fault: Fault) {
         .record_decision(&sessions[1], &NewDecision::new("ship", "decided"))
         .await
         .unwrap();
+    // User data: a value changed, a user forgotten and a round saved while the replica lags.
+    setup
+        .set_user_value("ann", "tz", &serde_json::json!("UTC"))
+        .await
+        .unwrap();
+    setup
+        .set_user_value("bob", "ssn", &serde_json::json!("secret"))
+        .await
+        .unwrap();
+    setup
+        .save_state("ann", &serde_json::json!({"r": 1}), None, None)
+        .await
+        .unwrap();
     wait_until("the replica is in sync", HANG, || {
         replication(&replica, "master_link_status") == "up"
     })
@@ -222,11 +235,20 @@ async fn run_through(fault: Fault) {
         );
     }
     let lagged_at = acks.lock().unwrap().len();
-    assert!(setup
-        .with_durability(Durability::Durable)
+    let durable_setup = setup.with_durability(Durability::Durable);
+    assert!(durable_setup
         .record_outcome(&done, "shipped")
         .await
         .unwrap());
+    durable_setup
+        .set_user_value("ann", "tz", &serde_json::json!("CET"))
+        .await
+        .unwrap();
+    durable_setup.forget_user("bob").await.unwrap();
+    durable_setup
+        .save_state("ann", &serde_json::json!({"r": 2}), None, None)
+        .await
+        .unwrap();
     wait_until("the master takes writes the replica lacks", HANG, || {
         acks.lock()
             .unwrap()
@@ -299,7 +321,25 @@ async fn run_through(fault: Fault) {
         .into_iter()
         .map(|d| d.id)
         .collect();
-    assert_eq!(open_now, [open], "{fault:?}: {done} was decided before the fault");
+    assert_eq!(
+        open_now,
+        [open],
+        "{fault:?}: {done} was decided before the fault"
+    );
+    assert_eq!(
+        live.user_value("ann", "tz").await.unwrap(),
+        Some(serde_json::json!("CET"))
+    );
+    assert_eq!(
+        live.user_value("bob", "ssn").await.unwrap(),
+        None,
+        "{fault:?}"
+    );
+    assert_eq!(
+        live.export_state("ann", None, None).await.unwrap(),
+        Some(serde_json::json!({"r": 2})),
+        "{fault:?}"
+    );
     drop(replica);
 }
 
