@@ -309,7 +309,7 @@ fn redis_error(message: &str, at: &Situation) -> String {
 }
 
 /// The URL forms a Redis URL may take.
-pub const URL_FORMS: &str = "use redis://[user:password@]host:port[/db], rediss://... for TLS, or a cluster seed list (redis://h1:p1,redis://h2:p2)";
+pub const URL_FORMS: &str = "use redis://[user:password@]host:port[/db], rediss://... for TLS, a cluster seed list (redis://h1:p1,redis://h2:p2), or Sentinels (redis+sentinel://h1:p1,h2:p2/SERVICE)";
 
 /// `text` on one line: line breaks become `; `.
 fn one_line(text: &str) -> String {

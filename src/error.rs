@@ -361,8 +361,9 @@ impl Error {
                 source: Some(Box::new(err)),
             };
         }
-        // Refused before running anything: loading its data after a restart, or a cluster
-        // that cannot serve the slot now. Safe to send again.
+        // Refused before running anything: loading its data after a restart, a cluster
+        // that cannot serve the slot now, or a node that became a replica (a failover;
+        // a replica writes nothing). Safe to send again.
         let refused = matches!(
             err.kind(),
             redis::ErrorKind::Server(
@@ -370,6 +371,7 @@ impl Error {
                     | redis::ServerErrorKind::TryAgain
                     | redis::ServerErrorKind::ClusterDown
                     | redis::ServerErrorKind::MasterDown
+                    | redis::ServerErrorKind::ReadOnly
             )
         );
         if refused
