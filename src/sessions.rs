@@ -384,8 +384,16 @@ impl Store {
         };
         let call = scripts::create_session(self.keys(), &keys, &sid, &args);
         let wal_id: String = match self.invoke(&call).await {
-            // No daemon has vouched for this Redis yet: wait for one, then try once more.
+            // No daemon has vouched for this Redis yet: wait for one, then try once more;
+            // when none ever bound the namespace and none runs, say so at once.
             Err(Error::NotLive { .. }) => {
+                if self.no_daemon_yet().await? {
+                    return Err(Error::NotLive {
+                        sid,
+                        waited: Duration::ZERO,
+                        no_daemon_yet: true,
+                    });
+                }
                 self.await_decided(keys.partition, &sid).await?;
                 self.invoke(&call).await?
             }
