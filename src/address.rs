@@ -1,12 +1,15 @@
 //! How a Redis URL is shown to people — in error lines, logs and notices: the address alone
 //! (`host:port`), never the password. The library's own URL parsing stays in `config`.
 
-/// The schemes a Redis URL may start with (single node, TLS, cluster seed lists, sockets).
-pub const SCHEMES: [&str; 6] = [
+/// The schemes a Redis URL may start with (single node, TLS, cluster seed lists, Sentinels,
+/// sockets).
+pub const SCHEMES: [&str; 8] = [
     "redis",
     "rediss",
     "redis+cluster",
     "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
     "unix",
     "redis+unix",
 ];
@@ -43,8 +46,16 @@ fn one_address(url: &str) -> String {
     }
 }
 
-/// The URL list with every password replaced by `***` (user names are kept).
+/// The URL list with every password replaced by `***` (user names are kept), a Sentinel
+/// URL's `sentinel_password` too.
 pub fn redacted(url: &str) -> String {
+    let url = match url.split_once("sentinel_password=") {
+        Some((head, tail)) => {
+            let end = tail.find(['&', '#']).unwrap_or(tail.len());
+            format!("{head}sentinel_password=***{}", &tail[end..])
+        }
+        None => url.to_string(),
+    };
     url.split(',')
         .map(|part| {
             let Some((scheme, rest)) = part.split_once("://") else {
@@ -91,8 +102,17 @@ fn redact_authority(rest: &str) -> String {
 }
 
 /// Why `url` cannot be a Redis URL, if it cannot: each comma-separated part must start with
-/// one of [`SCHEMES`] (parts after the first of a cluster seed list may leave it out).
+/// one of [`SCHEMES`] (parts after the first of a cluster seed list or a Sentinel list may
+/// leave it out); a Sentinel URL must read as one.
 pub fn check(url: &str) -> Result<(), String> {
+    if let Some(parsed) = crate::sentinel::SentinelTarget::parse(url) {
+        return parsed.map(|_| ()).map_err(|e| match e {
+            crate::error::Error::InvalidInput(why) => {
+                why.trim_start_matches("Sentinel URL: ").to_string()
+            }
+            other => other.to_string(),
+        });
+    }
     for (i, part) in url.split(',').map(str::trim).enumerate() {
         match part.split_once("://") {
             Some((scheme, rest)) => {
@@ -137,6 +157,11 @@ mod tests {
         assert_eq!(redacted("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
         assert_eq!(redacted("redis://secret@h:1"), "redis://***@h:1");
         assert_eq!(redacted("redis://h:1"), "redis://h:1");
+        assert_eq!(address("redis+sentinel://u:pw@s1:1,s2:2/svc"), "s1:1,s2:2");
+        assert_eq!(
+            redacted("redis+sentinel://u:pw@s1:1,s2:2/svc?sentinel_password=sp&sentinel_tls=yes"),
+            "redis+sentinel://u:***@s1:1,s2:2/svc?sentinel_password=***&sentinel_tls=yes"
+        );
     }
 
     #[test]
@@ -144,6 +169,11 @@ mod tests {
         assert!(check("redis://h:1").is_ok());
         assert!(check("redis+cluster://a:1,b:2").is_ok());
         assert!(check("redis://a:1,redis://b:2").is_ok());
+        assert!(check("redis+sentinel://a:1,b:2/svc").is_ok());
+        assert_eq!(
+            check("redis+sentinel://a:1,b:2").unwrap_err(),
+            "no service named (.../SERVICE, the name the Sentinels monitor)"
+        );
         assert_eq!(
             check("http://x").unwrap_err(),
             "the scheme http:// is not a Redis scheme"

@@ -151,7 +151,16 @@ pub fn line(err: &Error, at: &Situation) -> String {
             }
             text
         }
-        Error::NotLive { sid, waited } => format!(
+        Error::NotLive {
+            sid,
+            no_daemon_yet: true,
+            ..
+        } => format!(
+            "session {sid} is not live in Redis at {}, and the namespace has no spill daemon yet: none has bound it to a durable tier in this Redis (a new namespace, or a Redis that lost its data) and none is running — {}, then retry (the call is safe to repeat; a history the durable tier holds comes back through it)",
+            at.addr(),
+            at.start_daemon()
+        ),
+        Error::NotLive { sid, waited, .. } => format!(
             "session {sid} is not live in Redis at {} and no spill daemon answered for it within {waited:?} (the namespace's durable tier may hold its history, so it is neither restored nor created anew) — {} on the namespace's durable tier, then retry (the call is safe to repeat); or, where that tier is, restore it without a daemon: `{}`",
             at.addr(),
             at.start_daemon(),
@@ -309,7 +318,7 @@ fn redis_error(message: &str, at: &Situation) -> String {
 }
 
 /// The URL forms a Redis URL may take.
-pub const URL_FORMS: &str = "use redis://[user:password@]host:port[/db], rediss://... for TLS, or a cluster seed list (redis://h1:p1,redis://h2:p2)";
+pub const URL_FORMS: &str = "use redis://[user:password@]host:port[/db], rediss://... for TLS, a cluster seed list (redis://h1:p1,redis://h2:p2), or Sentinels (redis+sentinel://h1:p1,h2:p2/SERVICE)";
 
 /// `text` on one line: line breaks become `; `.
 fn one_line(text: &str) -> String {

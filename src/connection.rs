@@ -3,7 +3,8 @@
 //! connection per node, routes every command by the slot of its first key and follows
 //! MOVED/ASK while slots migrate). The URL chooses: a comma-separated list of node URLs, or
 //! `redis+cluster://` / `rediss+cluster://` with a comma-separated list of `host:port`, is a
-//! cluster; anything else is one node.
+//! cluster; `redis+sentinel://` / `rediss+sentinel://` is one node found through Sentinels
+//! ([`crate::sentinel`]); anything else is one node.
 //!
 //! Every script and every pipeline of the library touches the keys of one partition, and a
 //! partition's keys share one hash tag, so each goes to one slot on a cluster. Work over all
@@ -16,9 +17,12 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, Value};
 
+use std::sync::Arc;
+
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pool::{self, Manager, Pool};
+use crate::sentinel::{Locator, SentinelTarget};
 
 /// The deployment a URL names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,13 +32,19 @@ pub enum Target {
     /// A Redis Cluster: the URLs of its seed nodes (any of them will do; the others are
     /// discovered).
     Cluster(Vec<String>),
+    /// One Redis whose master Sentinels name.
+    Sentinel(SentinelTarget),
 }
 
 impl Target {
     /// Reads a URL: `redis://a:7000,redis://b:7001` (a list of node URLs) or
     /// `redis+cluster://[user:pass@]a:7000,b:7001` (`rediss+cluster://` for TLS) is a
-    /// cluster, anything else one node.
+    /// cluster, `redis+sentinel://` / `rediss+sentinel://` a master found through
+    /// Sentinels, anything else one node.
     pub fn parse(url: &str) -> Result<Target> {
+        if let Some(target) = SentinelTarget::parse(url) {
+            return target.map(Target::Sentinel);
+        }
         let bad = |why: &str| Error::InvalidInput(format!("redis url {url:?}: {why}"));
         for (scheme, plain) in [
             ("redis+cluster://", "redis://"),
@@ -80,6 +90,25 @@ impl Target {
     }
 }
 
+/// Where the one node is: a URL, or the master the Sentinels name at the time of asking.
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    /// Its URL.
+    Fixed(String),
+    /// Asked of the Sentinels.
+    Sentinel(Arc<Locator>),
+}
+
+impl Node {
+    /// The node's URL now (on Sentinel, the current master's).
+    pub(crate) async fn url(&self) -> Result<String> {
+        match self {
+            Node::Fixed(url) => Ok(url.clone()),
+            Node::Sentinel(locator) => locator.master_url().await,
+        }
+    }
+}
+
 /// The store's way to Redis: a pool for one node, or the shared cluster connection.
 #[derive(Clone)]
 pub(crate) enum Backend {
@@ -87,8 +116,8 @@ pub(crate) enum Backend {
     Single {
         /// Its connections.
         pool: Pool,
-        /// Its URL.
-        url: String,
+        /// Where it is.
+        node: Node,
     },
     /// A cluster.
     Cluster {
@@ -109,10 +138,20 @@ impl Backend {
     /// connections when first used).
     pub(crate) async fn connect(config: &Config) -> Result<Backend> {
         match Target::parse(&config.redis_url)? {
-            Target::Single(url) => Ok(Backend::Single {
-                pool: build_pool(config, &url)?,
-                url,
-            }),
+            Target::Single(url) => {
+                let node = Node::Fixed(url);
+                Ok(Backend::Single {
+                    pool: build_pool(config, &node)?,
+                    node,
+                })
+            }
+            Target::Sentinel(target) => {
+                let node = Node::Sentinel(Locator::new(&target)?);
+                Ok(Backend::Single {
+                    pool: build_pool(config, &node)?,
+                    node,
+                })
+            }
             Target::Cluster(nodes) => {
                 let seed = nodes[0].clone();
                 let client = redis::cluster::ClusterClient::builder(nodes)
@@ -129,11 +168,11 @@ impl Backend {
         }
     }
 
-    /// The URL of the node serving `key`: the one node, or the cluster master holding the
-    /// key's slot now.
+    /// The URL of the node serving `key`: the one node (on Sentinel, the master now), or
+    /// the cluster master holding the key's slot now.
     pub(crate) async fn node_url_for(&self, key: &str) -> Result<String> {
         match self {
-            Backend::Single { url, .. } => Ok(url.clone()),
+            Backend::Single { node, .. } => node.url().await,
             Backend::Cluster { conn, seed } => {
                 let (host, port) = owner_of(&mut conn.clone(), key).await?;
                 node_url(seed, &host, port)
@@ -144,7 +183,7 @@ impl Backend {
     /// The URL of every master: the one node, or each master of the cluster.
     pub(crate) async fn master_urls(&self) -> Result<Vec<String>> {
         match self {
-            Backend::Single { url, .. } => Ok(vec![url.clone()]),
+            Backend::Single { node, .. } => Ok(vec![node.url().await?]),
             Backend::Cluster { conn, seed } => master_addresses(&mut conn.clone())
                 .await?
                 .iter()
@@ -183,10 +222,10 @@ pub(crate) async fn open_node(url: &str, timeout: Duration) -> Result<Multiplexe
         .await?)
 }
 
-/// Builds a pool of multiplexed connections to `url` whose response timeout is
+/// Builds a pool of multiplexed connections to `node` whose response timeout is
 /// `config.response_timeout` (redis-rs' own default of 500 ms would cut blocking stream
 /// reads short).
-fn build_pool(config: &Config, url: &str) -> Result<Pool> {
+fn build_pool(config: &Config, node: &Node) -> Result<Pool> {
     // Connecting (TCP, TLS, the HELLO handshake) is given no longer than a command: with
     // group commit a call can follow one that timed out on a paused Redis, and must not
     // wait 3 s for a new connection where the call itself would fail after the response
@@ -195,7 +234,7 @@ fn build_pool(config: &Config, url: &str) -> Result<Pool> {
     let conn_config = AsyncConnectionConfig::new()
         .set_response_timeout(Some(config.response_timeout))
         .set_connection_timeout(Some(connect));
-    let manager = Manager::new(url, conn_config).map_err(Error::from_redis)?;
+    let manager = Manager::new(node, conn_config)?;
     // deadpool waits without end by default: for a free connection when every one is out
     // (on calls that hang on a cut network), and for a connect or a recycling PING. Each
     // wait is bounded as the call it stands for is, so a checkout fails as a call would.
@@ -300,9 +339,9 @@ async fn owner_of(conn: &mut ClusterConnection, key: &str) -> Result<(String, u1
         .ok_or_else(|| Error::redis(format!("no master serves slot {slot}")))
 }
 
-/// The URL of node `host:port` of a cluster whose seed URL is `seed` (same scheme,
-/// credentials and options).
-fn node_url(seed: &str, host: &str, port: u16) -> Result<String> {
+/// The URL of node `host:port` of a cluster whose seed URL is `seed`, or of a Sentinel
+/// deployment whose data node URL is `seed` (same scheme, credentials and options).
+pub(crate) fn node_url(seed: &str, host: &str, port: u16) -> Result<String> {
     let mut url = url_parts(seed)?;
     url.host_port = format!("{host}:{port}");
     Ok(format!(

@@ -273,27 +273,6 @@ impl Store {
             tokio::spawn(look);
         }
     }
-
-    /// True when some spill daemon of the namespace has a heartbeat that has not lapsed.
-    /// Heartbeats are scored by Redis' clock; this compares with the caller's, allowing
-    /// [`DAEMONS_CHECK_EVERY`] of skew (a warning, not a fence).
-    async fn daemon_alive(&self) -> Result<bool> {
-        let mut conn = self.conn().await?;
-        let last: Vec<(String, f64)> = redis::cmd("ZREVRANGE")
-            .arg(self.keys().daemons())
-            .arg(0)
-            .arg(0)
-            .arg("WITHSCORES")
-            .query_async(&mut conn)
-            .await?;
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis()) as f64;
-        let skew = DAEMONS_CHECK_EVERY.as_millis() as f64;
-        Ok(last
-            .first()
-            .is_some_and(|(_, lapses)| *lapses + skew > now_ms))
-    }
 }
 
 /// Says (once per process) that no spill daemon of namespace `prefix` runs.

@@ -25,12 +25,15 @@ pub enum Error {
     /// The session is not live in Redis and no spill daemon answered for it: SQLite may hold
     /// its history (after Redis lost its state, or before any daemon checked this Redis), so
     /// it is neither restored nor created anew. Retry once a daemon runs.
-    #[error("session {sid} is not live in Redis and no spill daemon answered for it within {waited:?} (SQLite may hold its history); start one with `agentstate spill`, or run `agentstate restore {sid}`")]
+    #[error("{}", not_live(sid, waited, *no_daemon_yet))]
     NotLive {
         /// The session that could not be restored.
         sid: String,
         /// How long the caller waited for a daemon.
         waited: Duration,
+        /// No daemon ever bound the namespace to a durable tier and none runs: the caller
+        /// did not wait.
+        no_daemon_yet: bool,
     },
     /// An optimistic-concurrency check failed: the version or seq moved.
     #[error("conflict: expected {expected}, current is {current}")]
@@ -250,6 +253,7 @@ const LUA_CODES: [(&str, MakeError); 12] = [
     ("NOT_DECIDED", |d| Error::NotLive {
         sid: d.to_string(),
         waited: Duration::ZERO,
+        no_daemon_yet: false,
     }),
     ("BAD_INPUT", |d| Error::InvalidInput(d.to_string())),
     ("FENCED", |d| {
@@ -372,10 +376,10 @@ impl Error {
             };
         }
         // Refused before running anything: loading its data after a restart, a cluster
-        // that cannot serve the slot now, a node that is a replica now (READONLY), or a
-        // blocking read ended because its node became a replica (UNBLOCKED): a failover.
-        // Safe to send again.
-        let refused = matches!(err.code(), Some("READONLY" | "UNBLOCKED"))
+        // that cannot serve the slot now, a node that became a replica (a failover; a
+        // replica writes nothing), or a blocking read its node ended when it became a
+        // replica (UNBLOCKED). Safe to send again.
+        let refused = err.code() == Some("UNBLOCKED")
             || matches!(
                 err.kind(),
                 redis::ErrorKind::Server(
@@ -383,6 +387,7 @@ impl Error {
                         | redis::ServerErrorKind::TryAgain
                         | redis::ServerErrorKind::ClusterDown
                         | redis::ServerErrorKind::MasterDown
+                        | redis::ServerErrorKind::ReadOnly
                 )
             );
         if refused
@@ -592,6 +597,15 @@ impl From<std::io::Error> for Error {
             message: err.to_string(),
             source: Some(Box::new(err)),
         }
+    }
+}
+
+/// [`Error::NotLive`]'s message.
+fn not_live(sid: &str, waited: &Duration, no_daemon_yet: bool) -> String {
+    if no_daemon_yet {
+        format!("session {sid} is not live in Redis and the namespace has no spill daemon yet (none bound it to a durable tier in this Redis, none runs); start one with `agentstate spill`, then retry")
+    } else {
+        format!("session {sid} is not live in Redis and no spill daemon answered for it within {waited:?} (SQLite may hold its history); start one with `agentstate spill`, or run `agentstate restore {sid}`")
     }
 }
 

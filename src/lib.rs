@@ -110,6 +110,7 @@ mod redis_server;
 // Holds the daemon's scripts too, which an agent-only build compiles and never calls.
 #[cfg_attr(not(feature = "spill"), allow(dead_code, unused_imports))]
 mod scripts;
+mod sentinel;
 #[cfg(feature = "cli")]
 mod web;
 

@@ -15,9 +15,12 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::connection::Node;
+use crate::sentinel::Locator;
 use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{
@@ -33,26 +36,39 @@ const MAX_STALE: usize = 64;
 /// Creates multiplexed connections and recycles them.
 pub struct Manager {
     /// Where to connect.
-    client: Client,
+    source: Source,
     /// Timeouts of every connection.
     config: AsyncConnectionConfig,
+}
+
+/// Where a new connection goes.
+#[derive(Debug)]
+enum Source {
+    /// Always this node.
+    Client(Box<Client>),
+    /// The master the Sentinels name when the connection is made: after a failover, new
+    /// connections reach the new master, and old ones are discarded as they fail.
+    Sentinel(Arc<Locator>),
 }
 
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
-            .field("client", &self.client)
+            .field("source", &self.source)
             .finish()
     }
 }
 
 impl Manager {
-    /// A manager connecting to `url` with `config`.
-    pub fn new(url: &str, config: AsyncConnectionConfig) -> RedisResult<Self> {
-        Ok(Manager {
-            client: Client::open(url)?,
-            config,
-        })
+    /// A manager connecting to `node` with `config`.
+    pub(crate) fn new(node: &Node, config: AsyncConnectionConfig) -> crate::error::Result<Self> {
+        let source = match node {
+            Node::Fixed(url) => Source::Client(Box::new(
+                Client::open(url.as_str()).map_err(crate::error::Error::from_redis)?,
+            )),
+            Node::Sentinel(locator) => Source::Sentinel(locator.clone()),
+        };
+        Ok(Manager { source, config })
     }
 }
 
@@ -65,11 +81,16 @@ pub struct Pooled {
 }
 
 impl Pooled {
-    /// Marks the connection broken when `result` is an I/O failure, a dropped connection or
-    /// a timeout (whose late answer must not reach the next caller).
+    /// Marks the connection broken when `result` is an I/O failure, a dropped connection, a
+    /// timeout (whose late answer must not reach the next caller), or `READONLY` (the node
+    /// is a replica now: under Sentinel, the next connection goes to the new master).
     fn note<T>(&mut self, result: &RedisResult<T>) {
         if let Err(e) = result {
-            if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
+            if e.is_io_error()
+                || e.is_connection_dropped()
+                || e.is_timeout()
+                || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+            {
                 self.broken = true;
             }
         }
@@ -81,10 +102,24 @@ impl managed::Manager for Manager {
     type Error = RedisError;
 
     async fn create(&self) -> Result<Pooled, RedisError> {
-        let conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
-            .await?;
+        let conn = match &self.source {
+            Source::Client(client) => {
+                client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await?
+            }
+            Source::Sentinel(locator) => {
+                let client = locator.master().await.map_err(|e| {
+                    RedisError::from(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        e.to_string(),
+                    ))
+                })?;
+                client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await?
+            }
+        };
         Ok(Pooled {
             conn,
             broken: false,

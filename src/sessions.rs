@@ -383,8 +383,19 @@ impl Store {
             ttl,
         };
         let call = scripts::create_session(self.keys(), &keys, &sid, &args);
-        // Waits while no daemon has vouched for this Redis history yet (`invoke`).
-        let wal_id: String = self.invoke(&call).await?;
+        let wal_id: String = match self.invoke_once(&call).await {
+            // When no daemon ever bound the namespace and none runs, say so at once; else
+            // wait while no daemon has vouched for this Redis history yet (`invoke`).
+            Err(Error::NotLive { .. }) if self.no_daemon_yet().await? => {
+                return Err(Error::NotLive {
+                    sid,
+                    waited: Duration::ZERO,
+                    no_daemon_yet: true,
+                });
+            }
+            Err(Error::NotLive { .. }) => self.invoke(&call).await?,
+            other => other?,
+        };
         if let Some(parent) = &new.parent {
             if let Err(err) = self.link_child(parent, &sid, true).await {
                 // The parent vanished between the depth check and now: undo the child.

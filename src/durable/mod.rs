@@ -119,7 +119,8 @@ impl Durable {
 
     /// Every row of `sql` (`?1`, when the statement has it, is `arg`; the same text on both
     /// backends), each column read as text (NULL as `None`): select text columns or
-    /// `CAST(x AS TEXT)`.
+    /// `CAST(x AS TEXT)`. Order by a cast column through its table (`ORDER BY messages.seq`):
+    /// PostgreSQL takes a bare `seq` for the output column, the text, and sorts 1, 10, 2.
     pub(crate) async fn text_rows(&self, sql: &str, arg: &str) -> Result<TextRows> {
         match self {
             Durable::Sqlite(db) => {
@@ -329,7 +330,7 @@ pub(crate) async fn collect_garbage(
 const OPEN_DECISIONS_SQL: &str =
     "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
             CAST(created_at AS TEXT)
-     FROM decisions WHERE id LIKE ?1 AND outcome IS NULL ORDER BY created_at";
+     FROM decisions WHERE id LIKE ?1 AND outcome IS NULL ORDER BY decisions.created_at";
 
 /// A decision from a row of `id, session_id, decision, rationale, planned_action, meta,
 /// outcome, created_at` read as text ([`OPEN_DECISIONS_SQL`], the console's session view).

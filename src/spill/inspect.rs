@@ -260,7 +260,8 @@ pub async fn export_session<W: Write>(
         .collect();
     for r in db
         .text_rows(
-            "SELECT CAST(seq AS TEXT), element FROM messages WHERE session_id = ?1 ORDER BY seq",
+            "SELECT CAST(seq AS TEXT), element FROM messages WHERE session_id = ?1
+             ORDER BY messages.seq",
             sid,
         )
         .await?
@@ -304,7 +305,7 @@ pub async fn export_session<W: Write>(
     for r in db
         .text_rows(
             "SELECT user_id, session_id, CAST(round_id AS TEXT), CAST(created_at AS TEXT), state
-             FROM rounds WHERE session_id = ?1 ORDER BY user_id, round_id",
+             FROM rounds WHERE session_id = ?1 ORDER BY rounds.user_id, rounds.round_id",
             sid,
         )
         .await?
@@ -357,7 +358,7 @@ pub async fn export_session<W: Write>(
 pub(crate) const SESSION_DECISIONS_SQL: &str =
     "SELECT id, session_id, decision, rationale, planned_action, meta, outcome,
             CAST(created_at AS TEXT)
-     FROM decisions WHERE session_id = ?1 ORDER BY created_at, id";
+     FROM decisions WHERE session_id = ?1 ORDER BY decisions.created_at, decisions.id";
 
 /// A whole-number column read as text (0 when absent).
 fn whole(text: &Option<String>) -> u64 {

@@ -126,10 +126,10 @@ pub(crate) async fn overwrite_user_data(
         .dedicated_connection(&keys.committed(p), store.config().response_timeout)
         .await?;
     let mut gone: Vec<String> = Vec::new();
-    for pattern in [keys.users_pattern(p), keys.rounds_pattern(p)] {
+    'patterns: for pattern in [keys.users_pattern(p), keys.rounds_pattern(p)] {
         let mut cursor = 0u64;
         loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            let found: redis::RedisResult<(u64, Vec<String>)> = redis::cmd("SCAN")
                 .arg(cursor)
                 .arg("MATCH")
                 .arg(&pattern)
@@ -138,7 +138,14 @@ pub(crate) async fn overwrite_user_data(
                 .arg("TYPE")
                 .arg("hash")
                 .query_async(&mut conn)
-                .await?;
+                .await;
+            let (next, batch) = match found {
+                Err(e) if e.code() == Some("NOPERM") => {
+                    tracing::warn!(partition = p, "a rollback repair cannot list this Redis' user data (the daemon's user lacks +scan): user data erased after the replica's copy was taken stays in Redis until erased again");
+                    break 'patterns;
+                }
+                other => other?,
+            };
             gone.extend(batch.into_iter().filter(|k| !durable.contains(k)));
             if next == 0 {
                 break;

@@ -318,10 +318,7 @@ impl Store {
     pub(crate) async fn own_master_connections(
         &self,
     ) -> Result<Vec<redis::aio::MultiplexedConnection>> {
-        let urls = match self.inner.backend {
-            Backend::Single { .. } => vec![self.config().redis_url.clone()],
-            _ => self.inner.backend.master_urls().await?,
-        };
+        let urls = self.inner.backend.master_urls().await?;
         let mut out = Vec::new();
         for url in urls {
             out.push(crate::connection::open_node(&url, self.config().response_timeout).await?);

@@ -6,12 +6,18 @@
 //! reads through [`Store::read_live`] (and [`Store::read_run`], which also brings back a live
 //! session's inbox and ledger that expired). The daemon side (feature `spill`) is `crate::spill::restore`.
 
+use std::time::Duration;
+
 use redis::FromRedisValue;
 
 use super::{Admin, Store};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::scripts::ScriptCall;
+
+/// How far a caller's clock may be from Redis' before a lapsed daemon heartbeat counts as
+/// lapsed.
+pub(crate) const DAEMON_CLOCK_SKEW: Duration = Duration::from_secs(30);
 
 impl Store {
     /// Runs a session-scoped script; when it fails because the session is not live, asks the
@@ -60,13 +66,21 @@ impl Store {
         let mut backoff = None;
         loop {
             match attempt().await {
-                Err(Error::NotLive { sid, waited }) if waited.is_zero() => {
+                Err(Error::NotLive {
+                    sid,
+                    waited,
+                    no_daemon_yet: false,
+                }) if waited.is_zero() => {
                     if !backoff
                         .get_or_insert_with(|| Backoff::new(wait))
                         .pause()
                         .await
                     {
-                        return Err(Error::NotLive { sid, waited: wait });
+                        return Err(Error::NotLive {
+                            sid,
+                            waited: wait,
+                            no_daemon_yet: false,
+                        });
                     }
                 }
                 other => return other,
@@ -204,9 +218,42 @@ impl Store {
                 return Err(Error::NotLive {
                     sid: sid.to_string(),
                     waited: wait,
+                    no_daemon_yet: false,
                 });
             }
         }
+    }
+
+    /// True when no daemon has bound the namespace to a durable tier in this Redis and none
+    /// runs: nothing to wait for.
+    pub(crate) async fn no_daemon_yet(&self) -> Result<bool> {
+        let bound: bool = redis::cmd("HEXISTS")
+            .arg(self.keys().config())
+            .arg("durable")
+            .query_async(&mut self.conn().await?)
+            .await?;
+        Ok(!bound && !self.daemon_alive().await?)
+    }
+
+    /// True when some spill daemon of the namespace has a heartbeat that has not lapsed.
+    /// Heartbeats are scored by Redis' clock; this compares with the caller's, allowing
+    /// [`DAEMON_CLOCK_SKEW`] (a warning or a quicker answer, never a fence).
+    pub(crate) async fn daemon_alive(&self) -> Result<bool> {
+        let mut conn = self.conn().await?;
+        let last: Vec<(String, f64)> = redis::cmd("ZREVRANGE")
+            .arg(self.keys().daemons())
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .query_async(&mut conn)
+            .await?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()) as f64;
+        let skew = DAEMON_CLOCK_SKEW.as_millis() as f64;
+        Ok(last
+            .first()
+            .is_some_and(|(_, lapses)| *lapses + skew > now_ms))
     }
 
     /// Asks the daemon to restore `sid` (or only its inbox and ledger: `want`) and waits for
@@ -268,6 +315,7 @@ impl Store {
                 return Err(Error::NotLive {
                     sid: sid.to_string(),
                     waited: wait,
+                    no_daemon_yet: false,
                 });
             }
         }

@@ -69,7 +69,8 @@ async fn a_lost_redis_never_calls_a_durable_session_unknown_nor_lets_a_create_re
 
     // Lost again, and this time the first command is a create of the same id. Redis lost
     // the namespace's binding too, so no command binds it implicitly (only a daemon, or an
-    // explicit `restore`, does): the create waits for a daemon and is refused as not live.
+    // explicit `restore`, does): with no daemon running either, the create is refused as
+    // not live at once.
     flushall(&t);
     let created = t.cli(&["session", "create", "--id", "planner"]);
     assert!(
@@ -98,6 +99,66 @@ async fn a_lost_redis_never_calls_a_durable_session_unknown_nor_lets_a_create_re
     let mut lines: Vec<&str> = restored.lines().collect();
     lines.sort();
     assert_eq!(lines, ["planner restored", "second restored"]);
+}
+
+/// On a namespace no daemon ever bound, with no daemon running, there is no daemon to wait
+/// for: a create is refused at once with `NotLive` saying so and naming the command that
+/// starts one. Once a daemon bound the namespace, a partition no daemon checked still waits.
+#[tokio::test]
+async fn a_namespace_no_daemon_ever_bound_says_so_at_once_and_a_bound_one_waits() {
+    let t = env_without_daemon().await;
+    let err = t
+        .rejected(t.store.create_session(&NewSession::new().id("first")))
+        .await;
+    assert!(
+        matches!(err, Error::NotLive { no_daemon_yet: true, ref sid, .. } if sid == "first"),
+        "{err:?}"
+    );
+    let out = t.cli(&["session", "create", "--id", "first"]);
+    let line = out.runtime_error();
+    assert_eq!(
+        line,
+        format!(
+            "error: session first is not live in Redis at {}, and the namespace has no spill \
+             daemon yet: none has bound it to a durable tier in this Redis (a new namespace, or \
+             a Redis that lost its data) and none is running — start one with `agentstate spill \
+             --redis {} --db {}`, then retry (the call is safe to repeat; a history the \
+             durable tier holds comes back through it)",
+            t.server.url().trim_start_matches("redis://"),
+            t.server.url(),
+            t.db().with_file_name("agentstate.db").display()
+        )
+    );
+
+    // Bound, and no daemon runs: the partition no daemon checked is waited for.
+    t.flush().await;
+    let p = t.store.keys().partition("second");
+    let _: () = redis::cmd("DEL")
+        .arg(t.store.keys().committed(p))
+        .arg(t.store.keys().daemons())
+        .query(&mut t.server.connection())
+        .unwrap();
+    let s = Store::connect(
+        t.store
+            .config()
+            .clone()
+            .daemon_wait(Duration::from_millis(200)),
+    )
+    .await
+    .unwrap();
+    let err = t
+        .rejected(s.create_session(&NewSession::new().id("second")))
+        .await;
+    assert!(
+        matches!(
+            err,
+            Error::NotLive {
+                no_daemon_yet: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 /// With no daemon to ask, a library call on a session Redis lacks is the retryable

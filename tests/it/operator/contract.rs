@@ -500,12 +500,23 @@ async fn help_lists_global_options_apart_and_ends_with_examples_of_the_verb() {
 #[tokio::test]
 async fn a_url_that_is_not_redis_says_which_forms_work() {
     let t = env().await;
-    let forms = "use redis://[user:password@]host:port[/db], rediss://... for TLS, or a \
-                 cluster seed list (redis://h1:p1,redis://h2:p2)";
+    let forms = "use redis://[user:password@]host:port[/db], rediss://... for TLS, a \
+                 cluster seed list (redis://h1:p1,redis://h2:p2), or Sentinels \
+                 (redis+sentinel://h1:p1,h2:p2/SERVICE)";
     let out = crate::support::cli_at("http://x", t.server.dir(), &["session", "list"]);
     assert_eq!(
         out.runtime_error(),
         format!("error: --redis http://x is not a Redis URL: the scheme http:// is not a Redis scheme — {forms}")
+    );
+    // A Sentinel URL must name the service the Sentinels monitor.
+    let out = crate::support::cli_at(
+        "redis+sentinel://127.0.0.1:1",
+        t.server.dir(),
+        &["session", "list"],
+    );
+    assert_eq!(
+        out.runtime_error(),
+        format!("error: --redis redis+sentinel://127.0.0.1:1 is not a Redis URL: no service named (.../SERVICE, the name the Sentinels monitor) — {forms}")
     );
     // The same URL from the environment is named as such.
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"));

@@ -24,6 +24,27 @@ fn cli(t: &TestEnv, args: &[&str]) -> (i32, String) {
     )
 }
 
+on_both_backends!(export_lists_messages_in_the_order_of_their_seqs);
+async fn export_lists_messages_in_the_order_of_their_seqs(t: TestEnv) {
+    t.store
+        .create_session(&NewSession::new().id("long"))
+        .await
+        .unwrap();
+    for i in 1..=12 {
+        let message = NewMessage::new("user").content(format!("m{i}"));
+        t.store.append("long", &message).await.unwrap();
+    }
+    assert_eq!(cli(&t, &["spill", "--once"]).0, 0);
+    let (code, export) = cli(&t, &["export", "long"]);
+    assert_eq!(code, 0);
+    let seqs: Vec<u64> = json_lines(&export)
+        .iter()
+        .filter(|l| l["type"] == "message")
+        .map(|l| l["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=12).collect::<Vec<u64>>());
+}
+
 on_both_backends!(cli_export_stats_and_restore);
 async fn cli_export_stats_and_restore(mut t: TestEnv) {
     let (sid, _) = rich_session(&t.store, "cli1").await;

@@ -11,10 +11,10 @@ use serde_json::json;
 
 use crate::support::{cli_at, daemon_pass, CliOutput};
 
-const PASSWORD: &str = "s3cret-acl";
+pub(crate) const PASSWORD: &str = "s3cret-acl";
 
 /// docs/security.md's `ACL SETUSER agentstate ...` line with the password filled in.
-fn readme_acl_line() -> Vec<String> {
+pub(crate) fn readme_acl_line() -> Vec<String> {
     let readme = include_str!("../../../docs/security.md");
     let line = readme
         .lines()

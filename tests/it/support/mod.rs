@@ -20,6 +20,7 @@ mod env;
 mod http;
 mod monitor;
 pub mod pg_server;
+pub mod sentinel;
 mod spill;
 mod wait;
 
