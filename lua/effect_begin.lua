@@ -10,15 +10,16 @@
   KEYS[10]   inbox hash      <prefix>:{p}:s:<sid>:inbox
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
   ARGV[1] session id   ARGV[2] tool call id   ARGV[3] digest of the call's arguments
+  ARGV[4] run lease token or '' (fenced in _prelude: a stale one records nothing)
   Returns: {'started'|'running'|'done', the record, the wal entry id ('' unless started)}
   Errors:  NO_SESSION, BAD_INPUT (a bad call id or digest), ARGS_DIFFER <call id> <recorded
-           digest> (the call was begun with other arguments), RUN_GONE (see run_gone in
-           _prelude)
+           digest> (the call was begun with other arguments), FENCED, RUN_GONE (see
+           run_gone in _prelude)
   Wal: a new intent is an `effect` record (op effect, id sid, d the record).
   Atomic: every check runs before the first write.
 ]]
--- @include clock, fail, open_session, bad_id, touch_run, run_gone
-local meta, bad = open_session(3, nil, 'ttl', 'ttl_at', 'run_keys')
+-- @include clock, fail, open_session, bad_id, touch_run, run_gone, fenced
+local meta, bad = open_session(4, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad
 end
@@ -29,7 +30,7 @@ end
 if #ARGV[3] < 1 or #ARGV[3] > 200 or not string.find(ARGV[3], '^[%w:%-_]+$') then
   return fail('BAD_INPUT', 'arguments digest must be 1-200 characters of [A-Za-z0-9:_-]')
 end
-bad = run_gone(KEYS, meta[3])
+bad = fenced(KEYS, ARGV[4]) or run_gone(KEYS, meta[3])
 if bad then
   return bad
 end
