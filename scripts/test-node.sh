@@ -8,7 +8,8 @@
 # then runs
 #   1. our tests (node/test/*.test.mjs, node's test runner: store, typed errors, 8 worker
 #      processes on one session, Redis loss and restore, the LangGraph.js graph across two
-#      processes, the OpenAI Agents JS session), each file on its own private redis-server;
+#      processes, the OpenAI Agents JS session, the installed `agentstate` command and `npx
+#      agentstate` signalled), each file on its own private redis-server;
 #      the cross-language test (crosslang.test.mjs) runs with the Python venv that
 #      scripts/test-python.sh leaves in $CARGO_TARGET_DIR/python/venv (or AGENTSTATE_PYTHON),
 #      and says SKIPPED without one,
