@@ -188,6 +188,19 @@ async fn acquire(
                 tokio::time::sleep(pause.min(left)).await;
                 pause = (pause * 2).min(Duration::from_millis(500));
             }
+            Err(Error::Leased {
+                holder,
+                token,
+                expires_at,
+                ..
+            }) if wait.is_some() => {
+                return Err(Error::Leased {
+                    holder,
+                    token,
+                    expires_at,
+                    waited: wait,
+                })
+            }
             other => break other?,
         }
     };

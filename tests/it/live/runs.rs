@@ -149,9 +149,16 @@ async fn processes_race_for_a_lease_one_wins_and_the_token_grows_on_takeover() {
     for (i, out) in first.iter().enumerate().filter(|(i, _)| *i != w) {
         let line = out.runtime_error();
         assert!(
-            line.contains(&format!("held by p{w}")),
+            line.contains(&format!("held by p{w} (token {token}) until 20")),
             "process {i}: {line}"
         );
+        // The expiry as a UTC time and as "in N s" (at most the 1.5 s TTL), and what to do.
+        let (_, rest) = line
+            .split_once(" UTC (in ")
+            .unwrap_or_else(|| panic!("{line}"));
+        let (secs, _) = rest.split_once(" s) unless renewed").unwrap();
+        assert!(secs.parse::<u64>().unwrap() <= 2, "{line}");
+        assert!(line.contains("`agentstate lease show <session>`"), "{line}");
     }
     let shown: Value = serde_json::from_str(&t.cli_ok(&["lease", "show", "run"])).unwrap();
     assert_eq!(shown["owner"], json!(format!("p{w}")));
@@ -272,7 +279,8 @@ done"#,
     assert_eq!(errors.lines().count(), 8, "{errors}");
     for line in errors.lines() {
         assert!(
-            line.starts_with("error: fenced") && line.contains("held by B"),
+            line.starts_with("error: fenced")
+                && line.contains(&format!("taken over by B (token {})", b.token)),
             "{line}"
         );
     }
@@ -313,6 +321,11 @@ async fn every_fenced_write_of_a_stale_or_released_token_writes_nothing() {
         .rejected(stale.append("s", &NewMessage::new("user").content("late")))
         .await;
     assert!(matches!(err, Error::Fenced { holder: None, .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("released, or lost with Redis (nobody holds the lease)"),
+        "{err}"
+    );
     let new = t.store.acquire_lease("s", "B", ttl).await.unwrap();
     assert!(new.token > old.token);
     let m = NewMessage::new("user").content("late");
