@@ -11,19 +11,20 @@
   KEYS[11]   effect ledger   <prefix>:{p}:s:<sid>:effects
   KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2] tool call id   ARGV[3] digest of the call's arguments
+  ARGV[4] run lease token or '' (fenced in _prelude: a stale one records nothing)
   Returns: {'started'|'running'|'done', the record, the wal entry id ('' unless started)}
   Errors:  NO_SESSION, BAD_INPUT (a bad call id or digest), ARGS_DIFFER <call id> <recorded
-           digest> (the call was begun with other arguments), RUN_GONE (see run_gone in
-           _prelude)
+           digest> (the call was begun with other arguments), FENCED, RUN_GONE (see
+           run_gone in _prelude)
   Wal: a new intent is an `effect` record (op effect, id sid, d the record).
   Atomic: every check runs before the first write.
 ]]
--- @include unchecked, clock, fail, open_session, bad_id, touch_run, run_gone
+-- @include unchecked, clock, fail, open_session, bad_id, touch_run, run_gone, fenced
 local closed = unchecked(KEYS[#KEYS], ARGV[1])
 if closed then
   return closed
 end
-local meta, bad = open_session(3, nil, 'ttl', 'ttl_at', 'run_keys')
+local meta, bad = open_session(4, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad
 end
@@ -34,7 +35,7 @@ end
 if #ARGV[3] < 1 or #ARGV[3] > 200 or not string.find(ARGV[3], '^[%w:%-_]+$') then
   return fail('BAD_INPUT', 'arguments digest must be 1-200 characters of [A-Za-z0-9:_-]')
 end
-bad = run_gone(KEYS, meta[3])
+bad = fenced(KEYS, ARGV[4]) or run_gone(KEYS, meta[3])
 if bad then
   return bad
 end

@@ -7,18 +7,19 @@
   KEYS[#KEYS] the partition's commit marker <prefix>:{p}:committed (unchecked in _prelude)
   ARGV[1] session id   ARGV[2] tool call id   ARGV[3] result JSON (validated by the caller)
   ARGV[4] size limit of the result, bytes
+  ARGV[5] run lease token or '' (fenced in _prelude: a stale one records nothing)
   Returns: {1, the wal entry id} when recorded, {0, ''} when the call had a result already
   Errors:  NO_SESSION, TOO_LARGE, BAD_INPUT (a call id with no intent: begin it first),
-           RUN_GONE (see run_gone in _prelude)
+           FENCED, RUN_GONE (see run_gone in _prelude)
   Wal: an `effect` record (op effect, id sid, d the done record).
   Atomic: every check runs before the first write.
 ]]
--- @include unchecked, clock, fail, open_session, bad_limit, touch_run, run_gone
+-- @include unchecked, clock, fail, open_session, bad_limit, touch_run, run_gone, fenced
 local closed = unchecked(KEYS[#KEYS], ARGV[1])
 if closed then
   return closed
 end
-local meta, bad = open_session(4, nil, 'ttl', 'ttl_at', 'run_keys')
+local meta, bad = open_session(5, nil, 'ttl', 'ttl_at', 'run_keys')
 if bad then
   return bad
 end
@@ -29,7 +30,7 @@ end
 if #ARGV[3] > ARGV[4] + 0 then
   return fail('TOO_LARGE', #ARGV[3] .. ' ' .. ARGV[4])
 end
-bad = run_gone(KEYS, meta[3])
+bad = fenced(KEYS, ARGV[5]) or run_gone(KEYS, meta[3])
 if bad then
   return bad
 end

@@ -125,7 +125,7 @@ export declare class Store {
   readonly partitions: number;
   readonly url: string;
   readonly limits: { message: number; workingValue: number; state: number };
-  /** A store whose transcript and state writes carry run lease token `token` (Fenced once another process took the lease). */
+  /** A store whose transcript, state and tool-effect ledger writes carry run lease token `token` (Fenced once another process took the lease). */
   fenced(token: number | null): Store;
   /** The run lease token this store's writes carry, or null. */
   readonly fence: number | null;

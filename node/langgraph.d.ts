@@ -15,8 +15,12 @@ export interface AgentStateSaverOptions {
   serde?: SerializerProtocol;
 }
 
-/** A LangGraph.js checkpoint saver storing threads in agentstate (readable by the Python saver). */
-export declare class AgentStateSaver extends BaseCheckpointSaver<string> {
+/**
+ * A LangGraph.js checkpoint saver storing threads in agentstate (readable by the Python saver).
+ * Typed as `BaseCheckpointSaver` with its default version type, the one `graph.compile({
+ * checkpointer })` takes; its channel versions are strings at run time (see getNextVersion).
+ */
+export declare class AgentStateSaver extends BaseCheckpointSaver {
   constructor(options?: AgentStateSaverOptions);
   readonly idPrefix: string;
   agentstateId(threadId: string | number): string;
@@ -28,5 +32,10 @@ export declare class AgentStateSaver extends BaseCheckpointSaver<string> {
   deleteForRuns(runIds: string[]): Promise<void>;
   copyThread(sourceThreadId: string, targetThreadId: string): Promise<void>;
   prune(threadIds: string[], strategy?: 'keep_latest' | 'delete'): Promise<void>;
-  getNextVersion(current: string | undefined): string;
+  /**
+   * The next channel version, in the Python saver's scheme: a string, `<32-digit counter>.<hash>`.
+   * LangGraph allows string versions and compares them as it does numbers; its declarations
+   * type a checkpointer's versions as numbers, hence `any` here rather than `string`.
+   */
+  getNextVersion(current: string | number | undefined): any;
 }

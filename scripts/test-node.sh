@@ -8,11 +8,14 @@
 # then runs
 #   1. our tests (node/test/*.test.mjs, node's test runner: store, typed errors, 8 worker
 #      processes on one session, Redis loss and restore, the LangGraph.js graph across two
-#      processes, the OpenAI Agents JS session), each file on its own private redis-server;
+#      processes, the OpenAI Agents JS session, the installed `agentstate` command and `npx
+#      agentstate` signalled), each file on its own private redis-server;
 #      the cross-language test (crosslang.test.mjs) runs with the Python venv that
 #      scripts/test-python.sh leaves in $CARGO_TARGET_DIR/python/venv (or AGENTSTATE_PYTHON),
 #      and says SKIPPED without one,
-#   2. `tsc --noEmit` of node/test/types.ts against the package's declared types,
+#   2. strict `tsc --noEmit` of node/test/types.ts against the package's declared types, as ESM
+#      and as CommonJS (a copy named types.cts), on the TypeScript npm installs by default and
+#      on the previous major (node/test/package.json: typescript, typescript-prev),
 #   3. LangGraph.js' checkpointer validation suite (@langchain/langgraph-checkpoint-validation)
 #      against AgentStateSaver, through vitest,
 #   4. that suite again with a deliberately broken saver, which must fail (the suite is live).
@@ -57,8 +60,12 @@ cd "$PROJECT"
 export PATH="$NOCARGO_PATH"
 echo "== 1. our tests (node --test)"
 node --test --test-concurrency=2 ./*.test.mjs
-echo "== 2. tsc --noEmit against the declared types"
-npx --no-install tsc -p tsconfig.json
+echo "== 2. tsc --noEmit against the declared types (ESM and CommonJS; two TypeScript majors)"
+cp types.ts types.cts
+for tsc in node_modules/typescript/bin/tsc node_modules/typescript-prev/bin/tsc; do
+  echo "   TypeScript $(node "$tsc" --version)"
+  node "$tsc" -p tsconfig.json
+done
 echo "== 3. @langchain/langgraph-checkpoint-validation against AgentStateSaver"
 npx --no-install vitest run --globals validation.spec.mjs --reporter=dot
 echo "== 4. the validation suite with a broken saver must fail"

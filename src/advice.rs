@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 
 use crate::address::{address, redacted};
-use crate::config::{DEFAULT_DB, DEFAULT_PREFIX};
-use crate::error::Error;
+use crate::config::{DEFAULT_DB, DEFAULT_PREFIX, ONE_NAMESPACE};
+use crate::error::{utc, Error};
 
 /// Which front end made the call: decides how a next step names a setting.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -225,10 +225,53 @@ pub fn line(err: &Error, at: &Situation) -> String {
         }
         // A binding refusal names its own next step.
         Error::NamespaceMismatch(message) if message.contains(" — ") => err.to_string(),
+        Error::NamespaceMismatch(message) if message.contains(ONE_NAMESPACE) => format!(
+            "{err} — give this namespace a durable tier of its own (another {}), or use the prefix and partition count that tier records ({}, {})",
+            at.setting("db"),
+            at.setting("prefix"),
+            at.setting("partitions")
+        ),
         Error::NamespaceMismatch(_) => format!(
             "{err} — a namespace's partition count is fixed: pass its {}, or use another {}",
             at.setting("partitions"),
             at.setting("prefix")
+        ),
+        Error::Leased {
+            holder,
+            token,
+            expires_at,
+            waited,
+        } => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            let secs = ((expires_at - now).max(0) + 999) / 1000;
+            let held = format!(
+                "the session's run lease is held by {holder} (token {token}) until {} UTC (in {secs} s) unless renewed",
+                utc(*expires_at)
+            );
+            let next = match (waited, &at.front) {
+                (Some(w), _) => format!(
+                    "; wait= ({} s) ran out while it was held — wait longer (a larger wait=), or check that {holder} still runs: it renews the lease while it works",
+                    w.as_secs_f64()
+                ),
+                (None, Front::Python) => " (no wait= was given: asked once) — store.run_lease(sid, wait=SECONDS) keeps trying until it is free; or try again once its holder releases it or it expires".to_string(),
+                (None, Front::Node) => " — try again once its holder releases it or it expires; await store.leaseHolder(sid) shows who holds it".to_string(),
+                (None, Front::Cli) => " — try again once its holder releases it or it expires; `agentstate lease show <session>` shows who holds it".to_string(),
+            };
+            format!("{held}{next}")
+        }
+        Error::Fenced {
+            holder: Some(holder),
+            ..
+        } => format!("{err} — stop this run: {holder} runs the session now"),
+        Error::Fenced { holder: None, .. } => format!(
+            "{err} — stop this run; to run again, acquire the lease anew ({}) and write with its token",
+            match at.front {
+                Front::Python => "store.run_lease(sid) or store.acquire_lease(sid, owner, ttl_ms)",
+                Front::Node => "await store.acquireLease(sid, owner, ttlMs)",
+                Front::Cli => "`agentstate lease acquire <session> --owner ... --ttl-ms ...`",
+            }
         ),
         Error::OutOfMemory { .. } => format!(
             "Redis at {} is out of memory (maxmemory, noeviction) and refused the write; nothing was written — free memory (is `agentstate spill` running and trimming the streams?) or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",

@@ -81,7 +81,32 @@ impl Namespace {
     pub(crate) fn new_identity() -> String {
         format!("{:032x}", rand::random::<u128>())
     }
+
+    /// The refusal of a durable tier that records namespace `recorded` to a process of this
+    /// one: what differs (the prefix, the partition count, or both) and the rule, whose fix
+    /// the front end words (`src/advice.rs`).
+    #[cfg(feature = "spill")]
+    pub(crate) fn tier_mismatch(&self, recorded: &Namespace) -> crate::Error {
+        let differs = match (
+            self.prefix != recorded.prefix,
+            self.partitions != recorded.partitions,
+        ) {
+            (true, true) => "the prefix and the partition count differ",
+            (true, false) => "the prefix differs",
+            _ => "the partition count differs",
+        };
+        crate::Error::NamespaceMismatch(format!(
+            "the durable tier records namespace {:?} with {} partitions, this process's is {:?} with {}: {differs}; {ONE_NAMESPACE}",
+            recorded.prefix, recorded.partitions, self.prefix, self.partitions
+        ))
+    }
 }
+
+/// The rule a durable tier's [`Namespace::tier_mismatch`] states, and how the advice knows
+/// the refusal for one.
+#[cfg(any(feature = "spill", feature = "test-support"))]
+pub(crate) const ONE_NAMESPACE: &str =
+    "a durable tier (a SQLite file, a PostgreSQL database) holds the history of one namespace";
 
 impl Default for Namespace {
     fn default() -> Self {

@@ -72,7 +72,8 @@ impl Store {
     /// Records the intent to run tool call `call_id` with `args` in session `sid`'s ledger,
     /// once: the first caller gets [`EffectStart::Started`]; a later one (a resumed run, a
     /// concurrent recorder) what is recorded. The same id with other arguments is
-    /// [`Error::InvalidInput`].
+    /// [`Error::InvalidInput`]; on a fenced store ([`Store::with_fence`]) whose token is
+    /// stale, [`Error::Fenced`], recording nothing.
     pub async fn effect_begin(
         &self,
         sid: &str,
@@ -81,7 +82,7 @@ impl Store {
     ) -> Result<EffectStart> {
         let keys = self.session_keys(sid)?;
         validate_id("tool call", call_id)?;
-        let call = scripts::effect_begin(&keys, sid, call_id, &args_digest(args));
+        let call = scripts::effect_begin(&keys, sid, call_id, &args_digest(args), self.fence());
         let (state, record, wal_id): (String, String, String) =
             self.invoke_session(sid, &call).await?;
         if !wal_id.is_empty() {
@@ -95,14 +96,15 @@ impl Store {
     }
 
     /// Records the `result` of tool call `call_id`; `false` when it had one already (the
-    /// first stays). [`Error::InvalidInput`] when no intent was recorded for it.
+    /// first stays). [`Error::InvalidInput`] when no intent was recorded for it;
+    /// [`Error::Fenced`], recording nothing, on a fenced store whose token is stale.
     pub async fn effect_finish(&self, sid: &str, call_id: &str, result: &Value) -> Result<bool> {
         let keys = self.session_keys(sid)?;
         validate_id("tool call", call_id)?;
         let text = result.to_string();
         let limit = self.config().limits.message;
         within_limit("tool result", text.len(), limit)?;
-        let call = scripts::effect_finish(&keys, sid, call_id, &text, limit);
+        let call = scripts::effect_finish(&keys, sid, call_id, &text, limit, self.fence());
         let (recorded, wal_id): (i64, String) = self.invoke_session(sid, &call).await?;
         if !wal_id.is_empty() {
             self.settle(keys.partition, &wal_id).await?;

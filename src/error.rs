@@ -83,9 +83,9 @@ pub enum Error {
         detail: String,
     },
     /// A fenced write (see `Store::with_fence`) whose run lease token is no longer the
-    /// session's: another process acquired the lease since, or it was released. Nothing was
-    /// written; the run must stop.
-    #[error("fenced: run lease token {token} is no longer the session's (its lease is now {}); nothing was written — stop this run: another process owns the session", match holder { Some(h) => format!("held by {h} with token {current}"), None => "released".to_string() })]
+    /// session's: another process acquired the lease since (`holder`), or nobody holds it
+    /// (released, or lost with Redis' data). Nothing was written; the run must stop.
+    #[error("fenced: run lease token {token} is no longer the session's: {}; nothing was written", match holder { Some(h) => format!("taken over by {h} (token {current})"), None => "released, or lost with Redis (nobody holds the lease)".to_string() })]
     Fenced {
         /// The token the write carried.
         token: u64,
@@ -101,7 +101,7 @@ pub enum Error {
     #[error("the inbox and tool-effect ledger of session {0} expired from Redis while the session lived, and no spill daemon put them back from the durable tier; start one with `agentstate spill`, then retry (nothing was written)")]
     RunGone(String),
     /// A session's run lease is held by another owner until it expires or is released.
-    #[error("the session's run lease is held by {holder} (token {token}) until {expires_at} ms since the epoch; wait for it to be released or to expire")]
+    #[error("the session's run lease is held by {holder} (token {token}) until {} UTC unless renewed{}", utc(*expires_at), match waited { Some(w) => format!("; still held when the wait of {w:?} ran out"), None => String::new() })]
     Leased {
         /// The owner holding it.
         holder: String,
@@ -109,6 +109,8 @@ pub enum Error {
         token: u64,
         /// When it expires unless renewed, ms since the epoch (Redis clock).
         expires_at: i64,
+        /// How long the caller kept trying before giving up; `None`: it asked once.
+        waited: Option<Duration>,
     },
     /// The session or key already exists where a new one was required.
     #[error("{0} already exists")]
@@ -274,6 +276,7 @@ const LUA_CODES: [(&str, MakeError); 12] = [
             holder,
             token,
             expires_at,
+            waited: None,
         }
     }),
     ("RUN_GONE", |d| Error::RunGone(d.to_string())),
@@ -607,6 +610,28 @@ fn not_live(sid: &str, waited: &Duration, no_daemon_yet: bool) -> String {
     } else {
         format!("session {sid} is not live in Redis and no spill daemon answered for it within {waited:?} (SQLite may hold its history); start one with `agentstate spill`, or run `agentstate restore {sid}`")
     }
+}
+
+/// `ms` since the epoch as `YYYY-MM-DD HH:MM:SS` UTC: how errors and the console show a time.
+pub(crate) fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ class Store {
     return new Store(this._native.withDurability(Boolean(durable)));
   }
 
-  /** A store sharing this one's pool whose transcript and state writes carry run lease token `token` (null: none): once another process took the lease they reject with Fenced. */
+  /** A store sharing this one's pool whose transcript, state and tool-effect ledger writes carry run lease token `token` (null: none): once another process took the lease they reject with Fenced. */
   fenced(token) {
     try {
       return new Store(this._native.fenced(token ?? undefined));

@@ -72,6 +72,7 @@ pub fn to_napi(err: Error, at: &Situation) -> napi::Error {
             holder,
             token,
             expires_at,
+            ..
         } => (
             "Leased",
             json!({"holder": holder, "token": token, "expiresAt": expires_at}),

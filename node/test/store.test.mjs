@@ -143,7 +143,18 @@ test('a run lease fences a stale writer: Fenced, and nothing written', async () 
   await new Promise((r) => setTimeout(r, 150)); // a's lease lapses; b takes the session over
   const second = await store.acquireLease('leased', 'run-b', 10000);
   assert.ok(second.token > first.token);
-  await assert.rejects(a.append('leased', 'assistant', 'late a'), (e) => e instanceof Fenced && e.token === first.token);
+  const takenOver = (e) => e instanceof Fenced && e.token === first.token && /taken over by run-b/.test(e.message);
+  await assert.rejects(a.append('leased', 'assistant', 'late a'), takenOver);
+  // The ledger and the inbox are fenced too: a's intent, its result on b's call, its claim and delivery.
+  assert.equal((await store.fenced(second.token).effectBegin('leased', 'call-b', { by: 'b' })).state, 'started');
+  await assert.rejects(a.effectBegin('leased', 'call-a', { by: 'a' }), takenOver);
+  await assert.rejects(a.effectFinish('leased', 'call-b', { by: 'a' }), takenOver);
+  await store.inboxPut('leased', [{ itemId: 'mail-1', role: 'user', content: 'mail' }]);
+  await assert.rejects(store.inboxClaim('leased', 'run-a', first.token), takenOver);
+  await assert.rejects(store.inboxDeliver('leased', 'run-a', first.token, ['mail-1']), takenOver);
+  assert.deepEqual((await store.effects('leased')).map((e) => [e.callId, e.state]), [['call-b', 'running']]);
+  assert.deepEqual((await store.inbox('leased')).map((i) => i.state), ['pending']);
+  await assert.rejects(store.acquireLease('leased', 'run-c', 10000), (e) => e instanceof Leased && / UTC \(in \d+ s\)/.test(e.message));
   assert.deepEqual((await store.loadMessages('leased')).map((m) => m.content), ['by a']);
   assert.equal((await store.leaseHolder('leased')).owner, 'run-b');
 });

@@ -146,6 +146,7 @@ pub fn to_py(err: Error, at: &Situation) -> PyErr {
             holder,
             token,
             expires_at,
+            ..
         } => Python::attach(|py| {
             let e = Leased::new_err(msg);
             let v = e.value(py);

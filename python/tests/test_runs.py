@@ -90,8 +90,11 @@ def test_two_processes_race_for_a_lease_one_wins_and_a_takeover_gets_a_larger_to
 def test_a_holder_stopped_past_its_ttl_is_fenced_when_it_wakes_and_writes_nothing(store: Store, redis_server):
     """The holder is paused with SIGSTOP while its lease (500 ms) expires and another process
     takes the session over; woken with SIGCONT, its renewal fails (``run.lost``) and its
-    fenced append raises ``Fenced``: the transcript holds only the successor's message."""
+    fenced append, tool-effect intent and result, and inbox claim and delivery raise
+    ``Fenced``: the transcript holds only the successor's message, the ledger only the
+    successor's call."""
     sid = store.create_session()
+    store.inbox_put(sid, [{"item_id": "mail-1", "role": "user", "content": "mail"}])
     code = _PRELUDE + textwrap.dedent("""
         with store.run_lease(sid, ttl_ms=500) as run:
             run.store.append(sid, "assistant", "before the pause")
@@ -100,11 +103,19 @@ def test_a_holder_stopped_past_its_ttl_is_fenced_when_it_wakes_and_writes_nothin
             deadline = time.monotonic() + 10
             while not run.lost and time.monotonic() < deadline:
                 time.sleep(0.01)
-            try:
-                run.store.append(sid, "assistant", "after the pause")
-                print("written", run.lost, flush=True)
-            except Fenced as e:
-                print("fenced", run.lost, e.token, e.current, e.holder, flush=True)
+            writes = [
+                lambda: run.store.append(sid, "assistant", "after the pause"),
+                lambda: run.store.effect_begin(sid, "call-A", {"by": "A"}),
+                lambda: run.store.effect_finish(sid, "call-B", {"by": "A"}),
+                lambda: run.store.inbox_claim(sid, run.owner, run.token),
+                lambda: run.store.inbox_deliver(sid, run.owner, run.token, ["mail-1"]),
+            ]
+            for write in writes:
+                try:
+                    write()
+                    print("written", run.lost, flush=True)
+                except Fenced as e:
+                    print("fenced", run.lost, e.token, e.current, e.holder, flush=True)
     """)
     p = subprocess.Popen(
         [sys.executable, "-c", code, redis_server.url, store.prefix, sid, "holder", "-", "1"],
@@ -117,6 +128,7 @@ def test_a_holder_stopped_past_its_ttl_is_fenced_when_it_wakes_and_writes_nothin
         successor = store.acquire_lease(sid, "successor", 30000)
         assert successor["token"] > token
         store.fenced(successor["token"]).append(sid, "assistant", "the successor's")
+        assert store.fenced(successor["token"]).effect_begin(sid, "call-B", {"by": "B"})["state"] == "started"
         os.kill(p.pid, signal.SIGCONT)
         p.stdin.write("go\n")
         p.stdin.flush()
@@ -126,9 +138,12 @@ def test_a_holder_stopped_past_its_ttl_is_fenced_when_it_wakes_and_writes_nothin
             os.kill(p.pid, signal.SIGCONT)
             p.kill()
     assert p.returncode == 0, err
-    assert out.split() == ["fenced", "True", str(token), str(successor["token"]), "successor"]
+    refused = ["fenced", "True", str(token), str(successor["token"]), "successor"]
+    assert [line.split() for line in out.splitlines()] == [refused] * 5
     contents = [m["content"] for m in store.messages(sid)]
     assert contents == ["before the pause", "the successor's"]
+    assert [(e["call_id"], e["state"]) for e in store.effects(sid)] == [("call-B", "running")]
+    assert [i["state"] for i in store.inbox(sid)] == ["pending"]
 
 
 def test_processes_put_the_same_inbox_items_once_and_the_holder_delivers_each_once(store: Store, redis_server):
@@ -252,12 +267,24 @@ def test_a_fenced_store_refuses_writes_once_another_owner_holds_the_lease(store:
     for write in (lambda: fenced.append(sid, "user", "two"),
                   lambda: fenced.append_many(sid, [{"role": "user", "content": "two"}]),
                   lambda: fenced.set_working(sid, "k", 2),
-                  lambda: fenced.checkpoint(sid, "c")):
+                  lambda: fenced.checkpoint(sid, "c"),
+                  lambda: fenced.effect_begin(sid, "call-1", {"n": 1}),
+                  lambda: fenced.inbox_claim(sid, "w1", first["token"])):
         with pytest.raises(Fenced) as e:
             write()
         assert e.value.holder == "w2" and e.value.token == first["token"]
+        assert "taken over by w2" in str(e.value), e.value
+    assert store.effects(sid) == []
     assert [m["content"] for m in store.messages(sid)] == ["one"]
     assert store.get_working(sid, "k") == 1
+    with pytest.raises(Leased) as e:
+        store.acquire_lease(sid, "w3", 30000)
+    assert "held by w2" in str(e.value) and " UTC (in " in str(e.value), e.value
+    assert "no wait= was given" in str(e.value), e.value
+    with pytest.raises(Leased) as e:
+        with store.run_lease(sid, "w3", wait=0.05):
+            pass
+    assert "wait= (0.05 s) ran out while it was held" in str(e.value), e.value
     with store.run_lease(sid, "w2", wait=0) as run:  # "w2" holds it already: same token
         assert run.lease["owner"] == "w2"
     with pytest.raises(ValueError):

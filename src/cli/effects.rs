@@ -20,6 +20,10 @@ pub enum EffectsCmd {
         /// The call's arguments: JSON, - (stdin) or @FILE.
         #[arg(long, value_name = "JSON")]
         args: String,
+        /// A run lease token (`agentstate lease acquire`): refused with nothing recorded once
+        /// another owner acquired the session's lease.
+        #[arg(long, value_name = "TOKEN")]
+        fence: Option<u64>,
     },
     /// Record a tool call's result; prints true, or false when it had one already.
     #[command(after_help = help::EFFECTS_FINISH)]
@@ -31,6 +35,10 @@ pub enum EffectsCmd {
         /// The result: JSON, - (stdin) or @FILE.
         #[arg(long, value_name = "JSON", allow_negative_numbers = true)]
         result: String,
+        /// A run lease token (`agentstate lease acquire`): refused with nothing recorded once
+        /// another owner acquired the session's lease.
+        #[arg(long, value_name = "TOKEN")]
+        fence: Option<u64>,
     },
     /// Print the intents without a result as JSON lines, oldest first.
     #[command(after_help = help::EFFECTS_UNRESOLVED)]
@@ -49,9 +57,18 @@ pub enum EffectsCmd {
 pub async fn run(ctx: &Ctx, cmd: EffectsCmd) -> Result<()> {
     let store = &ctx.store;
     match cmd {
-        EffectsCmd::Begin { run, call_id, args } => {
+        EffectsCmd::Begin {
+            run,
+            call_id,
+            args,
+            fence,
+        } => {
             let args = input::json("--args", &args)?;
-            match store.effect_begin(&run, &call_id, &args).await? {
+            match store
+                .with_fence(fence)
+                .effect_begin(&run, &call_id, &args)
+                .await?
+            {
                 EffectStart::Started => ctx.emit("started", json!({ "state": "started" })),
                 EffectStart::Running(e) | EffectStart::Done(e) => print_json(&e),
             }
@@ -60,9 +77,13 @@ pub async fn run(ctx: &Ctx, cmd: EffectsCmd) -> Result<()> {
             run,
             call_id,
             result,
+            fence,
         } => {
             let result = input::json("--result", &result)?;
-            let recorded = store.effect_finish(&run, &call_id, &result).await?;
+            let recorded = store
+                .with_fence(fence)
+                .effect_finish(&run, &call_id, &result)
+                .await?;
             ctx.emit(recorded, json!({ "recorded": recorded }))
         }
         EffectsCmd::Unresolved { run } => {

@@ -250,11 +250,13 @@ Examples:
 
 pub const EFFECTS_BEGIN: &str = "\
 Examples:
-  agentstate effects begin planner call_17 --args '{\"amount\":42}'";
+  agentstate effects begin planner call_17 --args '{\"amount\":42}'
+  agentstate effects begin planner call_17 --args '{\"amount\":42}' --fence \"$T\"   # T from `lease acquire`";
 
 pub const EFFECTS_FINISH: &str = "\
 Examples:
-  agentstate effects finish planner call_17 --result '{\"charged\":true}'";
+  agentstate effects finish planner call_17 --result '{\"charged\":true}'
+  agentstate effects finish planner call_17 --result '{\"charged\":true}' --fence \"$T\"";
 
 pub const EFFECTS_UNRESOLVED: &str = "\
 Examples:

@@ -175,11 +175,12 @@ impl Store {
     /// [`Store::acquire_lease`]): its writes to a session's transcript and state — appends
     /// ([`Store::append`], [`Store::append_many`], [`Store::append_checkpointed`]), history
     /// edits ([`Store::pop_message`], [`Store::replace_message`]), working-state writes,
-    /// checkpoints ([`Store::checkpoint`], [`Store::put_checkpoint`]) and compactions
-    /// ([`Store::compact`]) — are refused with [`Error::Fenced`], writing nothing, once
+    /// checkpoints ([`Store::checkpoint`], [`Store::put_checkpoint`]), compactions
+    /// ([`Store::compact`]) and the tool-effect ledger ([`Store::effect_begin`],
+    /// [`Store::effect_finish`]) — are refused with [`Error::Fenced`], writing nothing, once
     /// another process acquired the session's lease or its holder released it. `None`:
     /// unfenced. Session settings, usage, decisions, user values and graph logs are not
-    /// fenced.
+    /// fenced; the inbox's claim and deliver are fenced by the token they are given.
     pub fn with_fence(&self, token: Option<u64>) -> Store {
         Store {
             fence: token,

@@ -76,9 +76,10 @@ twins! {
 
 #[pymethods]
 impl PyStore {
-    /// A store sharing this one's pool whose appends, working-state writes, `checkpoint`
-    /// and `compact` carry run lease token `token` (None: no fence): once another process
-    /// took the session's lease they raise `Fenced` and write nothing.
+    /// A store sharing this one's pool whose appends, history edits, working-state writes,
+    /// checkpoints, `compact`, `effect_begin` and `effect_finish` carry run lease token
+    /// `token` (None: no fence): once another process took the session's lease they raise
+    /// `Fenced` and write nothing.
     #[pyo3(signature = (token))]
     fn fenced(&self, token: Option<Whole<'_>>) -> PyResult<PyStore> {
         Ok(self.derived(self.durability, opt(&token, "token")?))
@@ -186,6 +187,19 @@ async fn acquire(
                 });
                 tokio::time::sleep(pause.min(left)).await;
                 pause = (pause * 2).min(Duration::from_millis(500));
+            }
+            Err(Error::Leased {
+                holder,
+                token,
+                expires_at,
+                ..
+            }) if wait.is_some() => {
+                return Err(Error::Leased {
+                    holder,
+                    token,
+                    expires_at,
+                    waited: wait,
+                })
             }
             other => break other?,
         }

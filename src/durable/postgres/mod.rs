@@ -683,10 +683,8 @@ async fn check_namespace(
         Some((prefix, partitions))
             if prefix != ns.prefix || partitions != i64::from(ns.partitions) =>
         {
-            Err(Error::NamespaceMismatch(format!(
-                "the database records prefix {prefix:?} with {partitions} partitions, this process is configured with {:?} and {}",
-                ns.prefix, ns.partitions
-            )))
+            let partitions = u32::try_from(partitions).unwrap_or(u32::MAX);
+            Err(ns.tier_mismatch(&Namespace { prefix, partitions }))
         }
         _ => Ok(()),
     }

@@ -274,10 +274,7 @@ fn check_recorded_namespace(conn: &Connection, ns: &Namespace) -> Result<()> {
         .optional()?;
     match recorded {
         Some((prefix, partitions)) if prefix != ns.prefix || partitions != ns.partitions => {
-            Err(Error::NamespaceMismatch(format!(
-                "the database records prefix {prefix:?} with {partitions} partitions, this process is configured with {:?} and {}",
-                ns.prefix, ns.partitions
-            )))
+            Err(ns.tier_mismatch(&Namespace { prefix, partitions }))
         }
         _ => Ok(()),
     }

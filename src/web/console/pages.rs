@@ -10,6 +10,7 @@ use super::views::{GroupView, SessionPage, SessionRow, SessionView, Tier, PAGE_S
 use super::LagSample;
 use crate::consumer::DeadLetter;
 use crate::effects::{Effect, EffectState};
+use crate::error::utc;
 use crate::inbox::InboxItem;
 use crate::messages::{Message, MessageState};
 use crate::spill::inspect::PartitionStats;
@@ -58,28 +59,6 @@ fn frame(chrome: &Chrome, title: &str, active: &str, body: Markup) -> Markup {
             }
         }
     }
-}
-
-/// `ms` since the epoch as `YYYY-MM-DD HH:MM:SS` UTC.
-pub(crate) fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 /// A duration in ms for people: `850 ms`, `12.5 s`, `3 min`.

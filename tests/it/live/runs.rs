@@ -149,9 +149,16 @@ async fn processes_race_for_a_lease_one_wins_and_the_token_grows_on_takeover() {
     for (i, out) in first.iter().enumerate().filter(|(i, _)| *i != w) {
         let line = out.runtime_error();
         assert!(
-            line.contains(&format!("held by p{w}")),
+            line.contains(&format!("held by p{w} (token {token}) until 20")),
             "process {i}: {line}"
         );
+        // The expiry as a UTC time and as "in N s" (at most the 1.5 s TTL), and what to do.
+        let (_, rest) = line
+            .split_once(" UTC (in ")
+            .unwrap_or_else(|| panic!("{line}"));
+        let (secs, _) = rest.split_once(" s) unless renewed").unwrap();
+        assert!(secs.parse::<u64>().unwrap() <= 2, "{line}");
+        assert!(line.contains("`agentstate lease show <session>`"), "{line}");
     }
     let shown: Value = serde_json::from_str(&t.cli_ok(&["lease", "show", "run"])).unwrap();
     assert_eq!(shown["owner"], json!(format!("p{w}")));
@@ -220,16 +227,23 @@ async fn a_holder_stopped_past_its_lease_wakes_to_find_every_fenced_write_refuse
         .append("s", &NewMessage::new("user").content("hello"))
         .await
         .unwrap();
-    // The holder takes the lease, waits for `go`, then tries each fenced write.
+    let mail = NewMessage::new("user").content("mail");
+    t.store.inbox_put("s", &[("mail-1", &mail)]).await.unwrap();
+    // The holder takes the lease, waits for `go`, then tries each fenced write: the
+    // transcript's and state's, the ledger's, the inbox's.
     let holder = shell(
         &t,
         r#"T=$($AS lease acquire s --owner A --ttl-ms 300) || exit 9
 echo "$T" > token
 until [ -e go ]; do sleep 0.02; done
-for write in "msg append s --role assistant --content stale" \
-             "work set s k 1" "checkpoint create s mid" \
-             "compact s --from 1 --to 1 --note stale"; do
-  $AS $write --fence "$T" 2>> errors
+for write in "msg append s --role assistant --content stale --fence $T" \
+             "work set s k 1 --fence $T" "checkpoint create s mid --fence $T" \
+             "compact s --from 1 --to 1 --note stale --fence $T" \
+             "effects begin s call-A --args 1 --fence $T" \
+             "effects finish s call-B --result 1 --fence $T" \
+             "inbox claim s --owner A --token $T" \
+             "inbox deliver s --owner A --token $T mail-1"; do
+  $AS $write 2>> errors
   echo $? >> codes
 done"#,
     );
@@ -246,6 +260,11 @@ done"#,
         .append("s", &NewMessage::new("assistant").content("fresh"))
         .await
         .unwrap();
+    let args = json!({"by": "B"});
+    assert_eq!(
+        successor.effect_begin("s", "call-B", &args).await.unwrap(),
+        EffectStart::Started
+    );
     let before = t.snapshot();
     std::fs::write(t.server.path("go"), "").unwrap();
     signal_group(&holder, libc::SIGCONT);
@@ -255,12 +274,13 @@ done"#,
     });
     assert!(status.success(), "{status:?}");
     let codes = std::fs::read_to_string(t.server.path("codes")).unwrap();
-    assert_eq!(codes.lines().collect::<Vec<_>>(), ["1", "1", "1", "1"]);
+    assert_eq!(codes.lines().collect::<Vec<_>>(), ["1"; 8]);
     let errors = std::fs::read_to_string(t.server.path("errors")).unwrap();
-    assert_eq!(errors.lines().count(), 4, "{errors}");
+    assert_eq!(errors.lines().count(), 8, "{errors}");
     for line in errors.lines() {
         assert!(
-            line.starts_with("error: fenced") && line.contains("held by B"),
+            line.starts_with("error: fenced")
+                && line.contains(&format!("taken over by B (token {})", b.token)),
             "{line}"
         );
     }
@@ -270,6 +290,18 @@ done"#,
         "a refused fenced write wrote something"
     );
     assert_eq!(transcript(&t.store, "s").await, ["hello", "fresh"]);
+    // The ledger holds the successor's call only, still waiting for the successor's result.
+    let ledger = t.store.effects("s").await.unwrap();
+    assert_eq!(
+        ledger
+            .iter()
+            .map(|e| (e.call_id.as_str(), e.state, e.args_digest.clone()))
+            .collect::<Vec<_>>(),
+        [("call-B", EffectState::Running, args_digest(&args))]
+    );
+    let inbox = t.store.inbox("s").await.unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].state, InboxState::Pending);
 }
 
 #[tokio::test]
@@ -289,6 +321,11 @@ async fn every_fenced_write_of_a_stale_or_released_token_writes_nothing() {
         .rejected(stale.append("s", &NewMessage::new("user").content("late")))
         .await;
     assert!(matches!(err, Error::Fenced { holder: None, .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("released, or lost with Redis (nobody holds the lease)"),
+        "{err}"
+    );
     let new = t.store.acquire_lease("s", "B", ttl).await.unwrap();
     assert!(new.token > old.token);
     let m = NewMessage::new("user").content("late");
@@ -318,6 +355,23 @@ async fn every_fenced_write_of_a_stale_or_released_token_writes_nothing() {
     );
     fenced(t.rejected(stale.pop_message("s")).await);
     fenced(t.rejected(stale.replace_message("s", 1, &m)).await);
+    let args = json!({"n": 1});
+    fenced(t.rejected(stale.effect_begin("s", "c1", &args)).await);
+    t.store
+        .with_fence(Some(new.token))
+        .effect_begin("s", "c1", &args)
+        .await
+        .unwrap();
+    fenced(t.rejected(stale.effect_finish("s", "c1", &json!(1))).await);
+    t.store.inbox_put("s", &[("i1", &m)]).await.unwrap();
+    fenced(
+        t.rejected(t.store.inbox_claim("s", "A", old.token, 5))
+            .await,
+    );
+    fenced(
+        t.rejected(t.store.inbox_deliver("s", "A", old.token, &["i1"]))
+            .await,
+    );
     // The holder's fenced writes and unfenced ones go through.
     let current = t.store.with_fence(Some(new.token));
     assert_eq!(current.append("s", &m).await.unwrap(), 2);

@@ -542,3 +542,29 @@ async fn a_url_that_is_not_redis_says_which_forms_work() {
     );
     assert!(!line.contains("s3cret"), "{line}");
 }
+
+#[tokio::test]
+async fn a_durable_tier_opened_under_another_namespace_names_what_differs_and_the_fix() {
+    let t = env().await;
+    let db = t.db();
+    let db = db.to_str().unwrap();
+    for (namespace, differs) in [
+        (&["--prefix", "other"][..], "the prefix differs"),
+        (
+            &["--prefix", "third", "--partitions", "8"][..],
+            "the prefix and the partition count differ",
+        ),
+    ] {
+        let out = t.cli(&[namespace, &["--db", db, "spill", "--once"]].concat());
+        let line = out.runtime_error();
+        for said in [
+            "records namespace \"as\" with 16 partitions",
+            differs,
+            "holds the history of one namespace",
+            "a durable tier of its own (another --db)",
+            "(--prefix, --partitions)",
+        ] {
+            assert!(line.contains(said), "{said:?} missing: {line}");
+        }
+    }
+}

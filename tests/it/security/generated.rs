@@ -357,8 +357,8 @@ pub(crate) fn base_calls(t: &TestEnv, decision: &str) -> Vec<ScriptCall> {
         scripts::inbox_claim(&s, "s", "o1", 1, 10),
         scripts::inbox_deliver(&s, "s", "o1", 1, 1 << 20, &["i1"]),
         scripts::inbox_void(&s, "s", &["i1"]),
-        scripts::effect_begin(&s, "s", "c1", "sha256:00"),
-        scripts::effect_finish(&s, "s", "c1", "{}", 1 << 20),
+        scripts::effect_begin(&s, "s", "c1", "sha256:00", None),
+        scripts::effect_finish(&s, "s", "c1", "{}", 1 << 20, None),
         scripts::session_batch(&[
             &scripts::append_item(s.clone(), "s", body, None, None, 1 << 20, None),
             &scripts::append_item(s.clone(), "s", body, Some("k2"), None, 1 << 20, None),
