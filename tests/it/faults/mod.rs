@@ -8,3 +8,4 @@ mod postgres;
 mod postgres_fencing;
 mod redis;
 mod sqlite;
+mod sqlite_lock;
