@@ -46,7 +46,7 @@ def test_a_full_redis_raises_backpressure_and_writes_nothing(tmp_path):
             assert isinstance(f.exception(), agentstate.Backpressure), f.exception()
 
         assert [redis_cli(server, "XLEN", f"bp:{{{p}}}:wal") for p in range(16)] == wal_before
-        assert [m.seq for m in store.messages(sid)] == [1], "nothing was half-written"
+        assert [m["seq"] for m in store.messages(sid)] == [1], "nothing was half-written"
         redis_cli(server, "CONFIG", "SET", "maxmemory", "0")
         assert store.append(sid, "user", "after") == 2, "the next seq: nothing half-allocated"
     finally:
