@@ -265,6 +265,8 @@ export declare class Leased extends AgentStateError {
   readonly expiresAt: number;
 }
 export declare class RedisUnavailable extends AgentStateError {}
+/** The live tier is full (Redis at maxmemory, noeviction) and refused the write; nothing was written. */
+export declare class Backpressure extends AgentStateError {}
 export declare class NamespaceMismatch extends AgentStateError {}
 export declare class DurabilityTimeout extends AgentStateError {}
 export declare class WriteLost extends AgentStateError {}

@@ -16,6 +16,7 @@ export const {
   Fenced,
   Leased,
   RedisUnavailable,
+  Backpressure,
   NamespaceMismatch,
   DurabilityTimeout,
   WriteLost,

@@ -273,8 +273,8 @@ pub fn line(err: &Error, at: &Situation) -> String {
                 Front::Cli => "`agentstate lease acquire <session> --owner ... --ttl-ms ...`",
             }
         ),
-        Error::OutOfMemory { .. } => format!(
-            "Redis at {} is out of memory (maxmemory, noeviction) and refused the write; nothing was written — free memory (is `agentstate spill` running and trimming the streams?) or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
+        Error::Backpressure { .. } => format!(
+            "backpressure: Redis at {} is full (maxmemory reached, noeviction) and refused the write; nothing was written — the spill daemon frees room by trimming what the durable tier committed: check `agentstate spill` runs and reaches its durable tier (`agentstate stats` shows the wal it still holds), or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
             at.addr()
         ),
         Error::DatabaseUnusable { .. } => format!(

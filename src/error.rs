@@ -138,12 +138,13 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
-    /// Redis refused a write because it is at `maxmemory` with the `noeviction` policy (error
-    /// reply `OOM`). Nothing was written: Redis refuses a script only at its first write, so a
-    /// script either wrote nothing or ran to its end. Retry once memory is freed (sessions
-    /// expire, the spill daemon trims the streams) or `maxmemory` is raised.
-    #[error("redis is out of memory (maxmemory reached, noeviction): the write was refused and nothing was written")]
-    OutOfMemory {
+    /// Backpressure: the live tier is full and refused the write. Redis is at `maxmemory` with
+    /// the `noeviction` policy (error reply `OOM`, from a call, a pipeline or a group commit
+    /// alike). Nothing was written: Redis refuses a script only at its first write, so a
+    /// script either wrote nothing or ran to its end. Retry once memory is freed (the spill
+    /// daemon trims what the durable tier committed, sessions expire) or `maxmemory` is raised.
+    #[error("backpressure: Redis is full (maxmemory reached, noeviction) and refused the write; nothing was written")]
+    Backpressure {
         /// Redis' reply.
         message: String,
         /// The underlying error.
@@ -373,7 +374,7 @@ impl Error {
             }
         }
         if is_oom(&err) {
-            return Error::OutOfMemory {
+            return Error::Backpressure {
                 message: err.to_string(),
                 source: Some(Box::new(err)),
             };
@@ -431,9 +432,9 @@ impl Error {
         })
     }
 
-    /// True when Redis refused a write for lack of memory ([`Error::OutOfMemory`]).
-    pub fn is_out_of_memory(&self) -> bool {
-        matches!(self, Error::OutOfMemory { .. })
+    /// True when the live tier is full and refused the write ([`Error::Backpressure`]).
+    pub fn is_backpressure(&self) -> bool {
+        matches!(self, Error::Backpressure { .. })
     }
 
     /// True when the spill daemon's SQLite file can no longer be used
@@ -450,8 +451,8 @@ impl Error {
     }
 
     /// This error as handed to each caller of a batch that failed as a whole: the same
-    /// kind for `RedisUnavailable` (with its retry safety), otherwise a [`Error::Redis`]
-    /// with the same message; the source stays with none of them.
+    /// kind for `RedisUnavailable` (with its retry safety) and `Backpressure`, otherwise a
+    /// [`Error::Redis`] with the same message; the source stays with none of them.
     pub(crate) fn for_each_caller(&self) -> Error {
         match self {
             Error::RedisUnavailable {
@@ -461,6 +462,10 @@ impl Error {
             } => Error::RedisUnavailable {
                 message: message.clone(),
                 retry_safe: *retry_safe,
+                source: None,
+            },
+            Error::Backpressure { message, .. } => Error::Backpressure {
+                message: message.clone(),
                 source: None,
             },
             other => Error::redis(other.to_string()),

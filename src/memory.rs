@@ -2,7 +2,7 @@
 //! the spill daemon's start so an evicting policy is never a surprise.
 //!
 //! Under `noeviction` (what we recommend) a full Redis refuses writes with `OOM`, which
-//! every call returns as [`crate::Error::OutOfMemory`] with nothing written. An evicting
+//! every call returns as [`crate::Error::Backpressure`] with nothing written. An evicting
 //! policy instead drops keys silently; [`EvictionRisk`] says which of ours it can drop and
 //! what restore brings back.
 

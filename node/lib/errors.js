@@ -33,6 +33,8 @@ class Fenced extends AgentStateError {}
 class Leased extends AgentStateError {}
 /** Redis cannot be reached or the connection failed (retryable). */
 class RedisUnavailable extends AgentStateError {}
+/** The live tier is full (Redis at maxmemory, noeviction) and refused the write; nothing was written. */
+class Backpressure extends AgentStateError {}
 /** The prefix/partitions differ from what Redis or SQLite recorded. */
 class NamespaceMismatch extends AgentStateError {}
 /** A durable write was not committed to SQLite within the wait. */
@@ -51,6 +53,7 @@ const classes = {
   Fenced,
   Leased,
   RedisUnavailable,
+  Backpressure,
   NamespaceMismatch,
   DurabilityTimeout,
   WriteLost,

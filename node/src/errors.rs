@@ -78,6 +78,7 @@ pub fn to_napi(err: Error, at: &Situation) -> napi::Error {
             json!({"holder": holder, "token": token, "expiresAt": expires_at}),
         ),
         Error::RedisUnavailable { .. } => ("RedisUnavailable", Value::Null),
+        Error::Backpressure { .. } => ("Backpressure", Value::Null),
         Error::NamespaceMismatch(_) => ("NamespaceMismatch", Value::Null),
         Error::DurabilityTimeout(_) => ("DurabilityTimeout", Value::Null),
         Error::WriteLost(_) => ("WriteLost", Value::Null),

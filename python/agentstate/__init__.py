@@ -34,6 +34,7 @@ pytest plugin ``agentstate.testing`` gives tests a private Redis and a connected
 from ._agentstate import (
     AgentStateError,
     AlreadyExists,
+    Backpressure,
     Conflict,
     Consumer,
     DurabilityTimeout,
@@ -56,6 +57,7 @@ from ._shared import shared_store, ashared_store
 __all__ = [
     "AgentStateError",
     "AlreadyExists",
+    "Backpressure",
     "Conflict",
     "Consumer",
     "DurabilityTimeout",

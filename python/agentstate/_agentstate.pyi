@@ -61,6 +61,10 @@ class Leased(AgentStateError):
 class RedisUnavailable(AgentStateError):
     """Redis cannot be reached (retryable)."""
 
+class Backpressure(AgentStateError):
+    """The live tier is full (Redis at maxmemory, noeviction) and refused the write; nothing
+    was written."""
+
 class NamespaceMismatch(AgentStateError):
     """The configured namespace differs from the recorded one."""
 

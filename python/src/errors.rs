@@ -13,6 +13,7 @@
 //! ├── Leased                a session's run lease is another owner's (.holder, .token,
 //! │                         .expires_at)
 //! ├── RedisUnavailable      Redis cannot be reached (retryable)
+//! ├── Backpressure          the live tier is full and refused the write; nothing was written
 //! ├── NamespaceMismatch     prefix/partitions differ from what Redis or SQLite recorded
 //! ├── DurabilityTimeout     a durable write not committed to SQLite in time
 //! └── WriteLost             Redis lost a durable write before SQLite committed it
@@ -73,6 +74,12 @@ create_exception!(
     RedisUnavailable,
     AgentStateError,
     "Redis cannot be reached or the connection failed (retryable)."
+);
+create_exception!(
+    agentstate,
+    Backpressure,
+    AgentStateError,
+    "Backpressure: the live tier is full (Redis at maxmemory with noeviction) and refused the write; nothing was written. Retry once the spill daemon has trimmed what the durable tier committed, or raise maxmemory."
 );
 create_exception!(
     agentstate,
@@ -156,6 +163,7 @@ pub fn to_py(err: Error, at: &Situation) -> PyErr {
             e
         }),
         Error::RedisUnavailable { .. } => RedisUnavailable::new_err(msg),
+        Error::Backpressure { .. } => Backpressure::new_err(msg),
         Error::NamespaceMismatch(_) => NamespaceMismatch::new_err(msg),
         Error::DurabilityTimeout(_) => DurabilityTimeout::new_err(msg),
         Error::WriteLost(_) => WriteLost::new_err(msg),
@@ -176,6 +184,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Fenced", py.get_type::<Fenced>())?;
     m.add("Leased", py.get_type::<Leased>())?;
     m.add("RedisUnavailable", py.get_type::<RedisUnavailable>())?;
+    m.add("Backpressure", py.get_type::<Backpressure>())?;
     m.add("NamespaceMismatch", py.get_type::<NamespaceMismatch>())?;
     m.add("DurabilityTimeout", py.get_type::<DurabilityTimeout>())?;
     m.add("WriteLost", py.get_type::<WriteLost>())?;

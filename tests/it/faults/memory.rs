@@ -1,5 +1,5 @@
-//! Memory pressure: a Redis at `maxmemory` with `noeviction` refuses our writes with a
-//! typed error and nothing partial is left (Redis refuses a script only at its first write:
+//! Memory pressure: a Redis at `maxmemory` with `noeviction` refuses our writes with one
+//! typed error, `Error::Backpressure`, alone or in a group commit, and nothing partial is left (Redis refuses a script only at its first write:
 //! it wrote nothing, or it ran to its end); a policy that can evict our keys is warned about
 //! when the daemon starts.
 
@@ -20,7 +20,7 @@ fn maxmemory(t: &TestEnv, bytes: &str) {
 }
 
 fn oom(err: &Error) {
-    assert!(err.is_out_of_memory(), "not an OutOfMemory error: {err:?}");
+    assert!(err.is_backpressure(), "not a Backpressure error: {err:?}");
 }
 
 #[tokio::test]
@@ -60,13 +60,29 @@ async fn a_full_redis_refuses_every_write_with_a_typed_error_and_writes_nothing(
         json!({"step": 1})
     );
 
-    // Through the real binary: one error line that says what happened and what to do.
+    // Concurrent appends share round trips (group commit): a refused batch is the same
+    // typed error for each of its callers.
+    let before = t.snapshot();
+    let appends = (0..32).map(|i| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            s.append("full", &NewMessage::new("user").content(format!("c{i}")))
+                .await
+        })
+    });
+    for append in appends {
+        oom(&append.await.unwrap().unwrap_err());
+    }
+    assert_eq!(t.snapshot(), before, "nothing was half-written");
+
+    // Through the real binary: one error line that says what is full and what to do.
     let line = t.cli_rejected(&["msg", "append", "full", "--role", "user", "--content", "x"]);
-    assert!(line.contains("out of memory"), "{line}");
+    assert!(line.contains("backpressure: Redis at"), "{line}");
+    assert!(line.contains("is full"), "{line}");
     assert!(line.contains("nothing was written"), "{line}");
-    assert!(line.contains("maxmemory"), "{line}");
+    assert!(line.contains("agentstate spill"), "says what to do: {line}");
     let line = t.cli_rejected(&["session", "create", "--id", "other"]);
-    assert!(line.contains("out of memory"), "{line}");
+    assert!(line.contains("backpressure: Redis at"), "{line}");
 
     // Memory freed: the next append gets the very next seq (nothing was half-allocated).
     maxmemory(&t, "0");

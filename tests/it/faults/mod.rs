@@ -9,3 +9,4 @@ mod postgres_fencing;
 mod redis;
 mod sentinel;
 mod sqlite;
+mod sqlite_lock;
