@@ -152,7 +152,9 @@ async fn a_target_holding_another_namespace_is_refused_and_left_alone() {
     let out = copy_to(&t, &pg.url);
     let err = out.runtime_error();
     assert!(
-        err.contains("prefix \"other\"") && err.contains("\"as\""),
+        err.contains("namespace \"other\"")
+            && err.contains("\"as\"")
+            && err.contains("prefix differs"),
         "{err}"
     );
     assert_eq!(dump(|sql| pg.text_rows(sql)), before, "nothing was written");

@@ -174,13 +174,7 @@ async fn run_through(fault: Fault) {
     let mut d1 = daemon(&master.url(), &db);
     let setup = Store::connect(Config::new(master.url())).await.unwrap();
     let sessions: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
-    for sid in &sessions {
-        // The first create waits for the daemon to open the namespace.
-        setup
-            .create_session(&NewSession::new().id(sid.clone()))
-            .await
-            .unwrap();
-    }
+    create_once_a_daemon_runs(&setup, &sessions).await;
     // Two decisions: one stays open, the other gets its outcome while the replica lags.
     let open = setup
         .record_decision(&sessions[0], &NewDecision::new("keep", "open"))
@@ -503,12 +497,7 @@ async fn a_cluster_shard_failing_over_to_a_lagging_replica_erases_nothing_commit
         .take(6)
         .collect();
     let setup = Store::connect(Config::new(url.clone())).await.unwrap();
-    for sid in &sessions {
-        setup
-            .create_session(&NewSession::new().id(sid.clone()))
-            .await
-            .unwrap();
-    }
+    create_once_a_daemon_runs(&setup, &sessions).await;
     let front: Front = Arc::new(Mutex::new((url.clone(), 0)));
     let stop = Arc::new(AtomicBool::new(false));
     let acks = Arc::new(Mutex::new(Vec::new()));
@@ -587,4 +576,23 @@ async fn a_cluster_shard_failing_over_to_a_lagging_replica_erases_nothing_commit
 fn setup_keys() -> agentstate::keys::Keys {
     let ns = agentstate::Namespace::default();
     agentstate::keys::Keys::new(&ns.prefix, ns.partitions)
+}
+
+/// Creates `sessions` once the daemon process just started has bound the namespace (until
+/// then a create says at once that the namespace has no daemon yet).
+async fn create_once_a_daemon_runs(store: &Store, sessions: &[String]) {
+    for sid in sessions {
+        let new = NewSession::new().id(sid.clone());
+        let mut tries = 0;
+        loop {
+            match store.create_session(&new).await {
+                Ok(_) => break,
+                Err(agentstate::Error::NotLive { .. }) if tries < 300 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("create {sid}: {e}"),
+            }
+        }
+    }
 }
