@@ -19,6 +19,11 @@ use crate::scripts::ScriptCall;
 /// lapsed.
 pub(crate) const DAEMON_CLOCK_SKEW: Duration = Duration::from_secs(30);
 
+/// How long a namespace must show neither a binding nor a daemon heartbeat before a create
+/// says that it has no spill daemon yet: a running daemon beats again within a third of its
+/// lease (a second by default), also after Redis lost its data.
+const NO_DAEMON_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Store {
     /// Runs a session-scoped script; when it fails because the session is not live, asks the
     /// spill daemon to restore the session from SQLite and runs it once more. This is the one
@@ -225,14 +230,24 @@ impl Store {
     }
 
     /// True when no daemon has bound the namespace to a durable tier in this Redis and none
-    /// runs: nothing to wait for.
+    /// runs, and that stays so for [`NO_DAEMON_GRACE`] (bounded by `restore_wait`): nothing to
+    /// wait for. A running daemon whose heartbeat went with Redis' data beats again within it.
     pub(crate) async fn no_daemon_yet(&self) -> Result<bool> {
-        let bound: bool = redis::cmd("HEXISTS")
-            .arg(self.keys().config())
-            .arg("durable")
-            .query_async(&mut self.conn().await?)
-            .await?;
-        Ok(!bound && !self.daemon_alive().await?)
+        let grace = NO_DAEMON_GRACE.min(self.config().restore_wait);
+        let mut backoff = Backoff::new(grace);
+        loop {
+            let bound: bool = redis::cmd("HEXISTS")
+                .arg(self.keys().config())
+                .arg("durable")
+                .query_async(&mut self.conn().await?)
+                .await?;
+            if bound || self.daemon_alive().await? {
+                return Ok(false);
+            }
+            if !backoff.pause().await {
+                return Ok(true);
+            }
+        }
     }
 
     /// True when some spill daemon of the namespace has a heartbeat that has not lapsed.
