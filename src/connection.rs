@@ -17,12 +17,10 @@ use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, Value};
 
-use std::sync::Arc;
-
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::pool::{self, Manager, Pool};
-use crate::sentinel::{Locator, SentinelTarget};
+use crate::sentinel::{node_url, Locator, Node, SentinelTarget};
 
 /// The deployment a URL names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,25 +85,6 @@ impl Target {
             return Ok(Target::Cluster(nodes));
         }
         Ok(Target::Single(url.to_string()))
-    }
-}
-
-/// Where the one node is: a URL, or the master the Sentinels name at the time of asking.
-#[derive(Clone, Debug)]
-pub(crate) enum Node {
-    /// Its URL.
-    Fixed(String),
-    /// Asked of the Sentinels.
-    Sentinel(Arc<Locator>),
-}
-
-impl Node {
-    /// The node's URL now (on Sentinel, the current master's).
-    pub(crate) async fn url(&self) -> Result<String> {
-        match self {
-            Node::Fixed(url) => Ok(url.clone()),
-            Node::Sentinel(locator) => locator.master_url().await,
-        }
     }
 }
 
@@ -339,45 +318,6 @@ async fn owner_of(conn: &mut ClusterConnection, key: &str) -> Result<(String, u1
         .ok_or_else(|| Error::redis(format!("no master serves slot {slot}")))
 }
 
-/// The URL of node `host:port` of a cluster whose seed URL is `seed`, or of a Sentinel
-/// deployment whose data node URL is `seed` (same scheme, credentials and options).
-pub(crate) fn node_url(seed: &str, host: &str, port: u16) -> Result<String> {
-    let mut url = url_parts(seed)?;
-    url.host_port = format!("{host}:{port}");
-    Ok(format!(
-        "{}{}{}{}",
-        url.scheme, url.auth, url.host_port, url.tail
-    ))
-}
-
-/// A node URL split for [`node_url`].
-struct UrlParts {
-    scheme: String,
-    auth: String,
-    host_port: String,
-    tail: String,
-}
-
-fn url_parts(url: &str) -> Result<UrlParts> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| Error::InvalidInput(format!("redis url {url:?} has no scheme")))?;
-    let (auth, rest) = match rest.rsplit_once('@') {
-        Some((auth, rest)) => (format!("{auth}@"), rest),
-        None => (String::new(), rest),
-    };
-    let (host_port, tail) = match rest.find(['/', '#', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    Ok(UrlParts {
-        scheme: format!("{scheme}://"),
-        auth,
-        host_port: host_port.to_string(),
-        tail: tail.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::Target;
@@ -410,7 +350,7 @@ mod tests {
         assert!(Target::parse("redis://a:1,b:2").is_err());
         assert!(Target::parse("redis+cluster://").is_err());
         assert_eq!(
-            super::node_url("rediss://u:p@a:1/0#insecure", "10.0.0.2", 7002).unwrap(),
+            crate::sentinel::node_url("rediss://u:p@a:1/0#insecure", "10.0.0.2", 7002).unwrap(),
             "rediss://u:p@10.0.0.2:7002/0#insecure"
         );
     }

@@ -19,8 +19,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::connection::Node;
-use crate::sentinel::Locator;
+use crate::sentinel::{Locator, Node};
 use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{

@@ -210,8 +210,66 @@ impl Locator {
                 )))
             }
         };
-        crate::connection::node_url(&self.nodes, &host, port)
+        node_url(&self.nodes, &host, port)
     }
+}
+
+/// Where the one node is: a URL, or the master the Sentinels name at the time of asking.
+#[derive(Clone, Debug)]
+pub(crate) enum Node {
+    /// Its URL.
+    Fixed(String),
+    /// Asked of the Sentinels.
+    Sentinel(Arc<Locator>),
+}
+
+impl Node {
+    /// The node's URL now (on Sentinel, the current master's).
+    pub(crate) async fn url(&self) -> Result<String> {
+        match self {
+            Node::Fixed(url) => Ok(url.clone()),
+            Node::Sentinel(locator) => locator.master_url().await,
+        }
+    }
+}
+
+/// The URL of node `host:port` of a cluster whose seed URL is `seed`, or of a Sentinel
+/// deployment whose data node URL is `seed` (same scheme, credentials and options).
+pub(crate) fn node_url(seed: &str, host: &str, port: u16) -> Result<String> {
+    let mut url = url_parts(seed)?;
+    url.host_port = format!("{host}:{port}");
+    Ok(format!(
+        "{}{}{}{}",
+        url.scheme, url.auth, url.host_port, url.tail
+    ))
+}
+
+/// A node URL split for [`node_url`].
+struct UrlParts {
+    scheme: String,
+    auth: String,
+    host_port: String,
+    tail: String,
+}
+
+fn url_parts(url: &str) -> Result<UrlParts> {
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| Error::InvalidInput(format!("redis url {url:?} has no scheme")))?;
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((auth, rest)) => (format!("{auth}@"), rest),
+        None => (String::new(), rest),
+    };
+    let (host_port, tail) = match rest.find(['/', '#', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    Ok(UrlParts {
+        scheme: format!("{scheme}://"),
+        auth,
+        host_port: host_port.to_string(),
+        tail: tail.to_string(),
+    })
 }
 
 #[cfg(test)]
