@@ -154,6 +154,65 @@ async fn writer(
     }
 }
 
+/// Four writers appending to the sessions through a front until stopped.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    acks: Arc<Mutex<Vec<Ack>>>,
+    writers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Traffic {
+    fn start(front: &Front, sessions: &[String]) -> Traffic {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acks = Arc::new(Mutex::new(Vec::new()));
+        let writers = (0..4)
+            .map(|id| {
+                tokio::spawn(writer(
+                    id,
+                    front.clone(),
+                    stop.clone(),
+                    sessions.to_vec(),
+                    acks.clone(),
+                ))
+            })
+            .collect();
+        Traffic {
+            stop,
+            acks,
+            writers,
+        }
+    }
+
+    /// How many appends were acknowledged so far.
+    fn acknowledged(&self) -> usize {
+        self.acks.lock().unwrap().len()
+    }
+
+    /// Waits (`what`) until `n` appends acknowledged after the first `from` are `counted`.
+    async fn more(&self, what: &str, from: usize, n: usize, counted: impl Fn(&Ack) -> bool) {
+        wait_until(what, HANG, || {
+            self.acks
+                .lock()
+                .unwrap()
+                .iter()
+                .skip(from)
+                .filter(|a| counted(a))
+                .count()
+                >= n
+        })
+        .await;
+    }
+
+    /// Stops the writers; every acknowledged append.
+    async fn stop(self) -> Arc<Mutex<Vec<Ack>>> {
+        self.stop.store(true, Ordering::Relaxed);
+        for w in self.writers {
+            w.await.unwrap();
+        }
+        self.acks
+    }
+}
+
 /// The content of each message of `sid` in the durable tier, by seq.
 fn durable(db: &Path, sid: &str) -> BTreeMap<i64, String> {
     sqlite_messages(db, sid)
@@ -203,19 +262,7 @@ async fn run_through(fault: Fault) {
     .await;
 
     let front: Front = Arc::new(Mutex::new((master.url(), 0)));
-    let stop = Arc::new(AtomicBool::new(false));
-    let acks = Arc::new(Mutex::new(Vec::new()));
-    let writers: Vec<_> = (0..4)
-        .map(|id| {
-            tokio::spawn(writer(
-                id,
-                front.clone(),
-                stop.clone(),
-                sessions.clone(),
-                acks.clone(),
-            ))
-        })
-        .collect();
+    let traffic = Traffic::start(&front, &sessions);
     tokio::time::sleep(Duration::from_millis(800)).await;
 
     // The lag: the replica (or the snapshot) stops here, the master goes on.
@@ -228,7 +275,7 @@ async fn run_through(fault: Fault) {
             &["REPLICAOF", "127.0.0.1", &free_port().to_string()],
         );
     }
-    let lagged_at = acks.lock().unwrap().len();
+    let lagged_at = traffic.acknowledged();
     let durable_setup = setup.with_durability(Durability::Durable);
     assert!(durable_setup
         .record_outcome(&done, "shipped")
@@ -243,16 +290,14 @@ async fn run_through(fault: Fault) {
         .save_state("ann", &serde_json::json!({"r": 2}), None, None)
         .await
         .unwrap();
-    wait_until("the master takes writes the replica lacks", HANG, || {
-        acks.lock()
-            .unwrap()
-            .iter()
-            .skip(lagged_at)
-            .filter(|a| a.durable)
-            .count()
-            >= 20
-    })
-    .await;
+    traffic
+        .more(
+            "the master takes writes the replica lacks",
+            lagged_at,
+            20,
+            |a| a.durable,
+        )
+        .await;
 
     // The fault.
     let new_master = match fault {
@@ -289,21 +334,11 @@ async fn run_through(fault: Fault) {
         .collect();
     *front.lock().unwrap() = (new_master.url(), 1);
     d1 = daemon(&new_master.url(), &db);
-    let at_fault = acks.lock().unwrap().len();
-    wait_until("writers go on after the fault", HANG, || {
-        acks.lock()
-            .unwrap()
-            .iter()
-            .skip(at_fault)
-            .filter(|a| a.after)
-            .count()
-            >= 60
-    })
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
+    let at_fault = traffic.acknowledged();
+    traffic
+        .more("writers go on after the fault", at_fault, 60, |a| a.after)
+        .await;
+    let acks = traffic.stop().await;
     d1.terminate();
     check(fault, &new_master.url(), &db, &sessions, &before, acks).await;
     // The decision decided before the fault is not open again; the open one still is.
@@ -499,19 +534,7 @@ async fn a_cluster_shard_failing_over_to_a_lagging_replica_erases_nothing_commit
     let setup = Store::connect(Config::new(url.clone())).await.unwrap();
     create_once_a_daemon_runs(&setup, &sessions).await;
     let front: Front = Arc::new(Mutex::new((url.clone(), 0)));
-    let stop = Arc::new(AtomicBool::new(false));
-    let acks = Arc::new(Mutex::new(Vec::new()));
-    let writers: Vec<_> = (0..4)
-        .map(|id| {
-            tokio::spawn(writer(
-                id,
-                front.clone(),
-                stop.clone(),
-                sessions.clone(),
-                acks.clone(),
-            ))
-        })
-        .collect();
+    let traffic = Traffic::start(&front, &sessions);
     tokio::time::sleep(Duration::from_millis(800)).await;
     // The lag: the replica's link is cut (a cluster node takes no REPLICAOF: it reconnects
     // with a password its master refuses) while the master goes on.
@@ -524,17 +547,15 @@ async fn a_cluster_shard_failing_over_to_a_lagging_replica_erases_nothing_commit
         replication(&replica, "master_link_status") == "down"
     })
     .await;
-    let lagged_at = acks.lock().unwrap().len();
-    wait_until("the master takes writes the replica lacks", HANG, || {
-        acks.lock()
-            .unwrap()
-            .iter()
-            .skip(lagged_at)
-            .filter(|a| a.durable)
-            .count()
-            >= 20
-    })
-    .await;
+    let lagged_at = traffic.acknowledged();
+    traffic
+        .more(
+            "the master takes writes the replica lacks",
+            lagged_at,
+            20,
+            |a| a.durable,
+        )
+        .await;
     cluster.nodes[0].kill();
     let before: HashMap<String, BTreeMap<i64, String>> = sessions
         .iter()
@@ -547,21 +568,11 @@ async fn a_cluster_shard_failing_over_to_a_lagging_replica_erases_nothing_commit
     .await;
     // Writers connect anew (their acks are of the new history from here on).
     front.lock().unwrap().1 = 1;
-    let at_fault = acks.lock().unwrap().len();
-    wait_until("writers go on after the fault", HANG, || {
-        acks.lock()
-            .unwrap()
-            .iter()
-            .skip(at_fault)
-            .filter(|a| a.after)
-            .count()
-            >= 60
-    })
-    .await;
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.unwrap();
-    }
+    let at_fault = traffic.acknowledged();
+    traffic
+        .more("writers go on after the fault", at_fault, 60, |a| a.after)
+        .await;
+    let acks = traffic.stop().await;
     d.terminate();
     let url = format!(
         "redis+cluster://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}",
