@@ -417,7 +417,8 @@ async fn a_stopped_owner_resumed_after_its_lease_lapsed_writes_nothing(t: TestEn
         "the owner held every lease: {stale:?}"
     );
     let mut new = spill_process(&t, &args).spawn().unwrap();
-    wait_for_spread(&t, &[new.id()], 16, 16, Duration::from_secs(5)).await;
+    // A bound on a hang, as for the first owner: a loaded machine starts a process slowly.
+    wait_for_spread(&t, &[new.id()], 16, 16, Duration::from_secs(10)).await;
     // The durable tier's tokens now are the successor's; the old owner resumes with its
     // stale ones (and whatever batch it had read) while agents keep appending.
     tokio::time::sleep(Duration::from_millis(300)).await;
