@@ -144,56 +144,33 @@ impl SessionKeys {
     /// The nine keys, then the inbox and the effect ledger: what every run script (leases,
     /// inbox, effects) receives as KEYS[1..11].
     pub fn with_run(&self) -> [&str; 11] {
-        let a = self.as_array();
-        [
-            a[0],
-            a[1],
-            a[2],
-            a[3],
-            a[4],
-            a[5],
-            a[6],
-            a[7],
-            a[8],
-            &self.inbox,
-            &self.effects,
-        ]
+        let [a, b, c, d, e, f, g, h, i] = self.as_array();
+        [a, b, c, d, e, f, g, h, i, &self.inbox, &self.effects]
     }
 
     /// The nine keys, then the partition's commit marker: the KEYS of a write script on one
     /// session.
     pub fn gated(&self) -> [&str; 10] {
-        let a = self.as_array();
-        [
-            a[0],
-            a[1],
-            a[2],
-            a[3],
-            a[4],
-            a[5],
-            a[6],
-            a[7],
-            a[8],
-            &self.committed,
-        ]
+        let [a, b, c, d, e, f, g, h, i] = self.as_array();
+        [a, b, c, d, e, f, g, h, i, &self.committed]
     }
 
     /// [`SessionKeys::with_run`], then the partition's commit marker: the KEYS of a run
     /// script that writes (inbox, effects).
     pub fn with_run_gated(&self) -> [&str; 12] {
-        let a = self.with_run();
+        let [a, b, c, d, e, f, g, h, i] = self.as_array();
         [
-            a[0],
-            a[1],
-            a[2],
-            a[3],
-            a[4],
-            a[5],
-            a[6],
-            a[7],
-            a[8],
-            a[9],
-            a[10],
+            a,
+            b,
+            c,
+            d,
+            e,
+            f,
+            g,
+            h,
+            i,
+            &self.inbox,
+            &self.effects,
             &self.committed,
         ]
     }

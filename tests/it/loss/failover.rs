@@ -203,6 +203,15 @@ impl Traffic {
         .await;
     }
 
+    /// Waits until the master took 20 durable appends since the first `from`: writes the
+    /// lagging replica (or the copied snapshot) lacks.
+    async fn lagged(&self, from: usize) {
+        self.more("the master takes writes the replica lacks", from, 20, |a| {
+            a.durable
+        })
+        .await;
+    }
+
     /// Stops the writers; every acknowledged append.
     async fn stop(self) -> Arc<Mutex<Vec<Ack>>> {
         self.stop.store(true, Ordering::Relaxed);
@@ -211,6 +220,14 @@ impl Traffic {
         }
         self.acks
     }
+}
+
+/// What the durable tier holds of each of `sessions` (see [`durable`]).
+fn durable_all(db: &Path, sessions: &[String]) -> HashMap<String, BTreeMap<i64, String>> {
+    sessions
+        .iter()
+        .map(|sid| (sid.clone(), durable(db, sid)))
+        .collect()
 }
 
 /// The content of each message of `sid` in the durable tier, by seq.
@@ -290,14 +307,7 @@ async fn run_through(fault: Fault) {
         .save_state("ann", &serde_json::json!({"r": 2}), None, None)
         .await
         .unwrap();
-    traffic
-        .more(
-            "the master takes writes the replica lacks",
-            lagged_at,
-            20,
-            |a| a.durable,
-        )
-        .await;
+    traffic.lagged(lagged_at).await;
 
     // The fault.
     let new_master = match fault {
@@ -328,10 +338,7 @@ async fn run_through(fault: Fault) {
         }
     };
     // What the durable tier held when the fault struck (its writer is gone).
-    let before: HashMap<String, BTreeMap<i64, String>> = sessions
-        .iter()
-        .map(|sid| (sid.clone(), durable(&db, sid)))
-        .collect();
+    let before = durable_all(&db, &sessions);
     *front.lock().unwrap() = (new_master.url(), 1);
     d1 = daemon(&new_master.url(), &db);
     let at_fault = traffic.acknowledged();
@@ -489,15 +496,7 @@ async fn a_restart_from_an_older_snapshot_erases_nothing_the_durable_tier_commit
 async fn a_cluster_shard_failing_over_to_a_lagging_replica_erases_nothing_committed() {
     let fault = Fault::ClusterShard;
     let mut cluster = Cluster::start();
-    let args = [
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-node-timeout",
-        "5000",
-    ];
-    let replica = RedisServer::start_with(&args).unwrap();
+    let replica = RedisServer::start_with(&crate::support::cluster::NODE_ARGS).unwrap();
     let added = Command::new("redis-cli")
         .args(["--cluster", "add-node"])
         .arg(format!("127.0.0.1:{}", replica.port()))
@@ -548,19 +547,9 @@ async fn a_cluster_shard_failing_over_to_a_lagging_replica_erases_nothing_commit
     })
     .await;
     let lagged_at = traffic.acknowledged();
-    traffic
-        .more(
-            "the master takes writes the replica lacks",
-            lagged_at,
-            20,
-            |a| a.durable,
-        )
-        .await;
+    traffic.lagged(lagged_at).await;
     cluster.nodes[0].kill();
-    let before: HashMap<String, BTreeMap<i64, String>> = sessions
-        .iter()
-        .map(|sid| (sid.clone(), durable(&db, sid)))
-        .collect();
+    let before = durable_all(&db, &sessions);
     let _: String = cmd(&replica, &["CLUSTER", "FAILOVER", "TAKEOVER"]);
     wait_until("the replica took the shard over", HANG, || {
         replication(&replica, "role") == "master"

@@ -10,6 +10,16 @@ use std::time::Duration;
 
 use agentstate::test_support::redis_server::RedisServer;
 
+/// The `redis-server` arguments of a cluster node (a replica added later takes the same).
+pub const NODE_ARGS: [&str; 6] = [
+    "--cluster-enabled",
+    "yes",
+    "--cluster-config-file",
+    "nodes.conf",
+    "--cluster-node-timeout",
+    "5000",
+];
+
 /// Three masters holding all 16384 slots.
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
@@ -18,16 +28,8 @@ pub struct Cluster {
 impl Cluster {
     /// Starts three nodes, creates the cluster, waits until every node says `cluster_state:ok`.
     pub fn start() -> Cluster {
-        let args = [
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            "5000",
-        ];
         let nodes: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::start_with(&args).expect("start a cluster node"))
+            .map(|_| RedisServer::start_with(&NODE_ARGS).expect("start a cluster node"))
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
