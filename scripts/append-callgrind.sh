@@ -41,14 +41,19 @@ def keys(sid, p):
     return [base] + [base + ':' + s for s in
                      ('work', 'msgs', 'ckpt', 'idem', 'compactions', 'usage', 'children')] \
         + ['cg:{%d}:wal' % p]
+def gate(p):
+    return 'cg:{%d}:committed' % p
 sessions = [('sess%02d' % i, i % P) for i in range(S)]
 tail = '"role":"user","content":"' + 'x' * 250 + '"}'   # a body without its opening brace
 batch, lone = (hashlib.sha1(script(n).encode()).hexdigest() for n in ('session_batch', 'append_message'))
 with open(out + '/setup.resp', 'wb') as f:
     for sid, p in sessions:
-        f.write(resp('SET', 'cg:{%d}:committed' % p, '1'))
-        f.write(resp('EVAL', script('create_session'), 12, *keys(sid, p), 'cg:{%d}:sessions' % p,
-                     'cg:{%d}:by_user:' % p, 'cg:{%d}:committed' % p, sid, '', '', 0, 'root',
+        # the partition's commit marker as a spill daemon leaves it: checked in this history
+        f.write(resp('EVAL', "return redis.call('HSET', KEYS[1], 'history', string.match("
+                     "redis.call('INFO', 'replication'), 'master_replid:(%x+)'))", 1, gate(p)))
+        f.write(resp('EVAL', script('create_session'), 14, *keys(sid, p), 'cg:{%d}:sessions' % p,
+                     'cg:{%d}:by_user:' % p, gate(p), 'cg:{%d}:sessions:buckets' % p,
+                     'cg:{%d}:by_user::buckets' % p, sid, '', '', 0, 'root',
                      'ephemeral', '', '', '{}', '{}', 3600))
     for name in ('session_batch', 'append_message'):
         f.write(resp('SCRIPT', 'LOAD', script(name)))
@@ -59,13 +64,13 @@ with open(out + '/batch.resp', 'wb') as f:
         for j in sorted(range(B), key=lambda j: sessions[j % S][1]):
             sid, p = sessions[j % S]
             k = keys(sid, p)
-            ks += [k[0], k[2], k[4], k[8]]   # a batched append's four keys
-            args += ['append', sid, tail, '', '', 65536]
+            ks += [k[0], k[2], k[4], k[8], gate(p)]   # a batched append's keys and its gate
+            args += ['append', sid, tail, '', '', 65536, '']
         f.write(resp('EVALSHA', batch, len(ks), *ks, *args))
 with open(out + '/lone.resp', 'wb') as f:
     for i in range(N * B // 3):
         sid, p = sessions[i % S]
-        f.write(resp('EVALSHA', lone, 9, *keys(sid, p), sid, tail, '', '', 65536))
+        f.write(resp('EVALSHA', lone, 10, *keys(sid, p), gate(p), sid, tail, '', '', 65536, ''))
 EOF
 
 total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }
