@@ -155,6 +155,29 @@ local function bad_argc(n, step)
   return nil
 end
 
+-- The keys of the classic wal records of op `op` about subject `id` (their `d` is `{key}`)
+-- among the entries of stream `wal` after id `after`, as a set; true as its second value when
+-- a record of op `stop` about `id` is among them (nil for none). What a re-seed reads to
+-- leave alone what agents changed in the new Redis since the durable rows were read.
+local function keys_since(wal, after, id, op, stop)
+  local found = {}
+  for _, entry in ipairs(redis.call('XRANGE', wal, '(' .. after, '+')) do
+    local f = entry[2]
+    local eop, eid, d
+    for i = 1, #f, 2 do
+      if f[i] == 'op' then eop = f[i + 1] elseif f[i] == 'id' then eid = f[i + 1] elseif f[i] == 'd' then d = f[i + 1] end
+    end
+    if eid == id then
+      if eop == op then
+        found[cjson.decode(d).key] = true
+      elseif stop and eop == stop then
+        return found, true
+      end
+    end
+  end
+  return found, nil
+end
+
 -- What this script run saw of its Redis: `history`, the replication id `unchecked` found
 -- current (made anew at every call, as the chunk and its locals are).
 local SEEN = {}

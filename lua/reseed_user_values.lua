@@ -16,7 +16,7 @@
   Returns: the number of values written, or -1 when the caller no longer holds the lease
   Cost: O(values + wal entries after ARGV[2]).
 ]]
--- @include bad_argc
+-- @include bad_argc, keys_since
 local bad_args = bad_argc(3, 2)
 if bad_args then
   return bad_args
@@ -27,19 +27,10 @@ end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return 0
 end
-local deleted = {}
-for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '(' .. ARGV[2], '+')) do
-  local f = entry[2]
-  local op, id, d
-  for i = 1, #f, 2 do
-    if f[i] == 'op' then op = f[i + 1] elseif f[i] == 'id' then id = f[i + 1] elseif f[i] == 'd' then d = f[i + 1] end
-  end
-  if op == 'user_del' and id == ARGV[1] then
-    deleted[cjson.decode(d).key] = true
-  elseif op == 'user_forget' and id == ARGV[1] then
-    -- forgotten after the values were read (its tombstone may have expired since)
-    return 0
-  end
+local deleted, forgotten = keys_since(KEYS[3], ARGV[2], ARGV[1], 'user_del', 'user_forget')
+if forgotten then
+  -- forgotten after the values were read (its tombstone may have expired since)
+  return 0
 end
 local written = 0
 for i = 4, #ARGV, 2 do

@@ -397,6 +397,34 @@ impl Keys {
         format!("{}:forgotten", self.user(uid))
     }
 
+    /// The partition of a long-term memory namespace (its labels joined by `.`, see
+    /// `crate::long_term`): the partition of that text.
+    pub fn memory_partition(&self, namespace: &str) -> u32 {
+        self.partition(namespace)
+    }
+
+    /// `<prefix>:{p}:m:<namespace>` — a long-term memory namespace's items (field: the item's
+    /// key; value: its record), in the partition of the namespace.
+    pub fn memory(&self, namespace: &str) -> String {
+        format!(
+            "{}:{{{}}}:m:{namespace}",
+            self.prefix,
+            self.memory_partition(namespace)
+        )
+    }
+
+    /// `<prefix>:{p}:memory_namespaces` — the long-term memory namespaces of partition `p`
+    /// that hold items (a set).
+    pub fn memory_namespaces(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:memory_namespaces", self.prefix)
+    }
+
+    /// `<prefix>:{p}:memory_expiry` — partition `p`'s memory items that have a TTL, by the
+    /// moment they expire (a sorted set; member `<namespace>\n<key>`, score in ms).
+    pub fn memory_expiry(&self, p: u32) -> String {
+        format!("{}:{{{p}}}:memory_expiry", self.prefix)
+    }
+
     /// `<prefix>:{p}:r:<uid>:<session>` — StateService rounds of a user's session, in the
     /// partition of the user id.
     pub fn rounds(&self, uid: &str, session: &str) -> String {

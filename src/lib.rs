@@ -35,7 +35,8 @@
 //!   `store::restore` (restore after Redis lost a session, the agent side), and the
 //!   operators' `store::admin`.
 //! - `sessions`, `working`, `messages`, `checkpoints`, `rounds`, `decisions`, `users`,
-//!   `graphs` (graph checkpoint logs), `fork`: one capability each, as `impl Store` blocks.
+//!   `graphs` (graph checkpoint logs), `fork`, `long_term` (memory items across sessions):
+//!   one capability each, as `impl Store` blocks.
 //! - `consumer`: consumer groups over the decisions streams: read, ack, claim, dead letters.
 //! - `durability`: `Durable` writes wait for SQLite's commit (and see a lost write); a
 //!   process that writes with no daemon running is told once.
@@ -85,6 +86,7 @@ mod fork;
 mod graphs;
 mod inbox;
 mod leases;
+mod long_term;
 mod messages;
 mod rounds;
 mod sessions;
@@ -147,6 +149,10 @@ pub use fork::Fork;
 pub use graphs::{GraphPut, GraphTuple, GraphWrite};
 pub use inbox::{InboxItem, InboxState};
 pub use leases::{Lease, RunLease};
+pub use long_term::{
+    namespace_text, FilterOp, MemoryItem, MemorySearch, NamespaceListing, NewMemoryItem,
+    MAX_LABEL_BYTES, MAX_NAMESPACE_DEPTH,
+};
 pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,
     Usage,

@@ -98,6 +98,11 @@ pub enum WalOp {
     Inbox,
     /// `effect`: `d` = a tool call's new ledger record (begun, done; see `crate::effects`).
     Effect,
+    /// `mem_put`: `id` = a long-term memory namespace, `d` = `{key}` (a reference: the item
+    /// is read from Redis; see `crate::long_term`).
+    MemoryPut,
+    /// `mem_del`: `id` = a long-term memory namespace, `d` = `{key}`.
+    MemoryDelete,
 }
 
 impl WalOp {
@@ -121,11 +126,13 @@ impl WalOp {
             WalOp::GraphDrop => "graph_drop",
             WalOp::Inbox => "inbox",
             WalOp::Effect => "effect",
+            WalOp::MemoryPut => "mem_put",
+            WalOp::MemoryDelete => "mem_del",
         }
     }
 
     /// Every op (a unit test checks it against the ops `lua/` writes).
-    pub const ALL: [WalOp; 17] = [
+    pub const ALL: [WalOp; 19] = [
         WalOp::SessionCreate,
         WalOp::SessionUpdate,
         WalOp::SessionClose,
@@ -143,6 +150,8 @@ impl WalOp {
         WalOp::GraphDrop,
         WalOp::Inbox,
         WalOp::Effect,
+        WalOp::MemoryPut,
+        WalOp::MemoryDelete,
     ];
 
     fn parse(op: &str) -> Option<WalOp> {

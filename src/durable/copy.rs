@@ -34,6 +34,7 @@ pub const TABLES: &[&str] = &[
     "graph_log",
     "inbox",
     "effects",
+    "memory_items",
     "cursors",
 ];
 

@@ -231,6 +231,32 @@ impl Durable {
         }
     }
 
+    /// The long-term memory items of partition `p` that have not expired by `now_ms`, by
+    /// namespace: (namespace, [(key, record)]), sorted.
+    pub(crate) async fn memory_items(
+        &self,
+        p: u32,
+        now_ms: i64,
+    ) -> Result<Vec<(String, Vec<(String, String)>)>> {
+        let rows = self
+            .text_rows(
+                "SELECT namespace, key, record, CAST(expires_at AS TEXT) FROM memory_items
+                 WHERE CAST(partition AS TEXT) = ?1 ORDER BY namespace, key",
+                &p.to_string(),
+            )
+            .await?;
+        let live = rows.into_iter().filter_map(|mut r| {
+            let expires = r.pop()?.and_then(|t| t.parse::<i64>().ok());
+            if expires.is_some_and(|at| at <= now_ms) {
+                return None;
+            }
+            let record = r.pop()??;
+            let key = r.pop()??;
+            Some((r.pop()??, (key, record)))
+        });
+        Ok(snapshot::group_sorted(live))
+    }
+
     /// The sessions of partition `p`: (id, user id or '').
     pub(crate) async fn partition_sessions(&self, p: u32) -> Result<Vec<(String, String)>> {
         match self {

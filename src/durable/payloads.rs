@@ -93,10 +93,16 @@ impl PartialEq for RoundRecord<'_> {
 
 impl Eq for RoundRecord<'_> {}
 
-/// `user_set` / `user_del`: the key (the value stays in Redis).
+/// `user_set` / `user_del` / `mem_put` / `mem_del`: the key (the value stays in Redis).
 #[derive(Deserialize)]
 pub(crate) struct KeyRecord {
     pub key: String,
+}
+
+/// What the flush reads of a long-term memory item's record (`lua/memory_put.lua`).
+#[derive(Deserialize)]
+pub(crate) struct MemoryHeader {
+    pub expires_at: Option<i64>,
 }
 
 /// `inbox`: the item's id (the row keeps the whole record).

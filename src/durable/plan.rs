@@ -31,6 +31,9 @@ pub(crate) struct Batch {
     /// Current Redis values of the user data the batch's `user_set` records refer to
     /// (`None` when the value is gone by now).
     pub user_values: HashMap<(String, String), Option<String>>,
+    /// Current Redis records of the long-term memory items the batch's `mem_put` records
+    /// refer to, by (namespace, key) (`None` when the item is gone by now).
+    pub memory_items: HashMap<(String, String), Option<String>>,
 }
 
 /// What a committed batch moved.
@@ -307,6 +310,27 @@ pub(crate) enum Change<'a> {
     ForgetUser {
         /// The user.
         user: &'a str,
+    },
+    /// `mem_put` whose item Redis still holds: upserts the long-term memory item.
+    SetMemoryItem {
+        /// The partition (of the namespace).
+        partition: u32,
+        /// The namespace (labels joined by `.`).
+        namespace: &'a str,
+        /// The item's key.
+        key: String,
+        /// The record Redis holds now (the wal carries references only).
+        record: String,
+        /// When it expires (ms), from the record.
+        expires_at: Option<i64>,
+    },
+    /// `mem_del`, or a `mem_put` whose item is gone: deletes one item (an erasure when a row
+    /// goes).
+    DeleteMemoryItem {
+        /// The namespace.
+        namespace: &'a str,
+        /// The item's key.
+        key: String,
     },
     /// A decision, kept unless its session was closed after it was recorded.
     InsertDecision {
@@ -624,6 +648,35 @@ impl<'a> Planner<'a> {
                 });
             }
             WalOp::UserForget => self.push(Change::ForgetUser { user: subject }),
+            WalOp::MemoryPut => {
+                let k: KeyRecord = serde_json::from_str(d)?;
+                let current = self
+                    .batch
+                    .memory_items
+                    .get(&(subject.to_string(), k.key.clone()))
+                    .cloned()
+                    .flatten();
+                self.push(match current {
+                    Some(record) => Change::SetMemoryItem {
+                        partition: self.batch.partition,
+                        namespace: subject,
+                        key: k.key,
+                        expires_at: serde_json::from_str::<MemoryHeader>(&record)?.expires_at,
+                        record,
+                    },
+                    None => Change::DeleteMemoryItem {
+                        namespace: subject,
+                        key: k.key,
+                    },
+                });
+            }
+            WalOp::MemoryDelete => {
+                let k: KeyRecord = serde_json::from_str(d)?;
+                self.push(Change::DeleteMemoryItem {
+                    namespace: subject,
+                    key: k.key,
+                });
+            }
             WalOp::Inbox => {
                 let r: InboxRecord = serde_json::from_str(d)?;
                 self.push(Change::UpsertInboxItem {
@@ -701,6 +754,7 @@ mod tests {
             wal,
             decisions: vec![],
             user_values: HashMap::new(),
+            memory_items: HashMap::new(),
         }
     }
 

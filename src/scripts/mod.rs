@@ -3,7 +3,7 @@
 //! of its lines back to the files for errors), hashed once, and one typed function per script
 //! that builds its KEYS and ARGV as the script's header documents them, in a file per
 //! capability named as the library's modules are (`sessions`, `messages`, `working`,
-//! `checkpoints`, `rounds`, `decisions`, `users`, `graphs`) plus the daemon's (`daemon`,
+//! `checkpoints`, `rounds`, `decisions`, `users`, `graphs`, `long_term`) plus the daemon's (`daemon`,
 //! `restore`). The library, the
 //! spill daemon and the benchmark all call these functions, so a script's arguments are
 //! built in one place. [`ScriptCall`] and [`BatchItem`] can only be built here: their
@@ -28,6 +28,7 @@ mod graphs;
 mod inbox;
 mod leases;
 mod loader;
+mod long_term;
 mod messages;
 mod restore;
 mod rounds;
@@ -42,6 +43,7 @@ pub use effects::*;
 pub use graphs::*;
 pub use inbox::*;
 pub use leases::*;
+pub use long_term::*;
 pub use messages::*;
 pub use restore::*;
 pub use rounds::*;
@@ -124,6 +126,9 @@ lua_scripts! {
     FORGET_USER => "forget_user",
     RESEED_USER_VALUES => "reseed_user_values",
     REPLACE_USER_VALUES => "replace_user_values",
+    MEMORY_PUT => "memory_put",
+    MEMORY_DELETE => "memory_delete",
+    RESEED_MEMORY => "reseed_memory",
     // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep
     // its lease, publish what SQLite committed and trim the streams, which frees memory.
     CLAIM_LEASE => "claim_lease" #!"allow-oom",

@@ -161,3 +161,32 @@ pub fn restore_graph(
         .arg(members)
         .idempotent(true)
 }
+
+/// `reseed_memory.lua`: puts `pairs` (key, record) of long-term memory namespace `namespace`
+/// back after a Redis loss, as `reseed_user_values` does for user values.
+pub fn reseed_memory(
+    ns: &Keys,
+    namespace: &str,
+    wal_committed: &str,
+    lease: &str,
+    pairs: &[(String, String)],
+) -> ScriptCall {
+    let p = ns.memory_partition(namespace);
+    let mut call = ScriptCall::new(
+        &RESEED_MEMORY,
+        &[
+            &ns.memory(namespace),
+            &ns.memory_namespaces(p),
+            &ns.memory_expiry(p),
+            &ns.wal(p),
+            &ns.lease(p),
+        ],
+    )
+    .arg(namespace)
+    .arg(wal_committed)
+    .arg(lease);
+    for (key, record) in pairs {
+        call = call.arg(key).arg(record);
+    }
+    call.idempotent(true)
+}

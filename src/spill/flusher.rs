@@ -207,30 +207,15 @@ impl SpillDaemon {
             self.lost_lease(p);
             return Ok(None);
         }
-        // user_set records carry a reference only: read the values they refer to now. They
-        // are classic entries of op `user_set`: only those are parsed here, every entry once
+        // user_set and mem_put records carry a reference only: read what they refer to now.
+        // They are classic entries: only those of these ops are parsed here, every entry once
         // when applied.
-        let is_user_set = |e: &&WalEntry| wal_field(e, "op") == Some(WalOp::UserSet.as_str());
-        let wanted: BTreeSet<(String, String)> = wal
-            .iter()
-            .filter(is_user_set)
-            .filter_map(|e| WalRecord::parse_entry(e).ok())
-            .flatten()
-            .filter_map(|r| {
-                let d: serde_json::Value = serde_json::from_str(r.d).ok()?;
-                Some((r.subject.to_string(), d.get("key")?.as_str()?.to_string()))
-            })
-            .collect();
-        let mut user_values = HashMap::new();
-        if !wanted.is_empty() {
-            let mut pipe = redis::pipe();
-            for (uid, key) in &wanted {
-                pipe.hget(keys.user(uid), key);
-            }
-            let values: Vec<Option<String>> =
-                pipe.query_async(&mut self.store.conn().await?).await?;
-            user_values = wanted.into_iter().zip(values).collect();
-        }
+        let user_values = self
+            .referred(&wal, WalOp::UserSet, |uid| keys.user(uid))
+            .await?;
+        let memory_items = self
+            .referred(&wal, WalOp::MemoryPut, |namespace| keys.memory(namespace))
+            .await?;
         let (nw, nd) = (wal.len(), decisions.len());
         // When each wal entry was acknowledged (its id's Redis clock), for the write-behind window.
         let acked: Vec<u64> = wal
@@ -245,6 +230,7 @@ impl SpillDaemon {
             wal,
             decisions,
             user_values,
+            memory_items,
         };
         Ok(Some(ReadBatch {
             batch,
@@ -254,6 +240,35 @@ impl SpillDaemon {
     }
 
     /// The fenced publication of `applied`, `p`'s commit.
+    /// What the `op` records of `wal` refer to, as Redis holds it now: per (subject, key) of
+    /// a record, the field `key` of hash `hash(subject)` (`None` when it is gone by now).
+    async fn referred(
+        &self,
+        wal: &[WalEntry],
+        op: WalOp,
+        hash: impl Fn(&str) -> String,
+    ) -> Result<HashMap<(String, String), Option<String>>> {
+        let wanted: BTreeSet<(String, String)> = wal
+            .iter()
+            .filter(|e| wal_field(e, "op") == Some(op.as_str()))
+            .filter_map(|e| WalRecord::parse_entry(e).ok())
+            .flatten()
+            .filter_map(|r| {
+                let d: serde_json::Value = serde_json::from_str(r.d).ok()?;
+                Some((r.subject.to_string(), d.get("key")?.as_str()?.to_string()))
+            })
+            .collect();
+        if wanted.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut pipe = redis::pipe();
+        for (subject, key) in &wanted {
+            pipe.hget(hash(subject), key);
+        }
+        let values: Vec<Option<String>> = pipe.query_async(&mut self.store.conn().await?).await?;
+        Ok(wanted.into_iter().zip(values).collect())
+    }
+
     fn publish_call(&self, p: u32, applied: &Applied) -> scripts::ScriptCall {
         let lease = lease::value(&self.owner, self.parts[p as usize].token);
         let ids = [

@@ -66,12 +66,12 @@ async fn restore_rounds(
     Ok(restored == 1)
 }
 
-/// After Redis lost its state: puts back the user values and the StateService rounds (of
-/// sessions that are not agentstate sessions, whose rounds come back with the session) that
-/// SQLite holds for partition `p`. Runs after the flush that applied every wal entry up to
+/// After Redis lost its state: puts back the user values, the long-term memory items and the
+/// StateService rounds (of sessions that are not agentstate sessions, whose rounds come back
+/// with the session) that SQLite holds for partition `p`. Runs after the flush that applied every wal entry up to
 /// `wal_committed`, so erasures made in the new Redis are in SQLite already; what agents did
 /// since is never overwritten or resurrected (`reseed_user_values.lua`, `restore_rounds.lua`).
-/// Returns the values and the rounds hashes written.
+/// Returns the values and memory items, and the rounds hashes, written.
 /// `lease` is the owner's lease value (`"<owner> <token>"`): a daemon that lost the partition
 /// meanwhile writes nothing and gets [`Error::Redis`] ("lease lost"), leaving the re-seed to
 /// the new owner.
@@ -97,6 +97,17 @@ pub(crate) async fn reseed_user_data(
     }
     for ((user, session), list) in &rounds {
         written.1 += u64::from(restore_rounds(store, user, session, list).await?);
+    }
+    let now_ms = crate::durable::retention::now_ms();
+    for (namespace, pairs) in db.memory_items(p, now_ms).await? {
+        let call = scripts::reseed_memory(store.keys(), &namespace, wal_committed, lease, &pairs);
+        let n: i64 = store.invoke(&call).await?;
+        if n < 0 {
+            return Err(Error::redis(format!(
+                "lease on partition {p} lost during the memory re-seed; the new owner repeats it"
+            )));
+        }
+        written.0 += n as u64;
     }
     Ok(written)
 }

@@ -295,6 +295,32 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
             let n = exec(tx, "DELETE FROM user_values WHERE user_id = $1", &[user]).await?;
             return Ok(n > 0);
         }
+        Change::SetMemoryItem {
+            partition,
+            namespace,
+            key,
+            record,
+            expires_at,
+        } => {
+            exec(
+                tx,
+                "INSERT INTO memory_items (namespace, key, partition, record, expires_at)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (namespace, key)
+                 DO UPDATE SET record = excluded.record, expires_at = excluded.expires_at",
+                &[namespace, key, &i64::from(*partition), record, expires_at],
+            )
+            .await?;
+        }
+        Change::DeleteMemoryItem { namespace, key } => {
+            let n = exec(
+                tx,
+                "DELETE FROM memory_items WHERE namespace = $1 AND key = $2",
+                &[namespace, key],
+            )
+            .await?;
+            return Ok(n > 0);
+        }
         Change::InsertDecision { id, decision: d } => {
             // A decision of a session closed after it was recorded is not kept.
             exec(
@@ -454,6 +480,7 @@ mod tests {
             wal,
             decisions: vec![],
             user_values: HashMap::new(),
+            memory_items: HashMap::new(),
         }
     }
 

@@ -141,6 +141,17 @@ const MIGRATIONS: &[&str] = &[
          record TEXT COLLATE \"C\" NOT NULL,
          PRIMARY KEY (session_id, call_id)
      );",
+    // 6: long-term memory items (see SQLite's step 6).
+    "CREATE TABLE memory_items (
+         namespace TEXT COLLATE \"C\" NOT NULL,
+         key TEXT COLLATE \"C\" NOT NULL,
+         partition BIGINT NOT NULL,
+         record TEXT COLLATE \"C\" NOT NULL,
+         expires_at BIGINT,
+         PRIMARY KEY (namespace, key)
+     );
+     CREATE INDEX memory_items_partition ON memory_items (partition);
+     CREATE INDEX memory_items_expiry ON memory_items (expires_at) WHERE expires_at IS NOT NULL;",
 ];
 
 /// (Text columns use the "C" collation: rows sort byte-wise, as in SQLite, so both backends

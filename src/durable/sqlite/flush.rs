@@ -262,6 +262,26 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
                 .execute(params![user])?;
             return Ok(n > 0);
         }
+        Change::SetMemoryItem {
+            partition,
+            namespace,
+            key,
+            record,
+            expires_at,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO memory_items (namespace, key, partition, record, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (namespace, key) DO UPDATE SET record = ?4, expires_at = ?5",
+            )?
+            .execute(params![namespace, key, partition, record, expires_at])?;
+        }
+        Change::DeleteMemoryItem { namespace, key } => {
+            let n = tx
+                .prepare_cached("DELETE FROM memory_items WHERE namespace = ?1 AND key = ?2")?
+                .execute(params![namespace, key])?;
+            return Ok(n > 0);
+        }
         Change::InsertDecision { id, decision: d } => {
             tx.prepare_cached(
                 "INSERT INTO decisions (id, session_id, decision, rationale, planned_action, meta,

@@ -146,6 +146,19 @@ const MIGRATIONS: &[&str] = &[
          record TEXT NOT NULL,
          PRIMARY KEY (session_id, call_id)
      ) WITHOUT ROWID;",
+    // 6: long-term memory items (mirrors of <prefix>:{p}:m:<namespace>; see
+    // lua/memory_put.lua): each row an item's latest record, its partition (the re-seed after
+    // a Redis loss reads one partition's) and when it expires (retention).
+    "CREATE TABLE memory_items (
+         namespace TEXT NOT NULL,
+         key TEXT NOT NULL,
+         partition INTEGER NOT NULL,
+         record TEXT NOT NULL,
+         expires_at INTEGER,
+         PRIMARY KEY (namespace, key)
+     ) WITHOUT ROWID;
+     CREATE INDEX memory_items_partition ON memory_items (partition);
+     CREATE INDEX memory_items_expiry ON memory_items (expires_at) WHERE expires_at IS NOT NULL;",
 ];
 
 /// The schema version this build writes (the number of migrations).

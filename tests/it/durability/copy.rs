@@ -39,6 +39,15 @@ async fn everything_flushed(t: &TestEnv) {
         .set_user_value("alice", "tz", &json!("UTC"))
         .await
         .unwrap();
+    let fact = NewMemoryItem {
+        value: json!({"pet": "cat"}).as_object().unwrap().clone(),
+        vectors: [("pet".to_string(), vec![1.0f32, 0.0])].into(),
+        ttl_minutes: Some(600),
+    };
+    t.store
+        .put_memory(&["users", "alice"], "pet", &fact)
+        .await
+        .unwrap();
     t.store
         .graph_put(
             "thread",

@@ -13,6 +13,7 @@ mod group_commit;
 pub(crate) mod history;
 mod invariants;
 mod key_protocol;
+mod long_term;
 mod messages;
 mod rounds;
 mod runs;

@@ -269,3 +269,98 @@ async fn open_decisions_come_back_after_redis_loss_for_crash_recovery(mut t: Tes
         1
     );
 }
+
+on_both_backends!(memory_items_reach_the_durable_tier_and_come_back_after_redis_restarts_empty);
+async fn memory_items_reach_the_durable_tier_and_come_back_after_redis_restarts_empty(
+    mut t: TestEnv,
+) {
+    let (stop, daemon) = t.start_daemon().await;
+    let durable = t.store.with_durability(Durability::Durable);
+    let item = |v: serde_json::Value, ttl: Option<u64>| NewMemoryItem {
+        value: v.as_object().unwrap().clone(),
+        vectors: [("text".to_string(), vec![0.5f32, 0.5])].into(),
+        ttl_minutes: ttl,
+    };
+    let ann = ["users", "ann", "facts"];
+    durable
+        .put_memory(&ann, "pet", &item(json!({"pet": "cat"}), None))
+        .await
+        .unwrap();
+    durable
+        .put_memory(&ann, "food", &item(json!({"food": "soup"}), Some(60)))
+        .await
+        .unwrap();
+    durable
+        .put_memory(&ann, "gone", &item(json!({"x": 1}), None))
+        .await
+        .unwrap();
+    durable.delete_memory(&ann, "gone").await.unwrap();
+    durable
+        .put_memory(&["docs"], "readme", &item(json!({"title": "hi"}), None))
+        .await
+        .unwrap();
+    // Exactly the three live items, each row the record Redis holds.
+    let rows = t.durable_rows(
+        "SELECT namespace, key, record FROM memory_items ORDER BY namespace, key",
+        "",
+    );
+    let held =
+        |ns: &str, key: &str| -> String { t.cmd(&["HGET", &t.store.keys().memory(ns), key]) };
+    assert_eq!(
+        rows,
+        [
+            vec!["docs".to_string(), "readme".into(), held("docs", "readme")],
+            vec![
+                "users.ann.facts".to_string(),
+                "food".into(),
+                held("users.ann.facts", "food")
+            ],
+            vec![
+                "users.ann.facts".to_string(),
+                "pet".into(),
+                held("users.ann.facts", "pet")
+            ],
+        ]
+    );
+    let before = t.store.get_memory(&ann, "food").await.unwrap().unwrap();
+    // The same running daemon re-takes the partitions of the empty Redis and re-seeds.
+    t.lose_redis().await;
+    t.wait_for_daemon().await;
+    let s = &t.store;
+    wait_until("the memory items are back", HANG, || {
+        let n = s.keys().partitions();
+        let listed: usize = (0..n)
+            .map(|p| t.cmd::<usize>(&["SCARD", &s.keys().memory_namespaces(p)]))
+            .sum();
+        (listed == 2)
+            .then_some(())
+            .ok_or(format!("{listed} namespaces"))
+    })
+    .await;
+    assert_eq!(s.get_memory(&ann, "food").await.unwrap(), Some(before));
+    assert_eq!(
+        s.get_memory(&ann, "pet").await.unwrap().unwrap().value,
+        json!({"pet": "cat"}).as_object().unwrap().clone()
+    );
+    assert_eq!(s.get_memory(&ann, "gone").await.unwrap(), None);
+    let ranked = s
+        .search_memory(&MemorySearch {
+            prefix: vec!["users".into()],
+            query: Some(vec![1.0, 1.0]),
+            ..MemorySearch::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ranked.len(), 2);
+    assert!(ranked.iter().all(|i| (i.score.unwrap() - 1.0).abs() < 1e-6));
+    // The item with a TTL is back in the expiry index at its moment.
+    let p = s.keys().memory_partition("users.ann.facts");
+    let score: Option<f64> = t.cmd(&[
+        "ZSCORE",
+        &s.keys().memory_expiry(p),
+        "users.ann.facts\nfood",
+    ]);
+    assert!(score.is_some());
+    stop.cancel();
+    daemon.await.unwrap().unwrap();
+}

@@ -1,0 +1,52 @@
+//! Calls of the long-term memory scripts (`crate::long_term`).
+
+use super::*;
+
+/// `memory_put.lua`: stores item `key` of `namespace` with `value` (a JSON object), its
+/// `vectors` (a JSON object, or "" for none) and a TTL in whole minutes.
+pub fn memory_put(
+    ns: &Keys,
+    namespace: &str,
+    key: &str,
+    value: &str,
+    vectors: &str,
+    ttl_minutes: Option<u64>,
+    limit: usize,
+) -> ScriptCall {
+    let p = ns.memory_partition(namespace);
+    ScriptCall::new(
+        &MEMORY_PUT,
+        &memory_keys(ns, namespace, p).each_ref().map(String::as_str),
+    )
+    .arg(namespace)
+    .arg(key)
+    .arg(value)
+    .arg(vectors)
+    .arg(ttl_minutes.map(|m| m.to_string()).unwrap_or_default())
+    .arg(limit)
+}
+
+/// `memory_delete.lua`: removes items `keys` (at least one) of `namespace`.
+pub fn memory_delete(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
+    let p = ns.memory_partition(namespace);
+    let mut call = ScriptCall::new(
+        &MEMORY_DELETE,
+        &memory_keys(ns, namespace, p).each_ref().map(String::as_str),
+    )
+    .arg(namespace);
+    for key in keys {
+        call = call.arg(*key);
+    }
+    call
+}
+
+/// The five keys both scripts take, in their order.
+fn memory_keys(ns: &Keys, namespace: &str, p: u32) -> [String; 5] {
+    [
+        ns.memory(namespace),
+        ns.memory_namespaces(p),
+        ns.memory_expiry(p),
+        ns.wal(p),
+        ns.committed(p),
+    ]
+}
