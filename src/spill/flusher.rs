@@ -49,6 +49,12 @@ impl SpillDaemon {
     /// round trip as the lease, so entries of a new timeline are never read after an old
     /// cursor; the next pass takes the partition again and recovers.
     pub(super) async fn flush_batch(&mut self, p: u32) -> Result<Option<(usize, usize)>> {
+        // The spool holds the entries that come next: they go first.
+        if !self.parts[p as usize].spooled.is_empty() {
+            if let Some(done) = self.replay_batch(p).await? {
+                return Ok(done);
+            }
+        }
         // One pipeline, on a cluster too: the lease and the batch in one round trip.
         let mut pipe = redis::pipe();
         for cmd in self.read_commands(p) {
@@ -62,7 +68,7 @@ impl SpillDaemon {
             return Ok(Some((0, 0)));
         }
         let started = std::time::Instant::now();
-        let applied = self.db.flush(read.batch).await?;
+        let applied = self.apply(vec![read.batch]).await?.pop().flatten();
         let published = match &applied {
             Some(a) => self.publish(p, a).await?,
             None => None,
@@ -84,6 +90,10 @@ impl SpillDaemon {
     ) -> Result<Vec<(u32, Option<(usize, usize)>)>> {
         let mut held = Vec::new();
         for &p in parts {
+            // A partition whose spool holds entries replays them alone (`flush_batch`).
+            if !self.parts[p as usize].spooled.is_empty() {
+                continue;
+            }
             if self.hold_lease(p).await? {
                 held.push(p);
             }
@@ -120,7 +130,7 @@ impl SpillDaemon {
             .into_iter()
             .map(|(p, r)| (r.batch, (p, r.counts, r.acked)))
             .unzip();
-        let applied = match self.db.flush_many(batches).await {
+        let applied = match self.apply(batches).await {
             Ok(applied) => applied,
             Err(err)
                 if err.is_database_unusable()
@@ -158,6 +168,22 @@ impl SpillDaemon {
             done.push((p, outcome));
         }
         Ok(done)
+    }
+
+    /// Commits `batches` in the durable tier ([`crate::durable::Durable::flush_many`]),
+    /// noting when the tier fails and when it commits again (`outage`).
+    pub(super) async fn apply(&mut self, batches: Vec<Batch>) -> Result<Vec<Option<Applied>>> {
+        let started = std::time::Instant::now();
+        match self.db.flush_many(batches).await {
+            Ok(applied) => {
+                self.durable_committed();
+                Ok(applied)
+            }
+            Err(err) => {
+                self.durable_failed(started, &err);
+                Err(err)
+            }
+        }
     }
 
     /// Where `p`'s next batch is read from.
@@ -200,37 +226,13 @@ impl SpillDaemon {
         let held: Option<String> = redis::from_redis_value(held).map_err(parse)?;
         let wal: Vec<WalEntry> = redis::from_redis_value(wal).map_err(parse)?;
         let decisions: Vec<Entry> = redis::from_redis_value(decisions).map_err(parse)?;
-        let keys = self.store.keys();
-        let part = &self.parts[p as usize];
-        let lease = lease::value(&self.owner, part.token);
+        let lease = lease::value(&self.owner, self.parts[p as usize].token);
         if held.as_deref() != Some(lease.as_str()) {
             self.lost_lease(p);
             return Ok(None);
         }
-        // user_set records carry a reference only: read the values they refer to now. They
-        // are classic entries of op `user_set`: only those are parsed here, every entry once
-        // when applied.
-        let is_user_set = |e: &&WalEntry| wal_field(e, "op") == Some(WalOp::UserSet.as_str());
-        let wanted: BTreeSet<(String, String)> = wal
-            .iter()
-            .filter(is_user_set)
-            .filter_map(|e| WalRecord::parse_entry(e).ok())
-            .flatten()
-            .filter_map(|r| {
-                let d: serde_json::Value = serde_json::from_str(r.d).ok()?;
-                Some((r.subject.to_string(), d.get("key")?.as_str()?.to_string()))
-            })
-            .collect();
-        let mut user_values = HashMap::new();
-        if !wanted.is_empty() {
-            let mut pipe = redis::pipe();
-            for (uid, key) in &wanted {
-                pipe.hget(keys.user(uid), key);
-            }
-            let values: Vec<Option<String>> =
-                pipe.query_async(&mut self.store.conn().await?).await?;
-            user_values = wanted.into_iter().zip(values).collect();
-        }
+        let user_values = user_values(&self.store, &wal).await?;
+        let part = &self.parts[p as usize];
         let (nw, nd) = (wal.len(), decisions.len());
         // When each wal entry was acknowledged (its id's Redis clock), for the write-behind window.
         let acked: Vec<u64> = wal
@@ -265,7 +267,7 @@ impl SpillDaemon {
 
     /// Publishes `applied`, `p`'s commit: the Redis clock of the publication, `None` when the
     /// lease no longer holds the partition.
-    async fn publish(&self, p: u32, applied: &Applied) -> Result<Option<u64>> {
+    pub(super) async fn publish(&self, p: u32, applied: &Applied) -> Result<Option<u64>> {
         Ok(held_at(
             self.store.invoke(&self.publish_call(p, applied)).await?,
         ))
@@ -275,7 +277,7 @@ impl SpillDaemon {
     /// success): the new cursors and figures. The entries committed, or `None` (the lease
     /// forgotten) when the partition turned out to be another daemon's: fenced in the durable
     /// tier (`applied` is `None`) or in Redis (`published` is).
-    fn committed(
+    pub(super) fn committed(
         &mut self,
         p: u32,
         applied: Option<Applied>,
@@ -316,6 +318,35 @@ pub(super) async fn publish_committed(
 ) -> Result<Option<u64>> {
     let call = scripts::publish_committed(store.keys(), p, lease, fields);
     Ok(held_at(store.invoke(&call).await?))
+}
+
+/// The current values the `user_set` records among `wal` refer to (they carry a reference
+/// only), read from Redis: (user id, key) → value, `None` when deleted. Only those entries
+/// are parsed here, every entry once when applied.
+pub(super) async fn user_values(
+    store: &Store,
+    wal: &[WalEntry],
+) -> Result<HashMap<(String, String), Option<String>>> {
+    let is_user_set = |e: &&WalEntry| wal_field(e, "op") == Some(WalOp::UserSet.as_str());
+    let wanted: BTreeSet<(String, String)> = wal
+        .iter()
+        .filter(is_user_set)
+        .filter_map(|e| WalRecord::parse_entry(e).ok())
+        .flatten()
+        .filter_map(|r| {
+            let d: serde_json::Value = serde_json::from_str(r.d).ok()?;
+            Some((r.subject.to_string(), d.get("key")?.as_str()?.to_string()))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut pipe = redis::pipe();
+    for (uid, key) in &wanted {
+        pipe.hget(store.keys().user(uid), key);
+    }
+    let values: Vec<Option<String>> = pipe.query_async(&mut store.conn().await?).await?;
+    Ok(wanted.into_iter().zip(values).collect())
 }
 
 /// `publish_committed.lua`'s reply read: the Redis clock of the publication, or `None` (0)

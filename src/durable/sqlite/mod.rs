@@ -174,7 +174,7 @@ pub(crate) fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
 }
 
 /// How long a statement waits for another connection's lock before it fails.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Puts the file in WAL mode. SQLite answers a switch that meets another connection's (daemons
 /// starting together on a new file) with SQLITE_BUSY at once, without waiting in the busy
