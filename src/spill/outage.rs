@@ -416,8 +416,9 @@ impl SpillDaemon {
     /// On taking `p` (token `token`, the durable cursors `wal`/`decisions`, `lost`: Redis
     /// lost its data): `None` when another daemon's spool holds entries of `p` (the lease is
     /// given back); else the last id this daemon's spool holds past `wal` (empty: none),
-    /// entries at or below `wal` dropped. After a loss the spool is replayed first (the tier
-    /// must commit: an error leaves the partition untaken) and `wal` moves past it.
+    /// entries at or below `wal` dropped, and whether the partition carries a mark (to be
+    /// cleared when the spool holds nothing of it). After a loss the spool is replayed first
+    /// (the tier must commit: an error leaves the partition untaken) and `wal` moves past it.
     pub(super) async fn take_spooled(
         &mut self,
         p: u32,
@@ -425,36 +426,37 @@ impl SpillDaemon {
         wal: &mut String,
         decisions: &str,
         lost: bool,
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<(String, bool)>> {
         let mark: Option<String> = redis::cmd("HGET")
             .arg(self.store.keys().committed(p))
             .arg(SPOOL_FIELD)
             .query_async(&mut self.store.conn().await?)
             .await?;
         let ours = self.outage.spool.as_ref().map(|s| s.identity().to_string());
+        let marked = mark.as_ref().is_some_and(|m| !m.is_empty());
         if let Some(mark) = mark.filter(|m| !m.is_empty() && Some(m) != ours.as_ref()) {
             tracing::warn!(partition = p, spool = %mark, "another daemon's spool holds entries of this partition: leaving it to that daemon (restart it on the same --spool); committing past them would lose them");
             super::lease::release(&self.store, p, &self.owner).await?;
             return Ok(None);
         }
         let Some(spool) = self.outage.spool.clone() else {
-            return Ok(Some(String::new()));
+            return Ok(Some((String::new(), marked)));
         };
         let Some(last) = spool.last(p).await? else {
-            return Ok(Some(String::new()));
+            return Ok(Some((String::new(), marked)));
         };
         if parse_stream_id(&last) <= parse_stream_id(wal) {
             spool.drop_through(p, &last).await?;
-            return Ok(Some(String::new()));
+            return Ok(Some((String::new(), marked)));
         }
         if !lost {
-            return Ok(Some(last));
+            return Ok(Some((last, marked)));
         }
         // The spool's entries come before anything of the new timeline Redis holds.
         loop {
             let (entries, values) = spool.read(p, wal, self.config.batch_size).await?;
             let Some(next) = entries.last().map(|(id, _)| id.clone()) else {
-                return Ok(Some(String::new()));
+                return Ok(Some((String::new(), marked)));
             };
             let batch = Batch {
                 partition: p,

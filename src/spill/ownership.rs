@@ -42,7 +42,7 @@ impl SpillDaemon {
                 .hexists(&key, committed::SEEDED)
                 .query_async(&mut conn)
                 .await?;
-            let Some(spooled) = self
+            let Some((spooled, marked)) = self
                 .take_spooled(p, token, &mut wal, &decisions, known == 0)
                 .await?
             else {
@@ -79,6 +79,8 @@ impl SpillDaemon {
             let identity = self.spool_identity();
             if !spooled.is_empty() {
                 ids.push((super::outage::SPOOL_FIELD, &identity));
+            } else if marked {
+                ids.push((super::outage::SPOOL_FIELD, ""));
             }
             let lease = value(&self.owner, token);
             if flusher::publish_committed(&self.store, p, &lease, &ids)
