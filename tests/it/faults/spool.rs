@@ -58,7 +58,8 @@ async fn writers_through_an_outage(hold: Duration, during: During) {
     keep_ledger(&t);
     let sids = sessions(&t.store, SESSIONS).await;
     t.unbind();
-    let log = t.server.path("daemon.log");
+    let log = std::env::var("DEBUG_SPOOL_LOG")
+        .map_or_else(|_| t.server.path("daemon.log"), std::path::PathBuf::from);
     let mut running = daemon(&t, &db, &log);
     let (stop, acked): (_, Acked) = (Arc::new(AtomicBool::new(false)), Acked::default());
     let mut tasks = writers(&t, &sids, &stop, &acked, PAUSE);
