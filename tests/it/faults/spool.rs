@@ -34,8 +34,9 @@ enum During {
     Nothing,
     /// The daemon is killed with SIGKILL and started again on the same spool.
     Kill,
-    /// Redis loses its data (the writers stop first: their sessions come back from the
-    /// durable tier and the spool).
+    /// Redis loses its data once the spool holds every acknowledged append (the writers
+    /// stop first): the sessions come back from the durable tier, which the spool is
+    /// replayed into before the partition opens to the new Redis.
     FlushAll,
 }
 
@@ -95,6 +96,14 @@ async fn writers_through_an_outage(hold: Duration, during: During) {
                     for task in tasks.drain(..) {
                         task.await.unwrap();
                     }
+                    // A loss takes what only Redis holds (the write-behind window): wait
+                    // until the spool holds everything, each wal trimmed to the entry it
+                    // keeps at its floor.
+                    wait_until("every wal spooled", HANG, || {
+                        (0..t.store.keys().partitions())
+                            .all(|p| t.xlen(&t.store.keys().wal(p)) <= 1)
+                    })
+                    .await;
                     let _: () = t.cmd(&["FLUSHALL"]);
                 }
             }
