@@ -451,6 +451,14 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
         ],
         &rows,
     );
+    let spooled: u64 = stats.iter().map(|s| s.spool_entries).sum();
+    println!(
+        "\nspool: {spooled} entries, {} bytes, oldest {} ms; durable tier down {} ms; wal budget {} bytes",
+        stats.iter().map(|s| s.spool_bytes).sum::<u64>(),
+        stats.iter().map(|s| s.spool_age_ms).max().unwrap_or(0),
+        stats.iter().map(|s| s.durable_down_ms).max().unwrap_or(0),
+        stats.iter().map(|s| s.wal_budget).max().unwrap_or(0),
+    );
     if let Some(h) = &all_behind {
         println!(
             "\nwrite-behind window (acknowledged write → durable commit), last second of commits:"
