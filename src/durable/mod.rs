@@ -163,7 +163,11 @@ impl Durable {
             })
             .await
             .is_ok(),
-            Durable::Postgres(pg) => pg.text_rows("SELECT 1", "").await.is_ok(),
+            // Any statement on the schema (the same read as `/readyz`).
+            Durable::Postgres(pg) => pg
+                .text_rows("SELECT id FROM sessions WHERE id = ?1", "")
+                .await
+                .is_ok(),
         }
     }
 

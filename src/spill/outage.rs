@@ -150,6 +150,33 @@ impl Outage {
     }
 }
 
+/// Whether `err` shows the durable tier out of reach rather than rejecting a batch:
+/// PostgreSQL unreachable (`Error::is_durable_unreachable`), or SQLite locked, busy, out of
+/// space, or failing to read or write its files.
+fn is_outage(err: &Error) -> bool {
+    if err.is_durable_unreachable() {
+        return true;
+    }
+    let Error::Sqlite {
+        source: Some(source),
+        ..
+    } = err
+    else {
+        return false;
+    };
+    matches!(
+        source.downcast_ref::<rusqlite::Error>(),
+        Some(rusqlite::Error::SqliteFailure(e, _)) if matches!(
+            e.code,
+            rusqlite::ErrorCode::DatabaseBusy
+                | rusqlite::ErrorCode::DatabaseLocked
+                | rusqlite::ErrorCode::DiskFull
+                | rusqlite::ErrorCode::SystemIoFailure
+                | rusqlite::ErrorCode::CannotOpen
+        )
+    )
+}
+
 /// Where the spool goes by default, and its file's base name: beside a SQLite file (named
 /// after it), or the working directory for PostgreSQL.
 fn default_place(db: &Path) -> (PathBuf, String) {
@@ -170,13 +197,10 @@ fn default_place(db: &Path) -> (PathBuf, String) {
 
 impl SpillDaemon {
     /// Notes a commit of the durable tier that failed (it started at `started`): the outage
-    /// starts then. Redis out of reach, a file that cannot be used, another tier's
-    /// namespace and a batch the tier rejects are not outages.
+    /// starts then, when the tier is out of reach ([`is_outage`]); a batch it rejects is
+    /// about that batch, not an outage.
     pub(super) fn durable_failed(&mut self, started: Instant, err: &Error) {
-        if err.is_unavailable()
-            || err.is_database_unusable()
-            || matches!(err, Error::NamespaceMismatch(_) | Error::SeqConflict { .. })
-        {
+        if !is_outage(err) {
             return;
         }
         if self.outage.down_since.is_none() {
