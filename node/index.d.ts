@@ -222,6 +222,10 @@ export interface SpillDaemonOptions {
   interval?: number;
   /** How long after this daemon dies others take its partitions, seconds. */
   lease?: number;
+  /** Wal bytes in Redis past which the daemon moves the wal into its spool. */
+  walBudget?: number;
+  /** The spool's directory; default beside the SQLite file. */
+  spool?: string;
 }
 
 /** The spill daemon in a background task of this process. */

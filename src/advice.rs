@@ -274,7 +274,7 @@ pub fn line(err: &Error, at: &Situation) -> String {
             }
         ),
         Error::Backpressure { .. } => format!(
-            "backpressure: Redis at {} is full (maxmemory reached, noeviction) and refused the write; nothing was written — the spill daemon frees room by trimming what the durable tier committed: check `agentstate spill` runs and reaches its durable tier (`agentstate stats` shows the wal it still holds), or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
+            "backpressure: Redis at {} is full (maxmemory reached, noeviction) and refused the write; nothing was written — the spill daemon frees room by trimming what its durable tier or its spool holds: check `agentstate spill` runs, reaches its durable tier, and has disk for its spool (`agentstate stats` shows the wal it still holds and the spool), or raise maxmemory (`redis-cli CONFIG SET maxmemory ...`), then retry",
             at.addr()
         ),
         Error::DatabaseUnusable { .. } => format!(

@@ -59,7 +59,7 @@ pub type Entry = (String, HashMap<String, String>);
 pub type WalEntry = (String, Vec<(String, String)>);
 
 /// The operation of a wal record (`op` field).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WalOp {
     /// `session_create`: `d` = the new session's meta.
     SessionCreate,
@@ -154,7 +154,8 @@ impl WalOp {
         WalOp::MemoryDelete,
     ];
 
-    fn parse(op: &str) -> Option<WalOp> {
+    /// The op whose text is `op`, if any.
+    pub fn parse(op: &str) -> Option<WalOp> {
         WalOp::ALL.into_iter().find(|o| o.as_str() == op)
     }
 }

@@ -33,6 +33,11 @@ pub struct DaemonOptions {
     pub interval: Option<f64>,
     /// How long after this daemon dies other daemons take its partitions, seconds (3).
     pub lease: Option<f64>,
+    /// Wal bytes in Redis past which the daemon moves the wal into its spool (half of
+    /// Redis' free memory under maxmemory, else 256 MiB).
+    pub wal_budget: Option<f64>,
+    /// The spool's directory (beside the SQLite file).
+    pub spool: Option<String>,
 }
 
 /// A running daemon: how to stop it and the task to wait for.
@@ -83,13 +88,25 @@ impl NativeSpillDaemon {
         let prefix = env::resolve(o.prefix, env::PREFIX, DEFAULT_PREFIX);
         let db: PathBuf = env::resolve(o.db, env::DB, DEFAULT_DB).into();
         let at = situation(source, &url, &prefix, db.clone())?;
+        let mut spill = SpillConfig::new(db)
+            .interval(positive("interval", o.interval, 1.0)?)
+            .lease_ttl(positive("lease", o.lease, 3.0)?);
+        if let Some(bytes) = o.wal_budget {
+            if !(bytes >= 1.0 && bytes.fract() == 0.0 && bytes <= 2f64.powi(53)) {
+                return Err(errors::invalid(
+                    "walBudget must be a whole number of bytes from 1".to_string(),
+                ));
+            }
+            spill = spill.wal_budget(bytes as u64);
+        }
+        if let Some(dir) = o.spool {
+            spill = spill.spool(dir);
+        }
         Ok(NativeSpillDaemon {
             config: Config::new(url)
                 .prefix(prefix)
                 .partitions(o.partitions.unwrap_or(16)),
-            spill: SpillConfig::new(db)
-                .interval(positive("interval", o.interval, 1.0)?)
-                .lease_ttl(positive("lease", o.lease, 3.0)?),
+            spill,
             at,
             running: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),

@@ -70,9 +70,13 @@ impl PySpillDaemon {
     /// `AGENTSTATE_PREFIX`, then to redis://127.0.0.1:6379, ./agentstate.db and "as" (the
     /// CLI's precedence); `partitions` to 16. `interval`: longest time between full passes
     /// (writes do not wait for it: the daemon wakes on each); `lease`: how long after this
-    /// daemon dies the other daemons take its partitions (seconds).
+    /// daemon dies the other daemons take its partitions (seconds). `wal_budget` (bytes) and
+    /// `spool` (a directory): past the budget, or once the durable tier has failed for 2 s,
+    /// the daemon moves the wal into its spool there (defaults: half of Redis' free memory
+    /// under maxmemory, else 256 MiB; beside the SQLite file).
     #[new]
-    #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = None, interval = 1.0, lease = 3.0))]
+    #[pyo3(signature = (url = None, db = None, *, prefix = None, partitions = None, interval = 1.0, lease = 3.0, wal_budget = None, spool = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         url: Option<String>,
         db: Option<PathBuf>,
@@ -80,8 +84,11 @@ impl PySpillDaemon {
         partitions: Option<Whole<'_>>,
         interval: f64,
         lease: f64,
+        wal_budget: Option<Whole<'_>>,
+        spool: Option<PathBuf>,
     ) -> PyResult<Self> {
         let partitions = opt(&partitions, "partitions")?;
+        let wal_budget = opt(&wal_budget, "wal_budget")?;
         let url = env::resolve(url, env::REDIS_URL, DEFAULT_REDIS_URL);
         let prefix = env::resolve(prefix, env::PREFIX, DEFAULT_PREFIX);
         let db = db.unwrap_or_else(|| env::resolve(None, env::DB, DEFAULT_DB).into());
@@ -103,11 +110,18 @@ impl PySpillDaemon {
         if let Some(n) = partitions {
             config = config.partitions(n);
         }
+        let mut spill = SpillConfig::new(db)
+            .interval(secs("interval", interval)?)
+            .lease_ttl(secs("lease", lease)?);
+        if let Some(bytes) = wal_budget {
+            spill = spill.wal_budget(bytes);
+        }
+        if let Some(dir) = spool {
+            spill = spill.spool(dir);
+        }
         Ok(PySpillDaemon {
             config,
-            spill: SpillConfig::new(db)
-                .interval(secs("interval", interval)?)
-                .lease_ttl(secs("lease", lease)?),
+            spill,
             at,
             running: Mutex::new(None),
         })

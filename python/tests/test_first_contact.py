@@ -424,3 +424,17 @@ def test_a_durable_write_lost_with_redis_says_so(own_redis, tmp_path, prefix):
     assert "with an idempotency key a repeat cannot apply it twice" in str(err)
     assert "running" not in str(err)
     assert sqlite_rows(tmp_path / "lost.db", "SELECT count(*) FROM messages") == [(0,)]
+
+
+def test_the_daemon_keeps_its_spool_where_it_is_told_and_refuses_a_bad_budget(
+    own_redis, tmp_path, prefix
+):
+    """`spool=` puts the daemon's spool (the file it moves the wal into while the durable tier
+    is down) in that directory, not beside the SQLite file; `wal_budget` takes whole bytes."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with SpillDaemon(own_redis, tmp_path / "a.db", prefix=prefix, wal_budget=1 << 20, spool=spool):
+        assert [p.name for p in spool.iterdir() if p.suffix == ".spool"] == ["a.db.spool"]
+        assert not (tmp_path / "a.db.spool").exists()
+    with pytest.raises(ValueError, match="wal_budget"):
+        SpillDaemon(own_redis, tmp_path / "b.db", prefix=prefix, wal_budget=-1)

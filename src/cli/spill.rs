@@ -34,6 +34,17 @@ pub struct SpillArgs {
     gc_interval_ms: u64,
     #[command(flatten)]
     retention: super::gc::RetentionArgs,
+    /// Bytes of wal the daemon's partitions may hold in Redis before it moves entries into
+    /// its spool (K, M, G: KiB, MiB, GiB). Default: half of what Redis has free under
+    /// maxmemory, else 256M. The daemon also spools once the durable tier has failed for 2 s.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    wal_budget: Option<u64>,
+    /// Directory of the spool, the local SQLite file that holds wal entries while the
+    /// durable tier is down (default: beside the SQLite file; the working directory for
+    /// PostgreSQL). Keep it on a disk that survives a restart: restart a daemon on the same
+    /// spool to replay what it holds.
+    #[arg(long, value_name = "DIR")]
+    spool: Option<std::path::PathBuf>,
     /// Serve Prometheus metrics at http://ADDR/metrics, with /healthz and /readyz probes
     /// (e.g. 127.0.0.1:9464, or 0.0.0.0:9464 in a container). Not with --once.
     #[arg(long, env = "AGENTSTATE_METRICS", value_name = "ADDR")]
@@ -47,6 +58,26 @@ impl SpillArgs {
     }
 }
 
+/// `--wal-budget`: bytes, with an optional K, M or G (KiB, MiB, GiB) suffix.
+fn parse_bytes(text: &str) -> std::result::Result<u64, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let digits = upper.trim_end_matches(['B', 'I']);
+    let (number, shift) = match digits.chars().last() {
+        Some('K') => (&digits[..digits.len() - 1], 10),
+        Some('M') => (&digits[..digits.len() - 1], 20),
+        Some('G') => (&digits[..digits.len() - 1], 30),
+        _ => (digits, 0),
+    };
+    number
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| {
+            format!("{text:?} is not a size: write bytes, or a number with K, M or G (e.g. 512M)")
+        })
+}
+
 /// Runs the spill daemon until SIGINT/SIGTERM (drains the batch in flight, commits, exits
 /// 0), or once with `--once` (prints what it committed as JSON). The daemon logs a line on
 /// stderr when it starts and stops; with --json those two are also JSON lines on stdout
@@ -58,6 +89,14 @@ pub async fn spill(ctx: &Ctx, args: SpillArgs) -> Result<()> {
         .lease_ttl(lease)
         .retention(args.retention.policy()?)
         .gc_interval(Duration::from_millis(args.gc_interval_ms.max(1)));
+    let config = match args.wal_budget {
+        Some(bytes) => config.wal_budget(bytes),
+        None => config,
+    };
+    let config = match &args.spool {
+        Some(dir) => config.spool(dir),
+        None => config,
+    };
     let metrics = match &args.metrics {
         Some(addr) if !args.once => {
             let addr = crate::web::parse_listen("--metrics", addr)?;
@@ -411,6 +450,14 @@ fn print_stats(ctx: &Ctx, stats: &[inspect::PartitionStats]) -> Result<()> {
             "rollbacks",
         ],
         &rows,
+    );
+    let spooled: u64 = stats.iter().map(|s| s.spool_entries).sum();
+    println!(
+        "\nspool: {spooled} entries, {} bytes, oldest {} ms; durable tier down {} ms; wal budget {} bytes",
+        stats.iter().map(|s| s.spool_bytes).sum::<u64>(),
+        stats.iter().map(|s| s.spool_age_ms).max().unwrap_or(0),
+        stats.iter().map(|s| s.durable_down_ms).max().unwrap_or(0),
+        stats.iter().map(|s| s.wal_budget).max().unwrap_or(0),
     );
     if let Some(h) = &all_behind {
         println!(

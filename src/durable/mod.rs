@@ -150,6 +150,27 @@ impl Durable {
         }
     }
 
+    /// Whether the tier takes a write now, asked without waiting: SQLite's write lock taken
+    /// and given back at once (no busy wait), a statement on PostgreSQL. The daemon asks it
+    /// while the tier is down, before it tries a commit that would wait out a timeout.
+    pub(crate) async fn probe(&self) -> bool {
+        match self {
+            Durable::Sqlite(db) => with_db(db, |c| {
+                c.busy_timeout(Duration::ZERO)?;
+                let taken = c.execute_batch("BEGIN IMMEDIATE; ROLLBACK;");
+                c.busy_timeout(sqlite::BUSY_TIMEOUT)?;
+                Ok(taken?)
+            })
+            .await
+            .is_ok(),
+            // Any statement on the schema (the same read as `/readyz`).
+            Durable::Postgres(pg) => pg
+                .text_rows("SELECT id FROM sessions WHERE id = ?1", "")
+                .await
+                .is_ok(),
+        }
+    }
+
     /// Points the named cursors of `p` back to `0-0` unless a higher token owns it; false
     /// when fenced.
     pub(crate) async fn rebase(&self, p: u32, token: i64, wal: bool, dec: bool) -> Result<bool> {
@@ -157,13 +178,6 @@ impl Durable {
             Durable::Sqlite(db) => with_db(db, move |c| flush::rebase(c, p, token, wal, dec)).await,
             Durable::Postgres(pg) => pg.rebase(p, token, wal, dec).await,
         }
-    }
-
-    /// The flusher's transaction: writes `batch` and advances the cursors together, or
-    /// writes nothing (`None`) when a higher fencing token or moved cursors show another
-    /// daemon owns the partition.
-    pub(crate) async fn flush(&self, batch: Batch) -> Result<Option<Applied>> {
-        Ok(self.flush_many(vec![batch]).await?.pop().flatten())
     }
 
     /// Applies several partitions' batches, each with its cursors: on SQLite in one

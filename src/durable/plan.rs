@@ -28,13 +28,15 @@ pub(crate) struct Batch {
     pub wal: Vec<WalEntry>,
     /// decisions-stream entries in stream order.
     pub decisions: Vec<Entry>,
-    /// Current Redis values of the user data the batch's `user_set` records refer to
-    /// (`None` when the value is gone by now).
-    pub user_values: HashMap<(String, String), Option<String>>,
-    /// Current Redis records of the long-term memory items the batch's `mem_put` records
-    /// refer to, by (namespace, key) (`None` when the item is gone by now).
-    pub memory_items: HashMap<(String, String), Option<String>>,
+    /// What the batch's reference records point at (see [`Referred`]).
+    pub referred: Referred,
 }
+
+/// What reference records point at, as Redis held it when the batch was read: per (op,
+/// subject, key) of a `user_set` (the user's value) or a `mem_put` (the memory item's
+/// record); `None` when it was gone by then. The wal carries references only, so erasing
+/// leaves no copy in a stream.
+pub(crate) type Referred = HashMap<(WalOp, String, String), Option<String>>;
 
 /// What a committed batch moved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -448,6 +450,15 @@ struct Planner<'a> {
 }
 
 impl<'a> Planner<'a> {
+    /// What the `op` record about (`subject`, `key`) points at, as read with the batch.
+    fn referred(&self, op: WalOp, subject: &str, key: &str) -> Option<String> {
+        self.batch
+            .referred
+            .get(&(op, subject.to_string(), key.to_string()))
+            .cloned()
+            .flatten()
+    }
+
     fn push(&mut self, change: Change<'a>) {
         self.end_run();
         self.changes.push(change);
@@ -622,12 +633,7 @@ impl<'a> Planner<'a> {
             }
             WalOp::UserSet => {
                 let k: KeyRecord = serde_json::from_str(d)?;
-                let current = self
-                    .batch
-                    .user_values
-                    .get(&(subject.to_string(), k.key.clone()))
-                    .cloned()
-                    .flatten();
+                let current = self.referred(WalOp::UserSet, subject, &k.key);
                 self.push(match current {
                     Some(value) => Change::SetUserValue {
                         user: subject,
@@ -650,12 +656,7 @@ impl<'a> Planner<'a> {
             WalOp::UserForget => self.push(Change::ForgetUser { user: subject }),
             WalOp::MemoryPut => {
                 let k: KeyRecord = serde_json::from_str(d)?;
-                let current = self
-                    .batch
-                    .memory_items
-                    .get(&(subject.to_string(), k.key.clone()))
-                    .cloned()
-                    .flatten();
+                let current = self.referred(WalOp::MemoryPut, subject, &k.key);
                 self.push(match current {
                     Some(record) => Change::SetMemoryItem {
                         partition: self.batch.partition,
@@ -753,8 +754,7 @@ mod tests {
             decisions_from: "0-0".into(),
             wal,
             decisions: vec![],
-            user_values: HashMap::new(),
-            memory_items: HashMap::new(),
+            referred: HashMap::new(),
         }
     }
 
@@ -836,8 +836,8 @@ mod tests {
             entry("2-0", "user_set", "u", r#"{"key":"k2"}"#),
             entry("3-0", "user_forget", "v", "{}"),
         ]);
-        b.user_values
-            .insert(("u".into(), "k1".into()), Some("v1".into()));
+        b.referred
+            .insert((WalOp::UserSet, "u".into(), "k1".into()), Some("v1".into()));
         let changes = plan(&b, Error::sqlite).unwrap();
         assert_eq!(
             changes,

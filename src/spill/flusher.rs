@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::{lease, SpillDaemon};
-use crate::durable::plan::{Applied, Batch};
+use crate::durable::plan::{Applied, Batch, Referred};
 use crate::error::{Error, Result};
 use crate::records::{committed, parse_stream_id, wal_field, Entry, WalEntry, WalOp, WalRecord};
 use crate::scripts;
@@ -49,6 +49,12 @@ impl SpillDaemon {
     /// round trip as the lease, so entries of a new timeline are never read after an old
     /// cursor; the next pass takes the partition again and recovers.
     pub(super) async fn flush_batch(&mut self, p: u32) -> Result<Option<(usize, usize)>> {
+        // The spool holds the entries that come next: they go first.
+        if !self.parts[p as usize].spooled.is_empty() {
+            if let Some(done) = self.replay_batch(p).await? {
+                return Ok(done);
+            }
+        }
         // One pipeline, on a cluster too: the lease and the batch in one round trip.
         let mut pipe = redis::pipe();
         for cmd in self.read_commands(p) {
@@ -62,7 +68,7 @@ impl SpillDaemon {
             return Ok(Some((0, 0)));
         }
         let started = std::time::Instant::now();
-        let applied = self.db.flush(read.batch).await?;
+        let applied = self.apply(vec![read.batch]).await?.pop().flatten();
         let published = match &applied {
             Some(a) => self.publish(p, a).await?,
             None => None,
@@ -84,6 +90,10 @@ impl SpillDaemon {
     ) -> Result<Vec<(u32, Option<(usize, usize)>)>> {
         let mut held = Vec::new();
         for &p in parts {
+            // A partition whose spool holds entries replays them alone (`flush_batch`).
+            if !self.parts[p as usize].spooled.is_empty() {
+                continue;
+            }
             if self.hold_lease(p).await? {
                 held.push(p);
             }
@@ -120,7 +130,7 @@ impl SpillDaemon {
             .into_iter()
             .map(|(p, r)| (r.batch, (p, r.counts, r.acked)))
             .unzip();
-        let applied = match self.db.flush_many(batches).await {
+        let applied = match self.apply(batches).await {
             Ok(applied) => applied,
             Err(err)
                 if err.is_database_unusable()
@@ -158,6 +168,22 @@ impl SpillDaemon {
             done.push((p, outcome));
         }
         Ok(done)
+    }
+
+    /// Commits `batches` in the durable tier ([`crate::durable::Durable::flush_many`]),
+    /// noting when the tier fails and when it commits again (`outage`).
+    pub(super) async fn apply(&mut self, batches: Vec<Batch>) -> Result<Vec<Option<Applied>>> {
+        let started = std::time::Instant::now();
+        match self.db.flush_many(batches).await {
+            Ok(applied) => {
+                self.durable_committed();
+                Ok(applied)
+            }
+            Err(err) => {
+                self.durable_failed(started, &err);
+                Err(err)
+            }
+        }
     }
 
     /// Where `p`'s next batch is read from.
@@ -200,22 +226,13 @@ impl SpillDaemon {
         let held: Option<String> = redis::from_redis_value(held).map_err(parse)?;
         let wal: Vec<WalEntry> = redis::from_redis_value(wal).map_err(parse)?;
         let decisions: Vec<Entry> = redis::from_redis_value(decisions).map_err(parse)?;
-        let keys = self.store.keys();
-        let part = &self.parts[p as usize];
-        let lease = lease::value(&self.owner, part.token);
+        let lease = lease::value(&self.owner, self.parts[p as usize].token);
         if held.as_deref() != Some(lease.as_str()) {
             self.lost_lease(p);
             return Ok(None);
         }
-        // user_set and mem_put records carry a reference only: read what they refer to now.
-        // They are classic entries: only those of these ops are parsed here, every entry once
-        // when applied.
-        let user_values = self
-            .referred(&wal, WalOp::UserSet, |uid| keys.user(uid))
-            .await?;
-        let memory_items = self
-            .referred(&wal, WalOp::MemoryPut, |namespace| keys.memory(namespace))
-            .await?;
+        let referred = referred(&self.store, &wal).await?;
+        let part = &self.parts[p as usize];
         let (nw, nd) = (wal.len(), decisions.len());
         // When each wal entry was acknowledged (its id's Redis clock), for the write-behind window.
         let acked: Vec<u64> = wal
@@ -229,8 +246,7 @@ impl SpillDaemon {
             decisions_from: part.decisions.clone(),
             wal,
             decisions,
-            user_values,
-            memory_items,
+            referred,
         };
         Ok(Some(ReadBatch {
             batch,
@@ -240,35 +256,6 @@ impl SpillDaemon {
     }
 
     /// The fenced publication of `applied`, `p`'s commit.
-    /// What the `op` records of `wal` refer to, as Redis holds it now: per (subject, key) of
-    /// a record, the field `key` of hash `hash(subject)` (`None` when it is gone by now).
-    async fn referred(
-        &self,
-        wal: &[WalEntry],
-        op: WalOp,
-        hash: impl Fn(&str) -> String,
-    ) -> Result<HashMap<(String, String), Option<String>>> {
-        let wanted: BTreeSet<(String, String)> = wal
-            .iter()
-            .filter(|e| wal_field(e, "op") == Some(op.as_str()))
-            .filter_map(|e| WalRecord::parse_entry(e).ok())
-            .flatten()
-            .filter_map(|r| {
-                let d: serde_json::Value = serde_json::from_str(r.d).ok()?;
-                Some((r.subject.to_string(), d.get("key")?.as_str()?.to_string()))
-            })
-            .collect();
-        if wanted.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let mut pipe = redis::pipe();
-        for (subject, key) in &wanted {
-            pipe.hget(hash(subject), key);
-        }
-        let values: Vec<Option<String>> = pipe.query_async(&mut self.store.conn().await?).await?;
-        Ok(wanted.into_iter().zip(values).collect())
-    }
-
     fn publish_call(&self, p: u32, applied: &Applied) -> scripts::ScriptCall {
         let lease = lease::value(&self.owner, self.parts[p as usize].token);
         let ids = [
@@ -280,7 +267,7 @@ impl SpillDaemon {
 
     /// Publishes `applied`, `p`'s commit: the Redis clock of the publication, `None` when the
     /// lease no longer holds the partition.
-    async fn publish(&self, p: u32, applied: &Applied) -> Result<Option<u64>> {
+    pub(super) async fn publish(&self, p: u32, applied: &Applied) -> Result<Option<u64>> {
         Ok(held_at(
             self.store.invoke(&self.publish_call(p, applied)).await?,
         ))
@@ -290,7 +277,7 @@ impl SpillDaemon {
     /// success): the new cursors and figures. The entries committed, or `None` (the lease
     /// forgotten) when the partition turned out to be another daemon's: fenced in the durable
     /// tier (`applied` is `None`) or in Redis (`published` is).
-    fn committed(
+    pub(super) fn committed(
         &mut self,
         p: u32,
         applied: Option<Applied>,
@@ -331,6 +318,43 @@ pub(super) async fn publish_committed(
 ) -> Result<Option<u64>> {
     let call = scripts::publish_committed(store.keys(), p, lease, fields);
     Ok(held_at(store.invoke(&call).await?))
+}
+
+/// What the reference records (`user_set`, `mem_put`) of `wal` point at, as Redis holds it
+/// now (see [`Referred`]). Only the classic entries of those ops are parsed here, every entry
+/// once when applied.
+pub(super) async fn referred(store: &Store, wal: &[WalEntry]) -> Result<Referred> {
+    let keys = store.keys();
+    let wanted: BTreeSet<(WalOp, String, String)> = wal
+        .iter()
+        .filter_map(|e| {
+            let op = WalOp::parse(wal_field(e, "op")?)?;
+            matches!(op, WalOp::UserSet | WalOp::MemoryPut).then_some((op, e))
+        })
+        .filter_map(|(op, e)| Some((op, WalRecord::parse_entry(e).ok()?)))
+        .flat_map(|(op, records)| records.into_iter().map(move |r| (op, r)))
+        .filter_map(|(op, r)| {
+            let d: serde_json::Value = serde_json::from_str(r.d).ok()?;
+            Some((
+                op,
+                r.subject.to_string(),
+                d.get("key")?.as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return Ok(Referred::new());
+    }
+    let mut pipe = redis::pipe();
+    for (op, subject, key) in &wanted {
+        let hash = match op {
+            WalOp::MemoryPut => keys.memory(subject),
+            _ => keys.user(subject),
+        };
+        pipe.hget(hash, key);
+    }
+    let values: Vec<Option<String>> = pipe.query_async(&mut store.conn().await?).await?;
+    Ok(wanted.into_iter().zip(values).collect())
 }
 
 /// `publish_committed.lua`'s reply read: the Redis clock of the publication, or `None` (0)

@@ -53,6 +53,17 @@ pub struct PartitionStats {
     pub rollbacks: u64,
     /// Records those repairs put back into Redis.
     pub rollback_records: u64,
+    /// wal entries of the partition in the owner's spool, waiting to be replayed into the
+    /// durable tier (the durable tier was down or the wal passed its budget).
+    pub spool_entries: u64,
+    /// Bytes of those entries.
+    pub spool_bytes: u64,
+    /// How long the oldest of them has waited, ms (0 when none).
+    pub spool_age_ms: u64,
+    /// How long the owner's durable tier has failed to commit, ms (0 while it commits).
+    pub durable_down_ms: u64,
+    /// The owner's wal budget, bytes: past it the wal moves into the spool.
+    pub wal_budget: u64,
     /// When the figures were read, ms since the epoch (Redis clock, as the entry ids).
     pub at: u64,
 }
@@ -121,6 +132,8 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
             now,
         )
         .await?;
+        let number =
+            |field: &str| -> u64 { spill.get(field).and_then(|n| n.parse().ok()).unwrap_or(0) };
         out.push(PartitionStats {
             partition: p,
             wal_pending,
@@ -134,14 +147,16 @@ pub async fn stats(store: &Store) -> Result<Vec<PartitionStats>> {
             writes_open: history
                 .as_ref()
                 .map(|h| published.get("history") == Some(h)),
-            rollbacks: spill
-                .get("rollbacks")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
-            rollback_records: spill
-                .get("rollback_records")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0),
+            rollbacks: number("rollbacks"),
+            rollback_records: number("rollback_records"),
+            spool_entries: number("spool_entries"),
+            spool_bytes: number("spool_bytes"),
+            spool_age_ms: match number("spool_oldest") {
+                0 => 0,
+                oldest => now.saturating_sub(oldest),
+            },
+            durable_down_ms: number("durable_down_ms"),
+            wal_budget: number("wal_budget"),
             at: now,
         });
     }

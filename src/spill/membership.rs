@@ -32,8 +32,10 @@ impl SpillDaemon {
         self.heartbeat = Some(Instant::now());
         let partitions = self.parts.len() as u32;
         self.share = share(partitions, members);
+        // A partition the spool holds entries of stays until they are replayed.
         let owned: Vec<u32> = (0..partitions)
             .filter(|p| self.parts[*p as usize].token > 0)
+            .filter(|p| self.parts[*p as usize].spooled.is_empty())
             .collect();
         let excess = owned.len().saturating_sub(self.share as usize);
         for &p in owned.iter().rev().take(excess) {

@@ -46,6 +46,34 @@ pub const ROLLBACKS: &str = "agentstate_rollbacks_total";
 /// Counter: records a rollback repair put back into Redis from the durable tier.
 pub const ROLLBACK_RECORDS: &str = "agentstate_rollback_records_total";
 
+/// Gauge: wal entries in this daemon's spool, waiting to be replayed into the durable tier.
+pub const SPOOL_ENTRIES: &str = "agentstate_spool_entries";
+/// Gauge: bytes of those entries.
+pub const SPOOL_BYTES: &str = "agentstate_spool_bytes";
+/// Gauge: seconds the durable tier has failed to commit (0 while it commits).
+pub const DURABLE_DOWN: &str = "agentstate_durable_down_seconds";
+/// Gauge: the wal budget, bytes: past it the daemon moves wal entries into its spool.
+pub const WAL_BUDGET: &str = "agentstate_wal_budget_bytes";
+
+/// Whether this process' daemon spools (its spool holds entries, or it moves them there
+/// now): `/readyz` answers "degraded: spooling".
+static SPOOLING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process' daemon spools ([`outage`] last said so).
+pub(crate) fn spooling() -> bool {
+    SPOOLING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The outage figures of a full pass: the spool's `entries` and `bytes`, the seconds the
+/// tier has been `down`, the wal `budget`, and whether the daemon is `spooling`.
+pub(crate) fn outage(entries: u64, bytes: u64, down: f64, budget: u64, spooling: bool) {
+    metrics::gauge!(SPOOL_ENTRIES).set(entries as f64);
+    metrics::gauge!(SPOOL_BYTES).set(bytes as f64);
+    metrics::gauge!(DURABLE_DOWN).set(down);
+    metrics::gauge!(WAL_BUDGET).set(budget as f64);
+    SPOOLING.store(spooling, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The bucket bounds of [`BATCH_SECONDS`], seconds.
 pub const BATCH_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

@@ -17,6 +17,8 @@
 //!   agents write and repaired before it opens.
 //! - `drain`: `spill --once`, which drains every partition or names those it could not.
 //! - `trimmer`: XTRIM below the committed ids, keeping undelivered decisions up to a cap.
+//! - `spool`: the local file wal entries move into while the durable tier is down or the
+//!   wal passes its budget; `outage` decides when, spools and replays.
 //! - [`inspect`]: read-only views for the CLI: `stats` (Redis only) and `export` (durable).
 //! - `events`: a pass's events, logged once per kind.
 //! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
@@ -32,9 +34,11 @@ pub mod inspect;
 mod lease;
 mod membership;
 pub(crate) mod metrics;
+mod outage;
 mod ownership;
 mod restore;
 mod rollback;
+mod spool;
 mod trimmer;
 mod wake;
 
@@ -83,6 +87,13 @@ pub struct SpillConfig {
     pub retention: Retention,
     /// How often the retention policy runs (default 1 h; the first run is at start).
     pub gc_interval: Duration,
+    /// Bytes of wal the daemon's partitions may hold in Redis before it moves entries into
+    /// its spool. `None` (the default): half of what Redis has free under `maxmemory` when
+    /// that is set, else 256 MiB.
+    pub wal_budget: Option<u64>,
+    /// The directory of the spool file. `None` (the default): beside a SQLite file, the
+    /// working directory for PostgreSQL.
+    pub spool: Option<PathBuf>,
 }
 
 impl SpillConfig {
@@ -96,7 +107,19 @@ impl SpillConfig {
             decisions_cap: 100_000,
             retention: Retention::default(),
             gc_interval: Duration::from_secs(3600),
+            wal_budget: None,
+            spool: None,
         }
+    }
+    /// Sets the wal budget, bytes.
+    pub fn wal_budget(mut self, bytes: u64) -> Self {
+        self.wal_budget = Some(bytes);
+        self
+    }
+    /// Sets the spool's directory.
+    pub fn spool(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spool = Some(dir.into());
+        self
     }
     /// Sets the longest time between full passes.
     pub fn interval(mut self, interval: Duration) -> Self {
@@ -164,6 +187,9 @@ pub(crate) struct Partition {
     renewed: Option<Instant>,
     /// Last wal id SQLite committed (valid while we own the partition).
     wal: String,
+    /// Last wal id the spool holds, when it holds entries past `wal` (else empty): Redis is
+    /// trimmed below it, and the flush replays the spool before it reads Redis again.
+    spooled: String,
     /// Last decisions id SQLite committed.
     decisions: String,
     /// Entries committed since `window`, for the flush rate.
@@ -219,6 +245,8 @@ pub struct SpillDaemon {
     waker: wake::Waker,
     /// Set when a lease was lost: the next step is a full pass, which takes it back.
     full_pass_due: bool,
+    /// The spool and the durable tier's outage (`outage`).
+    outage: outage::Outage,
 }
 
 impl std::fmt::Debug for SpillDaemon {
@@ -269,6 +297,7 @@ impl SpillDaemon {
         let parts = (0..store.keys().partitions())
             .map(|_| Partition::default())
             .collect();
+        let outage = outage::Outage::open(&store, &config, &binding.identity).await;
         Ok(SpillDaemon {
             owner: format!("{}-{:08x}", std::process::id(), rand::random::<u32>()),
             store,
@@ -283,6 +312,7 @@ impl SpillDaemon {
             draining: false,
             waker: wake::Waker::default(),
             full_pass_due: true,
+            outage,
         })
     }
 
@@ -560,6 +590,7 @@ impl SpillDaemon {
     /// partition could be worked on (Redis down).
     pub async fn pass(&mut self) -> Result<PassReport> {
         self.rebalance().await?;
+        self.refresh_outage().await;
         for part in &mut self.parts {
             part.failed = false;
             part.restore_due = true;
@@ -582,7 +613,9 @@ impl SpillDaemon {
         // The partitions a wait woke for commit in one transaction; each pass below then
         // goes on from what it committed.
         let mut together = Vec::new();
-        if !full && (parts.len() > 1 || !prefetched.is_empty()) && !self.store.is_cluster() {
+        let down = self.outage.down_since.is_some();
+        if !full && !down && (parts.len() > 1 || !prefetched.is_empty()) && !self.store.is_cluster()
+        {
             together = self.flush_together(parts, prefetched).await?;
         }
         for &p in parts {
@@ -658,7 +691,11 @@ impl SpillDaemon {
     ) -> Result<()> {
         // Above its share (`membership`), a daemon leaves the partitions it does not hold
         // to the others.
-        if self.parts[p as usize].token == 0 && !self.below_share() && !self.draining {
+        if self.parts[p as usize].token == 0
+            && !self.below_share()
+            && !self.draining
+            && !self.outage.owes(p)
+        {
             return Ok(());
         }
         if !self.hold_lease(p).await? {
@@ -669,23 +706,31 @@ impl SpillDaemon {
             return Ok(());
         }
         report.partitions += 1;
-        let drained = loop {
-            let step = match flushed.take() {
-                Some(counts) => Some(counts),
-                None => self.flush_batch(p).await?,
-            };
-            let Some((w, d)) = step else {
-                break false;
-            };
-            report.wal += w as u64;
-            report.decisions += d as u64;
-            if w < self.config.batch_size && d < self.config.batch_size {
-                break true;
+        if self.outage.spool_due() {
+            self.spool_partition(p).await?;
+            if self.parts[p as usize].token == 0 {
+                return Ok(());
             }
-            if self.cancel.is_cancelled() || !self.hold_lease(p).await? {
-                break false;
-            }
-        };
+        }
+        // A tier that is down is probed (at most every second) rather than waited on.
+        let drained = self.durable_answers().await
+            && loop {
+                let step = match flushed.take() {
+                    Some(counts) => Some(counts),
+                    None => self.flush_batch(p).await?,
+                };
+                let Some((w, d)) = step else {
+                    break false;
+                };
+                report.wal += w as u64;
+                report.decisions += d as u64;
+                if w < self.config.batch_size && d < self.config.batch_size {
+                    break true;
+                }
+                if self.cancel.is_cancelled() || !self.hold_lease(p).await? {
+                    break false;
+                }
+            };
         if self.parts[p as usize].token == 0 {
             return Ok(());
         }
@@ -704,7 +749,8 @@ impl SpillDaemon {
             let part = &self.parts[p as usize];
             let lease = lease::value(&self.owner, part.token);
             let cap = self.config.decisions_cap;
-            if !trimmer::trim(&self.store, p, &lease, &part.wal, &part.decisions, cap).await? {
+            let floor = part.floor();
+            if !trimmer::trim(&self.store, p, &lease, floor, &part.decisions, cap).await? {
                 self.lost_lease(p);
                 return Ok(());
             }
@@ -747,6 +793,21 @@ impl SpillDaemon {
         if behind.total() > 0 {
             hset.arg("behind").arg(behind.to_field());
         }
+        let held = self.outage.held.get(&p).copied().unwrap_or_default();
+        let down = self
+            .outage
+            .down_since
+            .map_or(0, |t| t.elapsed().as_millis() as u64);
+        hset.arg("spool_entries")
+            .arg(held.entries)
+            .arg("spool_bytes")
+            .arg(held.bytes)
+            .arg("spool_oldest")
+            .arg(held.oldest_ms)
+            .arg("durable_down_ms")
+            .arg(down)
+            .arg("wal_budget")
+            .arg(self.outage.budget);
         let _: () = hset.query_async(&mut conn).await?;
         Ok(())
     }

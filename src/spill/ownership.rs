@@ -42,6 +42,13 @@ impl SpillDaemon {
                 .hexists(&key, committed::SEEDED)
                 .query_async(&mut conn)
                 .await?;
+            let Some((spooled, marked)) = self
+                .take_spooled(p, token, &mut wal, &decisions, known == 0)
+                .await?
+            else {
+                self.lost_lease(p);
+                return Ok(false);
+            };
             if known == 0 {
                 // Nothing is marked or re-seeded for a namespace bound to another tier.
                 super::binding::bind(&self.store, &self.binding, &self.config.durable).await?;
@@ -64,10 +71,17 @@ impl SpillDaemon {
                     super::restore::reseed_indexes(&self.store, &self.db, p).await?;
                 self.events.reseeded_indexes(p, sessions, open);
             }
-            let ids = [
+            let mut ids = vec![
                 (committed::WAL, wal.as_str()),
                 (committed::DECISIONS, &decisions),
             ];
+            // The spool's mark goes back before anything is trimmed past the cursor.
+            let identity = self.spool_identity();
+            if !spooled.is_empty() {
+                ids.push((super::outage::SPOOL_FIELD, &identity));
+            } else if marked {
+                ids.push((super::outage::SPOOL_FIELD, ""));
+            }
             let lease = value(&self.owner, token);
             if flusher::publish_committed(&self.store, p, &lease, &ids)
                 .await?
@@ -83,6 +97,7 @@ impl SpillDaemon {
             let part = &mut self.parts[p as usize];
             *part = Partition {
                 wal,
+                spooled,
                 decisions,
                 trim_due: true,
                 restore_due: true,

@@ -32,7 +32,8 @@ impl SpillDaemon {
     /// first when it is behind its durable tier. False when the lease was lost meanwhile.
     pub(super) async fn open_history(&mut self, p: u32) -> Result<bool> {
         let part = &self.parts[p as usize];
-        let (wal, decisions) = (part.wal.clone(), part.decisions.clone());
+        // The stream keeps the entry at the floor (the spool's last while it holds some).
+        let (wal, decisions) = (part.floor().to_string(), part.decisions.clone());
         let replid = match self.check(p, &wal, &decisions, None).await? {
             Checked::Open => return Ok(true),
             Checked::Lost => return Ok(false),

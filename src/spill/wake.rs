@@ -43,10 +43,13 @@ impl SpillDaemon {
         &mut self,
         max: Duration,
     ) -> Result<(Vec<u32>, HashMap<u32, Prefetched>)> {
+        // While the durable tier is down, what is not committed stays so: the full passes
+        // (which spool) are the only work, and a wake would return at once.
+        let down = self.outage.down_since.is_some();
         let watched: Vec<u32> = (0..self.parts.len() as u32)
             .filter(|&p| {
                 let part = &self.parts[p as usize];
-                part.token > 0 && !part.failed
+                part.token > 0 && !part.failed && !down
             })
             .collect();
         if self.store.is_cluster() || self.waker.refused {
@@ -91,7 +94,7 @@ impl SpillDaemon {
             } else {
                 &part.rung
             };
-            read.arg(&part.wal).arg(&part.decisions).arg(rung);
+            read.arg(part.floor()).arg(&part.decisions).arg(rung);
         }
         // The leases, read after the entries: a lease still held then was held when the
         // entries were read (a Redis that lost its data lost the lease with them).

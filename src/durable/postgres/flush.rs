@@ -479,8 +479,7 @@ mod tests {
             decisions_from: "0-0".into(),
             wal,
             decisions: vec![],
-            user_values: HashMap::new(),
-            memory_items: HashMap::new(),
+            referred: HashMap::new(),
         }
     }
 

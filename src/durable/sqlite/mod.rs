@@ -175,7 +175,12 @@ pub(crate) fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     // Takes effect when a new file gets its first table; an existing one is converted below.
-    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    // Set only when not set: setting it takes the write lock, which another connection may
+    // hold while the daemon starts.
+    let mode: i64 = conn.pragma_query_value(None, "auto_vacuum", |r| r.get(0))?;
+    if mode != 2 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     enable_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "secure_delete", "ON")?;
@@ -187,7 +192,7 @@ pub(crate) fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
 }
 
 /// How long a statement waits for another connection's lock before it fails.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Puts the file in WAL mode. SQLite answers a switch that meets another connection's (daemons
 /// starting together on a new file) with SQLITE_BUSY at once, without waiting in the busy
@@ -222,6 +227,12 @@ pub(crate) fn open_read_only(path: &Path, ns: &Namespace) -> Result<Connection> 
 /// transaction. The version is read inside that transaction: daemons starting together on a
 /// new file take turns, and each applies only what the one before it left.
 fn migrate(conn: &mut Connection) -> Result<()> {
+    // A file that is current needs no write: a daemon starts while another connection holds
+    // the write lock (and spools until it is given back).
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current == schema_version() {
+        return Ok(());
+    }
     loop {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -260,6 +271,15 @@ fn ensure_incremental_vacuum(conn: &Connection) -> Result<()> {
 /// Records the namespace on first use, with a new identity (an existing record without one
 /// gets one); a different prefix or partition count is [`Error::NamespaceMismatch`].
 fn check_namespace(conn: &mut Connection, ns: &Namespace) -> Result<()> {
+    // A file that records its namespace with an identity needs no write (see `migrate`).
+    let identity: Option<Option<String>> = conn
+        .query_row("SELECT identity FROM namespace WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    if identity.flatten().is_some() {
+        return check_recorded_namespace(conn, ns);
+    }
     // One write transaction: daemons starting together on a new file record one namespace
     // and one identity.
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

@@ -601,6 +601,13 @@ pub(crate) fn spill(chrome: &Chrome, stats: &[PartitionStats], history: &[LagSam
                 (line_chart(history, |s| s.pending as f64))
             }
         }
+        p id="spool" {
+            "Spool: " (stats.iter().map(|s| s.spool_entries).sum::<u64>()) " entries, "
+            (stats.iter().map(|s| s.spool_bytes).sum::<u64>()) " bytes, oldest "
+            (duration(stats.iter().map(|s| s.spool_age_ms).max().unwrap_or(0)))
+            "; durable tier down " (duration(stats.iter().map(|s| s.durable_down_ms).max().unwrap_or(0)))
+            "; wal budget " (stats.iter().map(|s| s.wal_budget).max().unwrap_or(0)) " bytes"
+        }
         table.grid id="partitions" {
             thead { tr { th.num { "Partition" } th { "Owner" } th.num { "wal pending" } th.num { "decisions pending" } th { "Lag" } th.num { "Rate /s" } th { "Committed wal id" } th { "Writes" } th.num { "Rollbacks repaired" } } }
             tbody {

@@ -13,6 +13,7 @@ use crate::support::{on_both_backends, wait_until, TestEnv};
 /// whatever it does within a test, a write or a restore request woke it for.
 fn idle_config(t: &TestEnv) -> SpillConfig {
     SpillConfig::new(t.db())
+        .spool(t.server.path("."))
         .interval(Duration::from_secs(600))
         .lease_ttl(Duration::from_secs(1800))
 }

@@ -8,5 +8,6 @@ mod postgres;
 mod postgres_fencing;
 mod redis;
 mod sentinel;
+mod spool;
 mod sqlite;
 mod sqlite_lock;

@@ -32,7 +32,9 @@ impl Daemon {
 /// `stderr`.
 pub fn spill_daemon(t: &TestEnv, db: &Path, extra: &[&str], json: bool, stderr: Stdio) -> Daemon {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentstate"));
-    cmd.env_remove("AGENTSTATE_LOG")
+    // a spool goes to the working directory on PostgreSQL: the test's, not the checkout
+    cmd.current_dir(t.server.path("."))
+        .env_remove("AGENTSTATE_LOG")
         .arg("--redis")
         .arg(t.server.url())
         .arg("--db")

@@ -121,6 +121,7 @@ impl TestEnv {
     /// Spill daemon settings for this test: its SQLite file, short pauses and leases.
     pub fn spill_config(&self) -> agentstate::SpillConfig {
         agentstate::SpillConfig::new(self.db())
+            .spool(self.server.path("."))
             .interval(std::time::Duration::from_millis(10))
             .lease_ttl(std::time::Duration::from_millis(500))
     }

@@ -109,7 +109,9 @@ pub(crate) use on_both_backends;
 /// test's Redis and SQLite.
 pub fn spill_process(t: &TestEnv, args: &[&str]) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentstate"));
-    cmd.arg("--redis")
+    // a spool goes to the working directory on PostgreSQL: the test's, not the checkout
+    cmd.current_dir(t.server.path("."))
+        .arg("--redis")
         .arg(t.server.url())
         .arg("--db")
         .arg(t.db())
