@@ -40,6 +40,18 @@ pub(crate) fn rebase(
 /// SQLite shows another daemon owns its partition now (a higher fencing token or moved
 /// cursors). A batch that fails to apply fails them all; the caller then flushes each alone.
 pub(crate) fn flush_many(conn: &mut Connection, batches: &[Batch]) -> Result<Vec<Option<Applied>>> {
+    let result = apply_many(conn, batches);
+    // A failure whose rollback failed too (dropping the transaction ignores that error)
+    // leaves the connection inside it, and every later flush would fail at its BEGIN: roll
+    // back here, so the next flush starts clean.
+    if result.is_err() && !conn.is_autocommit() {
+        let _ = conn.execute_batch("ROLLBACK");
+    }
+    result
+}
+
+/// [`flush_many`]'s transaction.
+fn apply_many(conn: &mut Connection, batches: &[Batch]) -> Result<Vec<Option<Applied>>> {
     let plans = batches
         .iter()
         .map(|b| plan::plan(b, Error::sqlite))
@@ -385,5 +397,162 @@ pub(crate) fn truncate_wal_file(conn: &Connection) {
         Ok(0) => {}
         Ok(_) => tracing::warn!("wal checkpoint after an erasure was blocked by a reader; erased bytes stay in the -wal file until the next checkpoint"),
         Err(err) => tracing::warn!(error = %err, "wal checkpoint after an erasure failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The flush under faults injected into the real connection at random points: the call
+    //! interrupted at its n-th SQLite VM step (a write failing after `BEGIN`, midway through
+    //! the batch), and its k-th commit turned into a rollback (a commit that fails); each
+    //! fault once, as a transient one strikes. The invariant: a flush that fails wrote nothing (rows and cursors as before),
+    //! one that succeeds wrote its batch and its cursors together, so retrying lands every
+    //! entry exactly once.
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::config::Namespace;
+    use crate::records::WalEntry;
+
+    /// A tiny deterministic generator (xorshift64*): the same faults on every run of a seed.
+    struct Faults(u64);
+
+    impl Faults {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % below
+        }
+    }
+
+    fn msg(id: &str, sid: &str, seq: u64) -> WalEntry {
+        (
+            id.to_string(),
+            vec![
+                ("op".into(), "batch".into()),
+                (
+                    format!("msg {sid} {seq}"),
+                    format!(r#"{{"at":{seq},"role":"user"}}"#),
+                ),
+            ],
+        )
+    }
+
+    /// Per partition: its wal cursor and its message rows.
+    fn state(conn: &Connection) -> Vec<(String, i64)> {
+        (0..2u32)
+            .map(|p| {
+                let rows: i64 = conn
+                    .query_row(
+                        "SELECT COUNT(*) FROM messages WHERE session_id = ?1",
+                        params![format!("s{p}")],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                (cursors(conn, p).unwrap().wal, rows)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flush_failing_at_random_points_writes_all_or_nothing_and_lands_every_entry_once() {
+        for seed in 1..=8u64 {
+            let dir = tempfile::tempdir().unwrap();
+            let mut conn =
+                super::super::open_writer(&dir.path().join("f.db"), &Namespace::default()).unwrap();
+            let mut faults = Faults(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let (mut failed, mut next_seq) = (0, [1u64, 1]);
+            for round in 1..=30u64 {
+                // Both partitions' next entries, from the cursors the file holds.
+                let batches: Vec<Batch> = (0..2u32)
+                    .map(|p| {
+                        let from = cursors(&conn, p).unwrap().wal;
+                        let n = 1 + faults.next(20);
+                        let wal = (0..n)
+                            .map(|i| {
+                                let seq = next_seq[p as usize] + i;
+                                msg(&format!("{round}-{i}"), &format!("s{p}"), seq)
+                            })
+                            .collect();
+                        Batch {
+                            partition: p,
+                            token: 1,
+                            wal_from: from,
+                            decisions_from: "0-0".into(),
+                            wal,
+                            decisions: vec![],
+                            referred: HashMap::new(),
+                        }
+                    })
+                    .collect();
+                loop {
+                    let before = state(&conn);
+                    // Interrupt at the n-th VM step of the call, or fail its k-th commit.
+                    let at = 1 + faults.next(600);
+                    match faults.next(3) {
+                        0 => {
+                            let mut steps = 0;
+                            let hook = move || {
+                                steps += 1;
+                                steps == at
+                            };
+                            conn.progress_handler(1, Some(hook)).unwrap();
+                        }
+                        1 => {
+                            let (mut commits, k) = (0, 1 + at % 2);
+                            let hook = move || {
+                                commits += 1;
+                                commits == k
+                            };
+                            conn.commit_hook(Some(hook)).unwrap();
+                        }
+                        _ => {}
+                    }
+                    let result = flush_many(&mut conn, &batches);
+                    conn.progress_handler(0, None::<fn() -> bool>).unwrap();
+                    conn.commit_hook(None::<fn() -> bool>).unwrap();
+                    let after = state(&conn);
+                    match result {
+                        Ok(applied) => {
+                            for (p, b) in batches.iter().enumerate() {
+                                let n = b.wal.len() as i64;
+                                assert_eq!(
+                                    after[p],
+                                    (b.wal.last().unwrap().0.clone(), before[p].1 + n),
+                                    "seed {seed} round {round}: a commit holds its rows and cursor"
+                                );
+                                assert!(applied[p].is_some());
+                                next_seq[p] += n as u64;
+                            }
+                            break;
+                        }
+                        Err(_) => {
+                            assert!(
+                                conn.is_autocommit(),
+                                "seed {seed} round {round}: left in a transaction"
+                            );
+                            failed += 1;
+                            assert_eq!(
+                                after, before,
+                                "seed {seed} round {round}: a failure wrote nothing"
+                            );
+                        }
+                    }
+                }
+            }
+            // Every entry once: seqs 1..next without a gap or a second row.
+            for (p, next) in next_seq.iter().enumerate() {
+                let (rows, max): (i64, i64) = conn
+                    .query_row(
+                        "SELECT COUNT(*), MAX(seq) FROM messages WHERE session_id = ?1",
+                        params![format!("s{p}")],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .unwrap();
+                assert_eq!((rows, max), (*next as i64 - 1, *next as i64 - 1));
+            }
+            assert!(failed >= 5, "seed {seed}: faults were injected ({failed})");
+        }
     }
 }
