@@ -151,7 +151,7 @@ pub use inbox::{InboxItem, InboxState};
 pub use leases::{Lease, RunLease};
 pub use long_term::{
     namespace_text, FilterOp, MemoryItem, MemorySearch, NamespaceListing, NewMemoryItem,
-    MAX_LABEL_BYTES, MAX_NAMESPACE_DEPTH,
+    MAX_LABEL_BYTES, MAX_NAMESPACE_DEPTH, MEMORY_USER_LABEL,
 };
 pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,

@@ -24,6 +24,10 @@ use crate::error::{within_limit, Error, Result};
 use crate::scripts;
 use crate::store::Store;
 
+/// The label position that names a user in a memory namespace (`("users", user_id, ...)`),
+/// which [`Store::forget_user`](crate::Store::forget_user) erases by.
+pub const MEMORY_USER_LABEL: usize = 1;
+
 /// Most labels in a namespace path.
 pub const MAX_NAMESPACE_DEPTH: usize = 16;
 
@@ -335,6 +339,39 @@ impl Store {
         Ok(out.into_iter().skip(listing.offset).take(limit).collect())
     }
 
+    /// Erases every memory namespace whose label at position `label` (0: the first) is
+    /// `user`, in Redis now and in the durable tier when the daemon applies the wal record
+    /// (which erases by the same rule there, namespaces Redis lacked included). Returns the
+    /// namespaces erased from Redis, sorted. A namespace created for the user while this runs
+    /// is a later write and stays.
+    pub async fn forget_user_memory(&self, user: &str, label: usize) -> Result<Vec<Vec<String>>> {
+        crate::keys::validate_id("user", user)?;
+        let keys = self.keys();
+        let mut pipe = redis::pipe();
+        for p in 0..keys.partitions() {
+            pipe.cmd("SMEMBERS").arg(keys.memory_namespaces(p));
+        }
+        let sets: Vec<Vec<String>> = pipe.query_async(&mut self.conn().await?).await?;
+        let home = keys.partition(user);
+        let mut erased = Vec::new();
+        for (p, set) in (0..).zip(sets) {
+            let mine: Vec<String> = set
+                .into_iter()
+                .filter(|ns| names_user(ns, user, label))
+                .collect();
+            // The user's own partition always logs the erasure, for the durable tier.
+            if mine.is_empty() && p != home {
+                continue;
+            }
+            let call = scripts::memory_forget(keys, p, user, label, &mine);
+            let wal_id: String = self.invoke(&call).await?;
+            self.settle(p, &wal_id).await?;
+            erased.extend(mine.iter().map(|ns| labels(ns)));
+        }
+        erased.sort();
+        Ok(erased)
+    }
+
     /// Every namespace text that holds items, from each partition's namespace set.
     async fn memory_namespaces(&self) -> Result<Vec<String>> {
         let mut pipe = redis::pipe();
@@ -365,6 +402,12 @@ fn item(ns: &str, key: &str, text: &str) -> Result<(MemoryItem, BTreeMap<String,
         },
         r.vectors.unwrap_or_default(),
     ))
+}
+
+/// Whether namespace text `namespace` (labels joined by `.`) has `user` as its label at
+/// position `label`: the rule a memory erasure goes by, in both tiers.
+pub(crate) fn names_user(namespace: &str, user: &str, label: usize) -> bool {
+    namespace.split('.').nth(label) == Some(user)
 }
 
 fn labels(ns: &str) -> Vec<String> {

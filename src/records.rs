@@ -103,6 +103,9 @@ pub enum WalOp {
     MemoryPut,
     /// `mem_del`: `id` = a long-term memory namespace, `d` = `{key}`.
     MemoryDelete,
+    /// `mem_forget`: `id` = a user, `d` = `{label}` — every memory namespace whose label at
+    /// that position is the user is erased.
+    MemoryForget,
 }
 
 impl WalOp {
@@ -128,11 +131,12 @@ impl WalOp {
             WalOp::Effect => "effect",
             WalOp::MemoryPut => "mem_put",
             WalOp::MemoryDelete => "mem_del",
+            WalOp::MemoryForget => "mem_forget",
         }
     }
 
     /// Every op (a unit test checks it against the ops `lua/` writes).
-    pub const ALL: [WalOp; 19] = [
+    pub const ALL: [WalOp; 20] = [
         WalOp::SessionCreate,
         WalOp::SessionUpdate,
         WalOp::SessionClose,
@@ -152,6 +156,7 @@ impl WalOp {
         WalOp::Effect,
         WalOp::MemoryPut,
         WalOp::MemoryDelete,
+        WalOp::MemoryForget,
     ];
 
     /// The op whose text is `op`, if any.

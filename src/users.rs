@@ -26,6 +26,9 @@ pub struct ForgetReceipt {
     pub removed_keys: Vec<String>,
     /// The wal entry that makes the spill daemon erase the user's rows from SQLite.
     pub wal_entry: String,
+    /// The long-term memory namespaces erased, those naming the user at label
+    /// [`MEMORY_USER_LABEL`](crate::long_term::MEMORY_USER_LABEL).
+    pub memory_namespaces: Vec<Vec<String>>,
 }
 
 impl Store {
@@ -80,8 +83,10 @@ impl Store {
         Ok(removed == 1)
     }
 
-    /// Erases everything stored for `user` (GDPR): from Redis now, from SQLite when the spill
-    /// daemon applies the wal entry. Touches no session, checkpoint or decision.
+    /// Erases everything stored for `user` (GDPR): the user's values and the long-term memory
+    /// namespaces that name the user (see [`Store::forget_user_memory`]), from Redis now,
+    /// from the durable tier when the spill daemon applies the wal entries. Touches no
+    /// session, checkpoint or decision.
     pub async fn forget_user(&self, user: &str) -> Result<ForgetReceipt> {
         validate_id("user", user)?;
         let p = self.keys().partition(user);
@@ -90,11 +95,15 @@ impl Store {
         let (mut removed_keys, wal_entry): (Vec<String>, String) = self.invoke(&call).await?;
         removed_keys.sort();
         self.settle(p, &wal_entry).await?;
+        let memory_namespaces = self
+            .forget_user_memory(user, crate::long_term::MEMORY_USER_LABEL)
+            .await?;
         Ok(ForgetReceipt {
             user_id: user.to_string(),
             redis_key,
             removed_keys,
             wal_entry,
+            memory_namespaces,
         })
     }
 }

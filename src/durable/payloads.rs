@@ -99,6 +99,12 @@ pub(crate) struct KeyRecord {
     pub key: String,
 }
 
+/// `mem_forget`: the user's label position.
+#[derive(Deserialize)]
+pub(crate) struct ForgetMemoryRecord {
+    pub label: usize,
+}
+
 /// What the flush reads of a long-term memory item's record (`lua/memory_put.lua`).
 #[derive(Deserialize)]
 pub(crate) struct MemoryHeader {

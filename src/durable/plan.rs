@@ -32,6 +32,21 @@ pub(crate) struct Batch {
     pub referred: Referred,
 }
 
+pub(crate) use crate::long_term::names_user;
+
+/// The `LIKE` pattern (`ESCAPE '\'`) of the namespaces that may name `user`: those holding
+/// its text anywhere, which `names_user` then decides.
+pub(crate) fn user_like_pattern(user: &str) -> String {
+    let escaped: String = user
+        .chars()
+        .flat_map(|c| match c {
+            '%' | '_' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect();
+    format!("%{escaped}%")
+}
+
 /// What reference records point at, as Redis held it when the batch was read: per (op,
 /// subject, key) of a `user_set` (the user's value) or a `mem_put` (the memory item's
 /// record); `None` when it was gone by then. The wal carries references only, so erasing
@@ -333,6 +348,14 @@ pub(crate) enum Change<'a> {
         namespace: &'a str,
         /// The item's key.
         key: String,
+    },
+    /// `mem_forget`: deletes every memory namespace whose label at `label` is `user` (an
+    /// erasure when a row goes).
+    ForgetMemory {
+        /// The user.
+        user: &'a str,
+        /// The label position (0: the first).
+        label: usize,
     },
     /// A decision, kept unless its session was closed after it was recorded.
     InsertDecision {
@@ -676,6 +699,13 @@ impl<'a> Planner<'a> {
                 self.push(Change::DeleteMemoryItem {
                     namespace: subject,
                     key: k.key,
+                });
+            }
+            WalOp::MemoryForget => {
+                let f: ForgetMemoryRecord = serde_json::from_str(d)?;
+                self.push(Change::ForgetMemory {
+                    user: subject,
+                    label: f.label,
                 });
             }
             WalOp::Inbox => {

@@ -50,3 +50,23 @@ fn memory_keys(ns: &Keys, namespace: &str, p: u32) -> [String; 5] {
         ns.committed(p),
     ]
 }
+
+/// `memory_forget.lua`: erases `namespaces` (texts) of partition `p`, which name `user` at
+/// label position `label`, and logs the erasure.
+pub fn memory_forget(
+    ns: &Keys,
+    p: u32,
+    user: &str,
+    label: usize,
+    namespaces: &[String],
+) -> ScriptCall {
+    let mut keys = vec![ns.memory_namespaces(p), ns.memory_expiry(p), ns.wal(p)];
+    keys.extend(namespaces.iter().map(|n| ns.memory(n)));
+    keys.push(ns.committed(p));
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut call = ScriptCall::new(&MEMORY_FORGET, &keys).arg(user).arg(label);
+    for n in namespaces {
+        call = call.arg(n);
+    }
+    call
+}

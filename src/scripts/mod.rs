@@ -128,6 +128,7 @@ lua_scripts! {
     REPLACE_USER_VALUES => "replace_user_values",
     MEMORY_PUT => "memory_put",
     MEMORY_DELETE => "memory_delete",
+    MEMORY_FORGET => "memory_forget",
     RESEED_MEMORY => "reseed_memory",
     // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep
     // its lease, publish what SQLite committed and trim the streams, which frees memory.

@@ -321,6 +321,24 @@ pub(crate) async fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result
             .await?;
             return Ok(n > 0);
         }
+        Change::ForgetMemory { user, label } => {
+            let stmt = tx
+                .prepare_cached(
+                    "SELECT DISTINCT namespace FROM memory_items WHERE namespace LIKE $1 ESCAPE '\\'",
+                )
+                .await?;
+            let names: Vec<String> = tx
+                .query(&stmt, &[&plan::user_like_pattern(user)])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let mut n = 0;
+            for ns in names.iter().filter(|ns| plan::names_user(ns, user, *label)) {
+                n += exec(tx, "DELETE FROM memory_items WHERE namespace = $1", &[ns]).await?;
+            }
+            return Ok(n > 0);
+        }
         Change::InsertDecision { id, decision: d } => {
             // A decision of a session closed after it was recorded is not kept.
             exec(

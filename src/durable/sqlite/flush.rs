@@ -294,6 +294,23 @@ pub(crate) fn execute(tx: &Transaction<'_>, change: &Change<'_>) -> Result<bool>
                 .execute(params![namespace, key])?;
             return Ok(n > 0);
         }
+        Change::ForgetMemory { user, label } => {
+            let names = tx
+                .prepare_cached(
+                    "SELECT DISTINCT namespace FROM memory_items WHERE namespace LIKE ?1 ESCAPE '\\'",
+                )?
+                .query_map(params![plan::user_like_pattern(user)], |r| {
+                    r.get::<_, String>(0)
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut n = 0;
+            for ns in names.iter().filter(|ns| plan::names_user(ns, user, *label)) {
+                n += tx
+                    .prepare_cached("DELETE FROM memory_items WHERE namespace = ?1")?
+                    .execute(params![ns])?;
+            }
+            return Ok(n > 0);
+        }
         Change::InsertDecision { id, decision: d } => {
             tx.prepare_cached(
                 "INSERT INTO decisions (id, session_id, decision, rationale, planned_action, meta,

@@ -127,3 +127,56 @@ async fn closing_a_session_removes_its_tree_from_sqlite(t: TestEnv) {
         assert_eq!(n, 0, "{table}");
     }
 }
+
+on_both_backends!(forgetting_a_user_erases_the_memory_namespaces_that_name_them_in_both_tiers);
+async fn forgetting_a_user_erases_the_memory_namespaces_that_name_them_in_both_tiers(t: TestEnv) {
+    let s = &t.store;
+    let secret = "SECRET-memory-of-ann-51c0";
+    let item = NewMemoryItem {
+        value: json!({"fact": secret}).as_object().unwrap().clone(),
+        ..NewMemoryItem::default()
+    };
+    let namespaces: [&[&str]; 5] = [
+        &["users", "ann", "facts"],
+        &["users", "ann", "prefs"],
+        &["docs", "ann"],
+        &["users", "annie", "facts"],
+        &["users", "bob", "facts"],
+    ];
+    for ns in namespaces {
+        s.put_memory(ns, "k", &item).await.unwrap();
+    }
+    // One of ann's namespaces only the durable tier holds (Redis lost it): the durable
+    // erasure goes by the rule, not by what Redis held.
+    t.flush().await;
+    let _: i64 = t.cmd(&["DEL", &s.keys().memory("users.ann.prefs")]);
+    let _: i64 = t.cmd(&[
+        "SREM",
+        &s.keys()
+            .memory_namespaces(s.keys().memory_partition("users.ann.prefs")),
+        "users.ann.prefs",
+    ]);
+    let receipt = s.forget_user("ann").await.unwrap();
+    let l = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        receipt.memory_namespaces,
+        [l(&["docs", "ann"]), l(&["users", "ann", "facts"])]
+    );
+    assert_eq!(
+        s.get_memory(&["users", "ann", "facts"], "k").await.unwrap(),
+        None
+    );
+    assert!(s
+        .get_memory(&["users", "annie", "facts"], "k")
+        .await
+        .unwrap()
+        .is_some());
+    t.flush().await;
+    assert_eq!(
+        t.durable_rows("SELECT namespace FROM memory_items ORDER BY namespace", ""),
+        [
+            vec!["users.annie.facts".to_string()],
+            vec!["users.bob.facts".to_string()]
+        ]
+    );
+}

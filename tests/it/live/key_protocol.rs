@@ -558,6 +558,12 @@ async fn every_wal_record_is_json_with_the_documented_fields() {
         .unwrap();
     s.set_user_value("wu", "k", &json!(awkward)).await.unwrap();
     s.delete_user_value("wu", "k").await.unwrap();
+    let item = NewMemoryItem {
+        value: json!({"k": awkward}).as_object().unwrap().clone(),
+        ..NewMemoryItem::default()
+    };
+    s.put_memory(&["users", "wu"], "k", &item).await.unwrap();
+    s.delete_memory(&["users", "wu"], "k").await.unwrap();
     s.forget_user("wu").await.unwrap();
     s.close_session("w1", true).await.unwrap();
 
@@ -604,6 +610,9 @@ async fn every_wal_record_is_json_with_the_documented_fields() {
         ("user_set", &["key"]),
         ("user_del", &["key"]),
         ("user_forget", &["keys"]),
+        ("mem_put", &["key"]),
+        ("mem_del", &["key"]),
+        ("mem_forget", &["label"]),
     ];
     let mut seen = std::collections::BTreeSet::new();
     for (op, id, d) in t.wal_records() {

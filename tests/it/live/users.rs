@@ -46,11 +46,20 @@ async fn forgetting_a_user_erases_their_values_and_nothing_else() {
     assert_eq!(receipt.redis_key, s.keys().user("una"));
     assert_eq!(receipt.removed_keys, ["email", "prefs"]);
     let p = s.keys().partition("una");
+    let entry: Vec<(String, std::collections::BTreeMap<String, String>)> = t.cmd(&[
+        "XRANGE",
+        &s.keys().wal(p),
+        &receipt.wal_entry,
+        &receipt.wal_entry,
+    ]);
+    assert_eq!(entry[0].1["op"], "user_forget");
+    assert_eq!(entry[0].1["d"], r#"{"keys":2}"#);
+    // The memory erasure follows it in the user's partition, with the rule it erases by.
     let last: Vec<(String, std::collections::BTreeMap<String, String>)> =
         t.cmd(&["XREVRANGE", &s.keys().wal(p), "+", "-", "COUNT", "1"]);
-    assert_eq!(last[0].0, receipt.wal_entry);
-    assert_eq!(last[0].1["op"], "user_forget");
-    assert_eq!(last[0].1["d"], r#"{"keys":2}"#);
+    assert_eq!(last[0].1["op"], "mem_forget");
+    assert_eq!(last[0].1["d"], r#"{"label":1}"#);
+    assert_eq!(receipt.memory_namespaces, Vec::<Vec<String>>::new());
 
     assert_eq!(t.cmd::<i64>(&["EXISTS", &receipt.redis_key]), 0);
     // A day-long tombstone keeps a re-seed after a Redis loss from putting the values back.
