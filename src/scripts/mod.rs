@@ -130,6 +130,7 @@ lua_scripts! {
     MEMORY_DELETE => "memory_delete",
     MEMORY_FORGET => "memory_forget",
     RESEED_MEMORY => "reseed_memory",
+    REPLACE_MEMORY => "replace_memory",
     // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep
     // its lease, publish what SQLite committed and trim the streams, which frees memory.
     CLAIM_LEASE => "claim_lease" #!"allow-oom",

@@ -190,3 +190,29 @@ pub fn reseed_memory(
     }
     call.idempotent(true)
 }
+
+/// `replace_memory.lua`: a rollback repair's write of long-term memory namespace `namespace`:
+/// exactly `pairs` (key, record; none: the namespace goes).
+pub fn replace_memory(
+    ns: &Keys,
+    namespace: &str,
+    lease: &str,
+    pairs: &[(String, String)],
+) -> ScriptCall {
+    let p = ns.memory_partition(namespace);
+    let mut call = ScriptCall::new(
+        &REPLACE_MEMORY,
+        &[
+            &ns.memory(namespace),
+            &ns.memory_namespaces(p),
+            &ns.memory_expiry(p),
+            &ns.lease(p),
+        ],
+    )
+    .arg(lease)
+    .arg(namespace);
+    for (key, record) in pairs {
+        call = call.arg(key).arg(record);
+    }
+    call
+}

@@ -193,6 +193,41 @@ pub(crate) async fn overwrite_user_data(
     Ok(written)
 }
 
+/// A rollback repair's step for long-term memory: every memory namespace of partition `p`
+/// becomes the durable tier's (its unexpired items), and one the durable tier holds nothing
+/// of goes. Runs while the partition is closed to agents' writes. Returns the items written.
+pub(crate) async fn overwrite_memory(
+    store: &Store,
+    db: &Durable,
+    p: u32,
+    lease: &str,
+) -> Result<u64> {
+    let durable = db
+        .memory_items(p, crate::durable::retention::now_ms())
+        .await?;
+    let held: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(store.keys().memory_namespaces(p))
+        .query_async(&mut store.conn().await?)
+        .await?;
+    let kept: std::collections::HashSet<&str> = durable.iter().map(|(n, _)| n.as_str()).collect();
+    let gone = held
+        .iter()
+        .filter(|n| !kept.contains(n.as_str()))
+        .map(|n| (n.clone(), Vec::new()));
+    let mut written = 0;
+    for (namespace, pairs) in durable.iter().cloned().chain(gone) {
+        let call = scripts::replace_memory(store.keys(), &namespace, lease, &pairs);
+        let n: i64 = store.invoke(&call).await?;
+        if n < 0 {
+            return Err(Error::redis(format!(
+                "lease on partition {p} lost during a rollback repair; the new owner repeats it"
+            )));
+        }
+        written += n as u64;
+    }
+    Ok(written)
+}
+
 /// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis
 /// lost them: the daemon found `<prefix>:{p}:committed` empty), so listing shows them again.
 /// Returns how many sessions and open decisions it re-added.

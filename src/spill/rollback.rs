@@ -144,7 +144,8 @@ impl SpillDaemon {
         records += close_decided(&store, &self.db, p).await?;
         let lease = lease::value(&self.owner, self.parts[p as usize].token);
         let values = super::restore::overwrite_user_data(&store, &self.db, p, &lease).await?;
-        Ok(records + values)
+        let items = super::restore::overwrite_memory(&store, &self.db, p, &lease).await?;
+        Ok(records + values + items)
     }
 }
 

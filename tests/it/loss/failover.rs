@@ -18,7 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentstate::test_support::redis_server::{free_port, RedisServer};
-use agentstate::{AppendOptions, Config, Durability, NewDecision, NewMessage, NewSession, Store};
+use agentstate::{
+    AppendOptions, Config, Durability, NewDecision, NewMemoryItem, NewMessage, NewSession, Store,
+};
 
 use crate::support::cluster::Cluster;
 use crate::support::{sqlite_messages, wait_until, Daemon, HANG};
@@ -273,6 +275,18 @@ async fn run_through(fault: Fault) {
         .save_state("ann", &serde_json::json!({"r": 1}), None, None)
         .await
         .unwrap();
+    // Memory items: one replaced, one deleted and one added while the replica lags.
+    let facts = ["users", "ann", "facts"];
+    let item = |v: serde_json::Value| NewMemoryItem {
+        value: v.as_object().unwrap().clone(),
+        ..NewMemoryItem::default()
+    };
+    for (key, v) in [("pet", "cat"), ("old", "x")] {
+        setup
+            .put_memory(&facts, key, &item(serde_json::json!({ "v": v })))
+            .await
+            .unwrap();
+    }
     wait_until("the replica is in sync", HANG, || {
         replication(&replica, "master_link_status") == "up"
     })
@@ -305,6 +319,15 @@ async fn run_through(fault: Fault) {
     durable_setup.forget_user("bob").await.unwrap();
     durable_setup
         .save_state("ann", &serde_json::json!({"r": 2}), None, None)
+        .await
+        .unwrap();
+    durable_setup
+        .put_memory(&facts, "pet", &item(serde_json::json!({"v": "dog"})))
+        .await
+        .unwrap();
+    durable_setup.delete_memory(&facts, "old").await.unwrap();
+    durable_setup
+        .put_memory(&facts, "new", &item(serde_json::json!({"v": "y"})))
         .await
         .unwrap();
     traffic.lagged(lagged_at).await;
@@ -375,6 +398,24 @@ async fn run_through(fault: Fault) {
         live.export_state("ann", None, None).await.unwrap(),
         Some(serde_json::json!({"r": 2})),
         "{fault:?}"
+    );
+    let value = |key: &'static str| {
+        let live = live.clone();
+        async move {
+            live.get_memory(&["users", "ann", "facts"], key)
+                .await
+                .unwrap()
+                .map(|i| serde_json::Value::Object(i.value))
+        }
+    };
+    assert_eq!(
+        (value("pet").await, value("old").await, value("new").await),
+        (
+            Some(serde_json::json!({"v": "dog"})),
+            None,
+            Some(serde_json::json!({"v": "y"}))
+        ),
+        "{fault:?}: the memory items the durable tier committed"
     );
     drop(replica);
 }
