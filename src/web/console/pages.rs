@@ -70,6 +70,20 @@ fn duration(ms: u64) -> String {
     }
 }
 
+/// `bytes` for people: B, KiB, MiB or GiB with one decimal past bytes.
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 3] = ["KiB", "MiB", "GiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let (mut value, mut unit) = (bytes as f64 / 1024.0, 0);
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// The login form of a console started with `--token`; `failed` after a wrong token.
 pub(crate) fn login(failed: bool) -> Markup {
     html! {
@@ -603,10 +617,10 @@ pub(crate) fn spill(chrome: &Chrome, stats: &[PartitionStats], history: &[LagSam
         }
         p id="spool" {
             "Spool: " (stats.iter().map(|s| s.spool_entries).sum::<u64>()) " entries, "
-            (stats.iter().map(|s| s.spool_bytes).sum::<u64>()) " bytes, oldest "
+            (size(stats.iter().map(|s| s.spool_bytes).sum::<u64>())) ", oldest "
             (duration(stats.iter().map(|s| s.spool_age_ms).max().unwrap_or(0)))
             "; durable tier down " (duration(stats.iter().map(|s| s.durable_down_ms).max().unwrap_or(0)))
-            "; wal budget " (stats.iter().map(|s| s.wal_budget).max().unwrap_or(0)) " bytes"
+            "; wal budget " (size(stats.iter().map(|s| s.wal_budget).max().unwrap_or(0)))
         }
         table.grid id="partitions" {
             thead { tr { th.num { "Partition" } th { "Owner" } th.num { "wal pending" } th.num { "decisions pending" } th { "Lag" } th.num { "Rate /s" } th { "Committed wal id" } th { "Writes" } th.num { "Rollbacks repaired" } } }
@@ -686,4 +700,18 @@ pub(crate) fn failure(chrome: &Chrome, status: StatusCode, what: &str) -> Markup
         "",
         html! { h1 { (heading) } p.error { (what) } },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size;
+
+    #[test]
+    fn sizes_read_in_the_largest_whole_unit() {
+        assert_eq!(size(0), "0 B");
+        assert_eq!(size(1023), "1023 B");
+        assert_eq!(size(1536), "1.5 KiB");
+        assert_eq!(size(256 << 20), "256.0 MiB");
+        assert_eq!(size(3 << 40), "3072.0 GiB");
+    }
 }
