@@ -40,7 +40,21 @@ pub fn memory_delete(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
     call
 }
 
-/// The five keys both scripts take, in their order.
+/// `memory_expire.lua`: removes items `keys` of `namespace` whose TTL ran out.
+pub fn memory_expire(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
+    let p = ns.memory_partition(namespace);
+    let mut call = ScriptCall::new(
+        &MEMORY_EXPIRE,
+        &memory_keys(ns, namespace, p).each_ref().map(String::as_str),
+    )
+    .arg(namespace);
+    for key in keys {
+        call = call.arg(*key);
+    }
+    call
+}
+
+/// The five keys the put, delete and expire scripts take, in their order.
 fn memory_keys(ns: &Keys, namespace: &str, p: u32) -> [String; 5] {
     [
         ns.memory(namespace),

@@ -129,6 +129,7 @@ lua_scripts! {
     MEMORY_PUT => "memory_put",
     MEMORY_DELETE => "memory_delete",
     MEMORY_FORGET => "memory_forget",
+    MEMORY_EXPIRE => "memory_expire",
     RESEED_MEMORY => "reseed_memory",
     REPLACE_MEMORY => "replace_memory",
     // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep

@@ -24,11 +24,13 @@
 //! - `metrics`: the daemon's Prometheus series, one call per instrumentation point.
 //! - `behind`: the write-behind window (acknowledged write → its commit) as a histogram.
 //! - `wake`: the wait between passes, which a write or a restore request ends.
+//! - `expiry`: long-term memory items whose TTL ran out, removed in every full pass.
 
 mod behind;
 mod binding;
 mod drain;
 mod events;
+mod expiry;
 mod flusher;
 pub mod inspect;
 mod lease;
@@ -754,6 +756,9 @@ impl SpillDaemon {
                 self.lost_lease(p);
                 return Ok(());
             }
+        }
+        if full {
+            expiry::expire_memory(&self.store, p).await?;
         }
         self.publish_stats(p).await
     }

@@ -204,3 +204,43 @@ async fn gc_without_a_policy_is_refused() {
     let out = t.cli(&["--db", db.to_str().unwrap(), "gc"]);
     assert!(out.runtime_error().contains("keeps everything"), "{out:?}");
 }
+
+/// Memory items whose TTL ran out leave both tiers in the daemon's next full pass; one put
+/// again with a new TTL in between, and one without a TTL, stay.
+#[tokio::test]
+async fn expired_memory_items_leave_both_tiers_and_a_renewed_one_stays() {
+    let t = crate::support::env().await;
+    let s = &t.store;
+    let ns = ["users", "ann", "notes"];
+    let item = |ttl: Option<u64>| agentstate::NewMemoryItem {
+        value: serde_json::json!({"v": 1}).as_object().unwrap().clone(),
+        ttl_minutes: ttl,
+        ..agentstate::NewMemoryItem::default()
+    };
+    for (key, ttl) in [("gone", Some(1)), ("renewed", Some(1)), ("kept", None)] {
+        s.put_memory(&ns, key, &item(ttl)).await.unwrap();
+    }
+    t.flush().await;
+    // Their moments pass (as the clock will): the expiry index says so.
+    let p = s.keys().memory_partition("users.ann.notes");
+    let expiry = s.keys().memory_expiry(p);
+    for key in ["gone", "renewed"] {
+        let _: i64 = t.cmd(&["ZADD", &expiry, "1", &format!("users.ann.notes\n{key}")]);
+    }
+    // "renewed" is put again with a new TTL before the daemon comes round.
+    s.put_memory(&ns, "renewed", &item(Some(5))).await.unwrap();
+    t.flush().await;
+    t.flush().await;
+    let held: Vec<String> = t.cmd(&["HKEYS", &s.keys().memory("users.ann.notes")]);
+    let mut held = held;
+    held.sort();
+    assert_eq!(held, ["kept", "renewed"]);
+    assert_eq!(
+        t.cmd::<Vec<String>>(&["ZRANGE", &expiry, "0", "-1"]),
+        ["users.ann.notes\nrenewed"]
+    );
+    assert_eq!(
+        t.durable_rows("SELECT key FROM memory_items ORDER BY key", ""),
+        [vec!["kept".to_string()], vec!["renewed".to_string()]]
+    );
+}
