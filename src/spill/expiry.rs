@@ -16,10 +16,12 @@ pub(super) async fn expire_memory(store: &Store, p: u32) -> Result<u64> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let due: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+    // ZRANGE BYSCORE, not ZRANGEBYSCORE: the documented ACL user has +zrange.
+    let due: Vec<String> = redis::cmd("ZRANGE")
         .arg(store.keys().memory_expiry(p))
         .arg("-inf")
         .arg(now)
+        .arg("BYSCORE")
         .arg("LIMIT")
         .arg(0)
         .arg(PER_PASS)
