@@ -13,9 +13,7 @@ const PER_PASS: usize = 1000;
 
 /// Removes partition `p`'s expired memory items (up to [`PER_PASS`]); returns how many.
 pub(super) async fn expire_memory(store: &Store, p: u32) -> Result<u64> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now = crate::durable::retention::now_ms();
     // ZRANGE BYSCORE, not ZRANGEBYSCORE: the documented ACL user has +zrange.
     let due: Vec<String> = redis::cmd("ZRANGE")
         .arg(store.keys().memory_expiry(p))

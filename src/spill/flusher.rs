@@ -328,8 +328,13 @@ pub(super) async fn referred(store: &Store, wal: &[WalEntry]) -> Result<Referred
     let wanted: BTreeSet<(WalOp, String, String)> = wal
         .iter()
         .filter_map(|e| {
-            let op = WalOp::parse(wal_field(e, "op")?)?;
-            matches!(op, WalOp::UserSet | WalOp::MemoryPut).then_some((op, e))
+            // two text compares per entry: this runs over every entry of every batch
+            let op = match wal_field(e, "op")? {
+                o if o == WalOp::UserSet.as_str() => WalOp::UserSet,
+                o if o == WalOp::MemoryPut.as_str() => WalOp::MemoryPut,
+                _ => return None,
+            };
+            Some((op, e))
         })
         .filter_map(|(op, e)| Some((op, WalRecord::parse_entry(e).ok()?)))
         .flat_map(|(op, records)| records.into_iter().map(move |r| (op, r)))
