@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use agentstate::*;
 
-use super::sqlite_lock::{disagreements, writers, Acked, SESSIONS};
+use super::sqlite_lock::{all_committed, disagreements, writers, Acked, SESSIONS};
 use crate::support::*;
 
 /// Each writer's pause between appends: about 2,000 appends a second in all, as in the
@@ -139,13 +139,7 @@ async fn writers_through_an_outage(hold: Duration, during: During) {
     }
     let acked = acked.lock().unwrap().clone();
     let total: usize = acked.values().map(Vec::len).sum();
-    wait_until("every acknowledged append committed", HANG, || {
-        let held: usize = sids.iter().map(|s| ledger_seqs(&t, s).len()).sum();
-        (held >= total)
-            .then_some(())
-            .ok_or(format!("{held} of {total}"))
-    })
-    .await;
+    all_committed(&t, &sids, total).await;
     seen.extend(disagreements(&t, &db).0);
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert!(
@@ -337,13 +331,7 @@ async fn a_spool_whose_disk_is_full_leads_to_backpressure_and_loses_nothing() {
     locker.execute_batch("ROLLBACK").unwrap();
     drop(locker);
     let total: usize = acked.values().map(Vec::len).sum();
-    wait_until("every acknowledged append committed", HANG, || {
-        let held: usize = sids.iter().map(|s| ledger_seqs(&t, s).len()).sum();
-        (held >= total)
-            .then_some(())
-            .ok_or(format!("{held} of {total}"))
-    })
-    .await;
+    all_committed(&t, &sids, total).await;
     seen.extend(disagreements(&t, &db).0);
     assert_eq!(
         seen,

@@ -138,6 +138,18 @@ pub(super) fn writers(
         .collect()
 }
 
+/// Waits until the ledger holds `total` message writes over `sids`: every acknowledged
+/// append committed (a second write of one shows in `replays`).
+pub(super) async fn all_committed(t: &TestEnv, sids: &[String], total: usize) {
+    wait_until("every acknowledged append committed", HANG, || {
+        let held: usize = sids.iter().map(|s| ledger_seqs(t, s).len()).sum();
+        (held >= total)
+            .then_some(())
+            .ok_or(format!("{held} of {total}"))
+    })
+    .await;
+}
+
 /// Holds SQLite's write lock from a connection of its own (`BEGIN EXCLUSIVE`) for `hold`,
 /// checking every few milliseconds that the published ids and the trims agree with what
 /// SQLite holds; returns what disagreed.
@@ -193,13 +205,7 @@ async fn writers_through_sqlite_locks(locks: usize, hold: impl Fn(usize) -> Dura
     }
     let acked = acked.lock().unwrap().clone();
     let total: usize = acked.values().map(Vec::len).sum();
-    wait_until("every acknowledged append committed", HANG, || {
-        let held: usize = sids.iter().map(|s| ledger_seqs(&t, s).len()).sum();
-        (held >= total)
-            .then_some(())
-            .ok_or(format!("{held} of {total}"))
-    })
-    .await;
+    all_committed(&t, &sids, total).await;
     seen.extend(disagreements(&t, &db).0);
     daemon.terminate();
     assert_eq!(
