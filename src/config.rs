@@ -165,6 +165,10 @@ pub struct Config {
     /// retries while Redis is unreachable (restarting, failing over) before it fails with
     /// [`crate::Error::RedisUnavailable`]; other calls fail at once.
     pub retry_wait: Duration,
+    /// The label position that names a user in a long-term memory namespace (0: the first),
+    /// which [`crate::Store::forget_user`] erases by; default
+    /// [`MEMORY_USER_LABEL`](crate::long_term::MEMORY_USER_LABEL), as in `("users", user_id, ...)`.
+    pub memory_user_label: usize,
 }
 
 impl Default for Config {
@@ -180,6 +184,7 @@ impl Default for Config {
             restore_wait: Duration::from_secs(5),
             durable_wait: Duration::from_secs(5),
             retry_wait: Duration::from_secs(5),
+            memory_user_label: crate::long_term::MEMORY_USER_LABEL,
         }
     }
 }
@@ -220,6 +225,12 @@ impl Config {
     /// Sets how long calls that are safe to repeat retry while Redis is unreachable.
     pub fn retry_wait(mut self, wait: Duration) -> Self {
         self.retry_wait = wait;
+        self
+    }
+
+    /// Sets the label position that names a user in a memory namespace.
+    pub fn memory_user_label(mut self, label: usize) -> Self {
+        self.memory_user_label = label;
         self
     }
 

@@ -127,6 +127,8 @@ pub struct MemorySearch {
     pub limit: usize,
     /// Results skipped first.
     pub offset: usize,
+    /// Whether each result with a TTL expires that TTL from now (in both tiers).
+    pub refresh_ttl: bool,
 }
 
 /// A listing of namespaces.
@@ -221,11 +223,13 @@ impl Store {
             .await
     }
 
-    /// The item under `key` in `namespace`, unless absent or expired.
+    /// The item under `key` in `namespace`, unless absent or expired. With `refresh_ttl`, an
+    /// item with a TTL expires that TTL from now (in both tiers).
     pub async fn get_memory<S: AsRef<str>>(
         &self,
         namespace: &[S],
         key: &str,
+        refresh_ttl: bool,
     ) -> Result<Option<MemoryItem>> {
         let ns = namespace_text(namespace)?;
         check_label("item key", key)?;
@@ -236,13 +240,19 @@ impl Store {
             .query_async(&mut conn)
             .await?;
         let now = now_ms();
-        match record {
-            Some(text) => {
-                let (it, _) = item(&ns, key, &text)?;
-                Ok(it.expires_at.is_none_or(|at| at > now).then_some(it))
-            }
-            None => Ok(None),
+        let Some(text) = record else {
+            return Ok(None);
+        };
+        let (it, _) = item(&ns, key, &text)?;
+        if it.expires_at.is_some_and(|at| at <= now) {
+            return Ok(None);
         }
+        let mut found = [it];
+        if refresh_ttl {
+            self.refresh_memory_ttl(&mut found).await?;
+        }
+        let [it] = found;
+        Ok(Some(it))
     }
 
     /// Removes the item under `key` in `namespace` (absent: nothing changes in Redis; the
@@ -312,7 +322,41 @@ impl Store {
             });
         }
         let limit = if search.limit == 0 { 10 } else { search.limit };
-        Ok(found.into_iter().skip(search.offset).take(limit).collect())
+        let mut page: Vec<MemoryItem> = found.into_iter().skip(search.offset).take(limit).collect();
+        if search.refresh_ttl {
+            self.refresh_memory_ttl(&mut page).await?;
+        }
+        Ok(page)
+    }
+
+    /// Moves the expiry of `items` that have a TTL to now + that TTL, one script call a
+    /// namespace, and updates their `expires_at` as it did. An item that expired or went
+    /// meanwhile keeps what was read.
+    async fn refresh_memory_ttl(&self, items: &mut [MemoryItem]) -> Result<()> {
+        let mut by_namespace: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, it) in items.iter().enumerate() {
+            if it.ttl_minutes.is_some() {
+                by_namespace
+                    .entry(namespace_text(&it.namespace)?)
+                    .or_default()
+                    .push(i);
+            }
+        }
+        for (ns, indexes) in by_namespace {
+            let keys: Vec<&str> = indexes.iter().map(|&i| items[i].key.as_str()).collect();
+            let call = scripts::memory_refresh(self.keys(), &ns, &keys);
+            let (wal_id, expiries): (String, Vec<i64>) = self.invoke(&call).await?;
+            for (&i, at) in indexes.iter().zip(expiries) {
+                if at > 0 {
+                    items[i].expires_at = Some(at);
+                }
+            }
+            if !wal_id.is_empty() {
+                self.settle(self.keys().memory_partition(&ns), &wal_id)
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// The namespaces that hold items, filtered and cut as `listing` says, sorted.

@@ -27,7 +27,7 @@ pub struct ForgetReceipt {
     /// The wal entry that makes the spill daemon erase the user's rows from SQLite.
     pub wal_entry: String,
     /// The long-term memory namespaces erased, those naming the user at label
-    /// [`MEMORY_USER_LABEL`](crate::long_term::MEMORY_USER_LABEL).
+    /// [`Config::memory_user_label`](crate::Config::memory_user_label).
     pub memory_namespaces: Vec<Vec<String>>,
 }
 
@@ -96,7 +96,7 @@ impl Store {
         removed_keys.sort();
         self.settle(p, &wal_entry).await?;
         let memory_namespaces = self
-            .forget_user_memory(user, crate::long_term::MEMORY_USER_LABEL)
+            .forget_user_memory(user, self.config().memory_user_label)
             .await?;
         Ok(ForgetReceipt {
             user_id: user.to_string(),

@@ -54,7 +54,22 @@ pub fn memory_expire(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
     call
 }
 
-/// The five keys the put, delete and expire scripts take, in their order.
+/// `memory_refresh.lua`: moves the expiry of items `keys` of `namespace` that have a TTL to
+/// now + that TTL.
+pub fn memory_refresh(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
+    let p = ns.memory_partition(namespace);
+    let mut call = ScriptCall::new(
+        &MEMORY_REFRESH,
+        &memory_keys(ns, namespace, p).each_ref().map(String::as_str),
+    )
+    .arg(namespace);
+    for key in keys {
+        call = call.arg(*key);
+    }
+    call
+}
+
+/// The five keys the put, delete, expire and refresh scripts take, in their order.
 fn memory_keys(ns: &Keys, namespace: &str, p: u32) -> [String; 5] {
     [
         ns.memory(namespace),

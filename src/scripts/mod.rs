@@ -130,6 +130,7 @@ lua_scripts! {
     MEMORY_DELETE => "memory_delete",
     MEMORY_FORGET => "memory_forget",
     MEMORY_EXPIRE => "memory_expire",
+    MEMORY_REFRESH => "memory_refresh",
     RESEED_MEMORY => "reseed_memory",
     REPLACE_MEMORY => "replace_memory",
     // The daemon's bookkeeping runs on a Redis at maxmemory too (`allow-oom`): it must keep

@@ -163,11 +163,13 @@ async fn forgetting_a_user_erases_the_memory_namespaces_that_name_them_in_both_t
         [l(&["docs", "ann"]), l(&["users", "ann", "facts"])]
     );
     assert_eq!(
-        s.get_memory(&["users", "ann", "facts"], "k").await.unwrap(),
+        s.get_memory(&["users", "ann", "facts"], "k", false)
+            .await
+            .unwrap(),
         None
     );
     assert!(s
-        .get_memory(&["users", "annie", "facts"], "k")
+        .get_memory(&["users", "annie", "facts"], "k", false)
         .await
         .unwrap()
         .is_some());
@@ -178,5 +180,28 @@ async fn forgetting_a_user_erases_the_memory_namespaces_that_name_them_in_both_t
             vec!["users.annie.facts".to_string()],
             vec!["users.bob.facts".to_string()]
         ]
+    );
+}
+
+#[tokio::test]
+async fn the_user_label_position_is_configurable() {
+    let t = crate::support::env_with(|c| c.memory_user_label(2)).await;
+    let s = &t.store;
+    let item = NewMemoryItem {
+        value: json!({"fact": "x"}).as_object().unwrap().clone(),
+        ..NewMemoryItem::default()
+    };
+    s.put_memory(&["tenants", "acme", "ann"], "k", &item)
+        .await
+        .unwrap();
+    s.put_memory(&["users", "ann", "facts"], "k", &item)
+        .await
+        .unwrap();
+    let receipt = s.forget_user("ann").await.unwrap();
+    assert_eq!(receipt.memory_namespaces, [["tenants", "acme", "ann"]]);
+    t.flush().await;
+    assert_eq!(
+        t.durable_rows("SELECT namespace FROM memory_items", ""),
+        [["users.ann.facts"]]
     );
 }

@@ -174,7 +174,7 @@ async fn writers_through_an_outage(hold: Duration, during: During) {
     .await;
     let item = t
         .store
-        .get_memory(&["users", "spool"], "fact")
+        .get_memory(&["users", "spool"], "fact", false)
         .await
         .unwrap();
     assert_eq!(item.map(|i| i.value), Some(fact.value), "back in Redis");

@@ -37,14 +37,14 @@ async fn items_are_put_read_replaced_and_deleted() {
     s.put_memory(&ns, "tz", &item(json!({"tz": "UTC"})))
         .await
         .unwrap();
-    let first = s.get_memory(&ns, "tz").await.unwrap().unwrap();
+    let first = s.get_memory(&ns, "tz", false).await.unwrap().unwrap();
     assert_eq!(first.namespace, ns);
     assert_eq!(first.value, obj(json!({"tz": "UTC"})));
     assert_eq!(first.expires_at, None);
     s.put_memory(&ns, "tz", &item(json!({"tz": "CET"})))
         .await
         .unwrap();
-    let second = s.get_memory(&ns, "tz").await.unwrap().unwrap();
+    let second = s.get_memory(&ns, "tz", false).await.unwrap().unwrap();
     assert_eq!(second.value, obj(json!({"tz": "CET"})));
     assert_eq!(
         second.created_at, first.created_at,
@@ -52,7 +52,7 @@ async fn items_are_put_read_replaced_and_deleted() {
     );
     assert!(second.updated_at >= first.updated_at);
     s.delete_memory(&ns, "tz").await.unwrap();
-    assert_eq!(s.get_memory(&ns, "tz").await.unwrap(), None);
+    assert_eq!(s.get_memory(&ns, "tz", false).await.unwrap(), None);
     // The namespace holds nothing now: it is not listed.
     let listed = s
         .list_memory_namespaces(&NamespaceListing::default())
@@ -100,6 +100,7 @@ async fn search_filters_ranks_and_pages() {
         query,
         limit: 10,
         offset: 0,
+        refresh_ttl: false,
     };
     // Ranked by cosine similarity, the item without vectors last.
     let ranked = s
@@ -208,7 +209,7 @@ async fn an_item_with_a_ttl_expires_and_one_without_does_not() {
     s.put_memory(&ns, "long", &item(json!({"v": 2})))
         .await
         .unwrap();
-    let got = s.get_memory(&ns, "short").await.unwrap().unwrap();
+    let got = s.get_memory(&ns, "short", false).await.unwrap().unwrap();
     assert_eq!(got.ttl_minutes, Some(1));
     let expires = got.expires_at.unwrap();
     assert!(
@@ -229,7 +230,7 @@ async fn an_item_with_a_ttl_expires_and_one_without_does_not() {
     let record: String = t.cmd(&["HGET", &hash, "short"]);
     let past = record.replacen(&format!("\"expires_at\":{expires}"), "\"expires_at\":1", 1);
     t.cmd::<i64>(&["HSET", &hash, "short", &past]);
-    assert_eq!(s.get_memory(&ns, "short").await.unwrap(), None);
+    assert_eq!(s.get_memory(&ns, "short", false).await.unwrap(), None);
     let all = s
         .search_memory(&MemorySearch {
             prefix: vec!["users".into()],
@@ -238,6 +239,96 @@ async fn an_item_with_a_ttl_expires_and_one_without_does_not() {
         .await
         .unwrap();
     assert_eq!(keys(&all), ["long"]);
+}
+
+#[tokio::test]
+async fn a_read_with_refresh_ttl_moves_the_expiry_and_a_plain_read_does_not() {
+    let t = env().await;
+    let s = &t.store;
+    let ns = ["users", "ann", "notes"];
+    let mut short = item(json!({"v": 1}));
+    short.ttl_minutes = Some(1);
+    for key in ["a", "b"] {
+        s.put_memory(&ns, key, &short).await.unwrap();
+    }
+    s.put_memory(&ns, "forever", &item(json!({"v": 2})))
+        .await
+        .unwrap();
+    // Bring both moments close, as time passing would: 2 s from now.
+    let hash = s.keys().memory("users.ann.notes");
+    let index = s
+        .keys()
+        .memory_expiry(s.keys().memory_partition("users.ann.notes"));
+    let soon = s
+        .get_memory(&ns, "a", false)
+        .await
+        .unwrap()
+        .unwrap()
+        .updated_at
+        + 2_000;
+    for key in ["a", "b"] {
+        let record: String = t.cmd(&["HGET", &hash, key]);
+        let at = record.split("\"expires_at\":").nth(1).unwrap();
+        let at = &at[..at.find(',').unwrap()];
+        let near = record.replacen(
+            &format!("\"expires_at\":{at}"),
+            &format!("\"expires_at\":{soon}"),
+            1,
+        );
+        t.cmd::<i64>(&["HSET", &hash, key, &near]);
+        t.cmd::<i64>(&[
+            "ZADD",
+            &index,
+            &soon.to_string(),
+            &format!("users.ann.notes\n{key}"),
+        ]);
+    }
+    let plain = s.get_memory(&ns, "a", false).await.unwrap().unwrap();
+    assert_eq!(plain.expires_at, Some(soon));
+    let wal = s.keys().wal(s.keys().memory_partition("users.ann.notes"));
+    let wal_before: i64 = t.cmd(&["XLEN", &wal]);
+    let refreshed = s.get_memory(&ns, "a", true).await.unwrap().unwrap();
+    let moved = refreshed.expires_at.unwrap();
+    assert!(moved >= soon + 55_000, "{moved} vs {soon}");
+    let stored = s.get_memory(&ns, "a", false).await.unwrap().unwrap();
+    assert_eq!(stored.expires_at, Some(moved));
+    assert_eq!(
+        stored.updated_at, plain.updated_at,
+        "a refresh is not an update"
+    );
+    let score: f64 = t.cmd(&["ZSCORE", &index, "users.ann.notes\na"]);
+    assert_eq!(score, moved as f64);
+    // A search with refresh_ttl moves what it returns; "b" was not returned by the first page.
+    let page = s
+        .search_memory(&MemorySearch {
+            prefix: vec!["users".into()],
+            filter: obj(json!({"v": 2})),
+            refresh_ttl: true,
+            ..MemorySearch::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(keys(&page), ["forever"]);
+    assert_eq!(page[0].expires_at, None);
+    let b = s.get_memory(&ns, "b", false).await.unwrap().unwrap();
+    assert_eq!(b.expires_at, Some(soon));
+    let found = s
+        .search_memory(&MemorySearch {
+            prefix: vec!["users".into()],
+            filter: obj(json!({"v": 1})),
+            refresh_ttl: true,
+            ..MemorySearch::default()
+        })
+        .await
+        .unwrap();
+    let mut found = keys(&found);
+    found.sort_unstable();
+    assert_eq!(found, ["a", "b"]);
+    let b = s.get_memory(&ns, "b", false).await.unwrap().unwrap();
+    assert!(b.expires_at.unwrap() >= soon + 55_000);
+    // Each refresh logged one mem_put reference, so the durable row follows.
+    let wal_after: i64 = t.cmd(&["XLEN", &wal]);
+    assert_eq!(wal_after - wal_before, 3);
 }
 
 #[tokio::test]

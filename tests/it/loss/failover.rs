@@ -402,7 +402,7 @@ async fn run_through(fault: Fault) {
     let value = |key: &'static str| {
         let live = live.clone();
         async move {
-            live.get_memory(&["users", "ann", "facts"], key)
+            live.get_memory(&["users", "ann", "facts"], key, false)
                 .await
                 .unwrap()
                 .map(|i| serde_json::Value::Object(i.value))

@@ -322,7 +322,12 @@ async fn memory_items_reach_the_durable_tier_and_come_back_after_redis_restarts_
             ],
         ]
     );
-    let before = t.store.get_memory(&ann, "food").await.unwrap().unwrap();
+    let before = t
+        .store
+        .get_memory(&ann, "food", false)
+        .await
+        .unwrap()
+        .unwrap();
     // The same running daemon re-takes the partitions of the empty Redis and re-seeds.
     t.lose_redis().await;
     t.wait_for_daemon().await;
@@ -337,12 +342,19 @@ async fn memory_items_reach_the_durable_tier_and_come_back_after_redis_restarts_
             .ok_or(format!("{listed} namespaces"))
     })
     .await;
-    assert_eq!(s.get_memory(&ann, "food").await.unwrap(), Some(before));
     assert_eq!(
-        s.get_memory(&ann, "pet").await.unwrap().unwrap().value,
+        s.get_memory(&ann, "food", false).await.unwrap(),
+        Some(before)
+    );
+    assert_eq!(
+        s.get_memory(&ann, "pet", false)
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
         json!({"pet": "cat"}).as_object().unwrap().clone()
     );
-    assert_eq!(s.get_memory(&ann, "gone").await.unwrap(), None);
+    assert_eq!(s.get_memory(&ann, "gone", false).await.unwrap(), None);
     let ranked = s
         .search_memory(&MemorySearch {
             prefix: vec!["users".into()],
