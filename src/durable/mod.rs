@@ -94,6 +94,10 @@ impl Durable {
                 let (path, ns) = (path.to_path_buf(), ns.clone());
                 let db = tokio::task::spawn_blocking(move || {
                     sqlite::open_writer(&path, &ns)
+                        .and_then(|conn| {
+                            conn.busy_timeout(sqlite::FLUSH_BUSY_TIMEOUT)?;
+                            Ok(conn)
+                        })
                         .map_err(|e| database::classify(e, &path))
                         .and_then(|conn| Database::new(conn, &path))
                 })
@@ -158,7 +162,7 @@ impl Durable {
             Durable::Sqlite(db) => with_db(db, |c| {
                 c.busy_timeout(Duration::ZERO)?;
                 let taken = c.execute_batch("BEGIN IMMEDIATE; ROLLBACK;");
-                c.busy_timeout(sqlite::BUSY_TIMEOUT)?;
+                c.busy_timeout(sqlite::FLUSH_BUSY_TIMEOUT)?;
                 Ok(taken?)
             })
             .await

@@ -194,6 +194,11 @@ pub(crate) fn open_writer(path: &Path, ns: &Namespace) -> Result<Connection> {
 /// How long a statement waits for another connection's lock before it fails.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the daemon's statements wait for another connection's lock, once its schema is
+/// open: a commit that fails sooner lets the daemon see a locked file as an outage within the
+/// 2 s after which it spools (`spill::outage`), and a failed commit is only retried.
+pub(crate) const FLUSH_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Puts the file in WAL mode. SQLite answers a switch that meets another connection's (daemons
 /// starting together on a new file) with SQLITE_BUSY at once, without waiting in the busy
 /// handler, so it is retried for as long as any other statement would wait.
