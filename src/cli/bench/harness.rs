@@ -251,7 +251,7 @@ async fn w7_stage(store: &Store, sizes: Sizes, progress: bool) -> Result<W7Repor
 
 /// One spill pass over `store`'s namespace: like any deployment, a daemon checks this Redis
 /// against the durable tier before sessions are made.
-async fn checked_by_a_daemon(store: &Store, db_path: &std::path::Path) -> Result<()> {
+pub(super) async fn checked_by_a_daemon(store: &Store, db_path: &std::path::Path) -> Result<()> {
     SpillDaemon::open(store.clone(), SpillConfig::new(db_path))
         .await?
         .run_once()

@@ -17,6 +17,9 @@
 //!   token next to the same append without.
 //! - `memory`: W8, Redis memory per live session next to a naive list per session, before
 //!   and after the spill daemon's trim, with `MEMORY USAGE` per key kind.
+//! - `scale`: W9, W8's population (1,000,000 sessions) listed, lost, re-seeded and restored.
+//! - `outage`: W10, writers at a steady rate through a long durable-tier outage: the spool's
+//!   size, then its replay rate.
 
 mod decisions;
 mod harness;
@@ -24,6 +27,8 @@ mod leases;
 mod live;
 mod measure;
 mod memory;
+mod outage;
+mod scale;
 mod scaling;
 mod sizes;
 mod spill;
@@ -51,8 +56,8 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u16).range(1..))]
     workers: Vec<u16>,
     /// Sessions W1 appends to (and the least the scaling runs use) [default: 64, 16 with --quick].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    sessions: Option<u16>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    sessions: Option<u32>,
     /// With `--db postgres://…`: only the durable tiers' rows (W5 flush, W6 restore on
     /// SQLite and PostgreSQL, one and two daemons), not W1–W6 on Redis.
     #[arg(long)]
@@ -66,6 +71,27 @@ pub struct BenchArgs {
     /// flush and trim, next to a naive list per session, with the bytes per key kind.
     #[arg(long, conflicts_with_all = ["tiers_only", "leases_only"])]
     memory_only: bool,
+    /// Only W9, on a private redis-server it restarts empty: W8 at `--sessions` (default
+    /// 1,000,000; 10,000 with --quick), then a `session list` page, a new daemon's start and
+    /// re-seed after the loss, the walk of every page, and sessions restored on demand.
+    #[arg(long, conflicts_with_all = ["tiers_only", "leases_only", "memory_only"])]
+    scale_only: bool,
+    /// Only W10: writers at `--rate` appends a second through a durable-tier outage of
+    /// `--outage-secs` (SQLite locked by another connection; with `--db postgres://…`, the
+    /// daemon's connections cut), then the spool's replay.
+    #[arg(long, conflicts_with_all = ["tiers_only", "leases_only", "memory_only", "scale_only"])]
+    outage_only: bool,
+    /// W10's outage, seconds [default: 600, 20 with --quick].
+    #[arg(long, value_name = "SECS", requires = "outage_only")]
+    outage_secs: Option<u64>,
+    /// W10's appends a second [default: 2000].
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 2000,
+        requires = "outage_only"
+    )]
+    rate: u64,
     /// Print the text Redis runs for `lua/NAME.lua` (the prelude helpers it includes
     /// prepended, as the library builds it) and run nothing: the shell benchmarks send it
     /// themselves.
@@ -86,6 +112,9 @@ pub async fn run(global: &Global, args: BenchArgs) -> Result<()> {
         Location::Postgres(url) => Some(url.to_string()),
         Location::Sqlite(_) => None,
     });
+    if args.outage_only {
+        return run_outage(global, &args, durable.as_deref()).await;
+    }
     if args.tiers_only && durable.is_none() {
         return Err(Error::InvalidInput(
             "--tiers-only compares SQLite with PostgreSQL: give --db postgres://… (a role that may CREATE DATABASE)".into(),
@@ -144,8 +173,29 @@ async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
         }
         return Ok(());
     }
+    if args.scale_only {
+        let Some(server) = private.as_mut() else {
+            return Err(Error::InvalidInput(
+                "--scale-only restarts its Redis empty: run it without --redis (it starts a private redis-server)".into(),
+            ));
+        };
+        let mut sizes = memory::W8Sizes::new(args.quick);
+        sizes.sessions = match args.sessions {
+            Some(n) => n as usize,
+            None if args.quick => 10_000,
+            None => 1_000_000,
+        };
+        let w9 = scale::w9_scale(&store, server, sizes, &db_dir.path().join("bench.db")).await?;
+        if global.json {
+            println!("{}", serde_json::to_string(&w9)?);
+        } else {
+            print_w8(&w9.w8);
+            print_w9(&w9);
+        }
+        return Ok(());
+    }
     if args.memory_only {
-        let sessions = args.sessions.map(usize::from);
+        let sessions = args.sessions.map(|n| n as usize);
         let w8 = harness::run_memory(
             &store,
             args.quick,
@@ -167,7 +217,7 @@ async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
                 counts.push(n); // each count once: its sessions are named by it
             }
         }
-        let sizes = args.sessions.map(usize::from);
+        let sizes = args.sessions.map(|n| n as usize);
         let points = harness::run_scaling(
             &store,
             args.quick,
@@ -188,7 +238,7 @@ async fn run_workloads(global: &Global, args: &BenchArgs) -> Result<()> {
         Options {
             quick: args.quick,
             workers: args.workers.first().map(|&n| usize::from(n)),
-            sessions: args.sessions.map(usize::from),
+            sessions: args.sessions.map(|n| n as usize),
             db_path: db_dir.path().join("bench.db"),
             server: private.as_mut(),
             progress: true,
@@ -270,6 +320,69 @@ fn print_report(report: &Report) {
             f.per_message_bytes, f.per_session_bytes, f.ratio_to_content, f.ratio_to_stored
         );
     }
+}
+
+/// W10 on a private redis-server and a temp SQLite file, or a scratch database on the
+/// server of `postgres`.
+async fn run_outage(global: &Global, args: &BenchArgs, postgres: Option<&str>) -> Result<()> {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .map_err(|e| Error::io(e.to_string()))??;
+    let store = Store::connect(Config::new(server.url()).partitions(global.partitions)).await?;
+    let dir = tempfile::tempdir()?;
+    let db = postgres.map_or(dir.path().join("bench.db"), std::path::PathBuf::from);
+    let secs = args
+        .outage_secs
+        .unwrap_or(if args.quick { 20 } else { 600 });
+    let w10 = outage::w10_outage(
+        &store,
+        &db,
+        dir.path(),
+        args.rate,
+        std::time::Duration::from_secs(secs),
+    )
+    .await?;
+    if global.json {
+        println!("{}", serde_json::to_string(&w10)?);
+    } else {
+        println!(
+            "W10 {} down {:.0} s under {} appends/s: {} acknowledged, {} refused; then spool {} entries, {:.1} MiB; {} wal entries in Redis, used_memory {:.1} MiB",
+            w10.tier,
+            w10.outage_secs,
+            w10.rate,
+            w10.appended,
+            w10.refused,
+            w10.spool_entries,
+            w10.spool_bytes as f64 / 1048576.0,
+            w10.wal_pending,
+            w10.used_memory as f64 / 1048576.0
+        );
+        println!(
+            "  replay after the tier came back: {:.1} s, {:.0} entries/s",
+            w10.replay_secs, w10.replay_per_sec
+        );
+    }
+    Ok(())
+}
+
+fn print_w9(w9: &scale::W9Report) {
+    let us = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+    println!(
+        "W9 at {} sessions: session list page of 100: first p50 {} us, middle p50 {} us",
+        w9.w8.sessions,
+        us(w9.first_page_p50_us),
+        us(w9.middle_page_p50_us)
+    );
+    println!(
+        "  Redis restarted empty: daemon start + re-seed {:.1} s; every page walked: {} ids in {:.1} s",
+        w9.reseed_secs, w9.listed, w9.walk_secs
+    );
+    println!(
+        "  a lost session read (restored on demand): p50 {} ms, p99 {} ms",
+        ms(w9.restore_p50_ms),
+        ms(w9.restore_p99_ms)
+    );
 }
 
 fn print_w8(w8: &memory::W8Report) {

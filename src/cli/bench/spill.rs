@@ -124,7 +124,7 @@ async fn drop_live(store: &Store, sid: &str) -> Result<()> {
 }
 
 /// Waits (up to 10 s) until a daemon holds partition `p` and has published its cursors.
-async fn wait_owned(store: &Store, p: u32) -> Result<()> {
+pub(super) async fn wait_owned(store: &Store, p: u32) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let mut conn = store.conn().await?;
