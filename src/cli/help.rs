@@ -206,6 +206,32 @@ pub const USER_GET: &str = "\
 Examples:
   agentstate user get alice tz";
 
+pub const MEMORY_PUT: &str = "\
+Examples:
+  agentstate memory put users.alice.prefs tz '{\"tz\": \"Europe/Paris\"}'
+  agentstate memory put users.alice.facts f1 @fact.json --ttl 1440 --vector text='[0.1,0.9]'";
+
+pub const MEMORY_GET: &str = "\
+Examples:
+  agentstate memory get users.alice.prefs tz
+  agentstate memory get users.alice.facts f1 --refresh-ttl";
+
+pub const MEMORY_SEARCH: &str = "\
+Examples:
+  agentstate memory search users.alice                       # newest first
+  agentstate memory search users --filter '{\"kind\": \"fact\", \"score\": {\"$gte\": 3}}'
+  agentstate --json memory search users.alice --query '[0.1,0.9]' --limit 5";
+
+pub const MEMORY_LIST: &str = "\
+Examples:
+  agentstate memory list
+  agentstate memory list users --max-depth 2
+  agentstate memory list --suffix prefs";
+
+pub const MEMORY_DELETE: &str = "\
+Examples:
+  agentstate memory delete users.alice.prefs tz";
+
 pub const USER_FORGET: &str = "\
 Examples:
   agentstate user forget alice                  # -> number of values removed

@@ -14,6 +14,7 @@ mod help;
 mod inbox;
 mod input;
 mod lease;
+mod memory;
 mod msg;
 mod render;
 mod server;
@@ -224,6 +225,9 @@ enum Command {
     /// User-attributed data: set, get, forget.
     #[command(subcommand)]
     User(user::UserCmd),
+    /// Long-term memory items: put, get, search, list, delete.
+    #[command(subcommand)]
+    Memory(memory::MemoryCmd),
     /// A session's run lease: acquire, renew, release, show.
     #[command(subcommand)]
     Lease(lease::LeaseCmd),
@@ -528,6 +532,7 @@ async fn run(cli: Cli, at: &mut Situation) -> Result<()> {
         Command::Decisions(cmd) => decisions::run(&ctx, cmd).await,
         Command::Tail(args) => tail::run(&ctx, args).await,
         Command::User(cmd) => user::run(&ctx, cmd).await,
+        Command::Memory(cmd) => memory::run(&ctx, cmd).await,
         Command::Lease(cmd) => lease::run(&ctx, cmd).await,
         Command::Inbox(cmd) => inbox::run(&ctx, cmd).await,
         Command::Effects(cmd) => effects::run(&ctx, cmd).await,

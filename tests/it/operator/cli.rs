@@ -496,3 +496,116 @@ async fn bench_with_several_worker_counts_prints_the_w1_scaling_alone() {
         assert_eq!(p["client_threads"], 1, "{p}");
     }
 }
+
+#[tokio::test]
+async fn memory_commands_put_get_search_list_and_delete_items() {
+    let t = env().await;
+    assert_eq!(
+        t.cli_ok(&[
+            "memory",
+            "put",
+            "users.ann.prefs",
+            "tz",
+            r#"{"tz":"UTC","n":3}"#
+        ]),
+        "users.ann.prefs tz\n"
+    );
+    let args = [
+        "memory",
+        "put",
+        "users.ann.facts",
+        "f1",
+        r#"{"text":"tea","n":5}"#,
+        "--ttl",
+        "60",
+        "--vector",
+        "text=[0.1,0.9]",
+    ];
+    t.cli_ok(&args);
+    t.cli_ok(&[
+        "memory",
+        "put",
+        "users.bob.facts",
+        "f1",
+        r#"{"text":"coffee"}"#,
+        "--vector",
+        "text=[0.9,0.1]",
+    ]);
+    let item: Value =
+        serde_json::from_str(&t.cli_ok(&["memory", "get", "users.ann.facts", "f1"])).unwrap();
+    assert_eq!(item["value"], json!({"text": "tea", "n": 5}));
+    assert_eq!(item["ttl_minutes"], 60);
+    assert_eq!(
+        t.cli_ok(&["memory", "get", "users.ann.facts", "no"]),
+        "null\n"
+    );
+    // Ranked by the query vector; the item without vectors last.
+    let ranked = json_lines(&t.cli_ok(&[
+        "--json",
+        "memory",
+        "search",
+        "users",
+        "--query",
+        "[0.2,0.8]",
+    ]));
+    let keys: Vec<String> = ranked
+        .iter()
+        .map(|i| {
+            format!(
+                "{}/{}",
+                i["namespace"][1].as_str().unwrap(),
+                i["key"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(keys, ["ann/f1", "bob/f1", "ann/tz"]);
+    assert!(ranked[0]["score"].as_f64().unwrap() > ranked[1]["score"].as_f64().unwrap());
+    let filtered = json_lines(&t.cli_ok(&[
+        "--json",
+        "memory",
+        "search",
+        "users.ann",
+        "--filter",
+        r#"{"n":{"$gte":4}}"#,
+    ]));
+    assert_eq!(filtered.len(), 1);
+    assert_eq!(filtered[0]["key"], "f1");
+    assert_eq!(
+        t.cli_ok(&["memory", "list"]),
+        "users.ann.facts\nusers.ann.prefs\nusers.bob.facts\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["--json", "memory", "list", "users", "--max-depth", "2"]),
+        "[\"users\",\"ann\"]\n[\"users\",\"bob\"]\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["memory", "list", "users.*.facts"]),
+        "users.ann.facts\nusers.bob.facts\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["memory", "delete", "users.bob.facts", "f1"]),
+        "deleted\n"
+    );
+    assert_eq!(
+        t.cli_ok(&["memory", "list", "--suffix", "facts"]),
+        "users.ann.facts\n"
+    );
+    // Bad input: one error line, nothing written.
+    for bad in [
+        &["memory", "put", "users.ann.x", "k", "[1]"][..],
+        &["memory", "put", "users..x", "k", "{}"],
+        &[
+            "memory",
+            "put",
+            "users.ann.x",
+            "k",
+            "{}",
+            "--vector",
+            "text",
+        ],
+        &["memory", "search", "--query", "{\"a\":1}"],
+    ] {
+        let line = t.cli_rejected(bad);
+        assert!(line.starts_with("error: invalid input"), "{bad:?}: {line}");
+    }
+}
