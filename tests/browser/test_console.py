@@ -136,6 +136,11 @@ def deployment():
     assert d.cli("effects", "begin", "runner", "call-weather", "--args", '{"city": "Lisbon"}') == "started"
     d.cli("effects", "finish", "runner", "call-weather", "--result", '{"forecast": "sun"}')
     assert d.cli("effects", "begin", "runner", "call-booking", "--args", '{"table": 4}') == "started"
+    # Long-term memory: two of alice's namespaces (one item markup an agent wrote), one of bob's.
+    d.cli("memory", "put", "users.alice.prefs", "tz", '{"tz": "Europe/Lisbon"}')
+    d.cli("memory", "put", "users.alice.prefs", "seat", '{"seat": "window"}', "--ttl", "1440")
+    d.cli("memory", "put", "users.alice.facts", "note", json.dumps({"text": SCRIPT}))
+    d.cli("memory", "put", "users.bob.prefs", "tz", '{"tz": "UTC"}')
     # A consumer group holding one decision.
     d.cli("tail", "--group", "billing", "--consumer", "worker-1", "--count", "1", "--from-start", "--no-ack")
     yield d
@@ -300,6 +305,26 @@ def test_decisions_and_spill_pages(page, console):
     page.goto(f"{console}/spill")
     expect(page.locator("#partitions tbody tr")).to_have_count(16)
     page.screenshot(path=SHOTS / "spill.png", full_page=True)
+
+
+def test_memory_pages_list_namespaces_and_show_their_items_as_text(page, console):
+    page.goto(f"{console}/memory")
+    rows = page.locator("#namespaces tbody tr")
+    expect(rows).to_have_count(3)
+    expect(rows.first).to_have_attribute("data-namespace", "users.alice.facts")
+    page.screenshot(path=SHOTS / "memory.png", full_page=True)
+    page.locator('tr[data-namespace="users.alice.prefs"] a').click()
+    expect(page).to_have_url(re.compile(r"/memory/users\.alice\.prefs$"))
+    items = page.locator("#items tbody tr")
+    expect(items).to_have_count(2)
+    expect(page.locator('tr[data-key="tz"] pre.content')).to_contain_text('"tz": "Europe/Lisbon"')
+    expect(page.locator('tr[data-key="seat"] td').nth(3)).not_to_have_text("never")
+    page.screenshot(path=SHOTS / "memory-namespace.png", full_page=True)
+    page.goto(f"{console}/memory/users.alice.facts")
+    expect(page.locator('tr[data-key="note"] pre.content')).to_contain_text("<script>")
+    assert page.evaluate("window.__pwned") is None
+    page.goto(f"{console}/memory/users..x")
+    expect(page.locator("h1")).to_have_text("Bad request")
 
 
 def test_the_token_gate(browser, deployment):

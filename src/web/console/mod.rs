@@ -113,6 +113,8 @@ fn router(console: Console) -> Router {
         .route("/sessions/{sid}", get(session))
         .route("/sessions/{sid}/events", get(live::events))
         .route("/decisions", get(decisions))
+        .route("/memory", get(memory_namespaces))
+        .route("/memory/{namespace}", get(memory_namespace))
         .route("/spill", get(spill))
         .layer(middleware::from_fn_with_state(console.clone(), gate));
     Router::new()
@@ -311,6 +313,40 @@ async fn decisions(State(console): State<Console>) -> Response {
     console.render(|chrome| {
         let (groups, dead) = read?;
         Ok(pages::decisions(chrome, &groups, &dead))
+    })
+}
+
+/// Items a namespace's page shows at most.
+pub(crate) const MEMORY_PAGE: usize = 500;
+
+async fn memory_namespaces(State(console): State<Console>) -> Response {
+    let listing = crate::NamespaceListing {
+        limit: 10_000,
+        ..Default::default()
+    };
+    let read = console.store.list_memory_namespaces(&listing).await;
+    console.render(|chrome| Ok(pages::memory_namespaces(chrome, &read?)))
+}
+
+/// One namespace (labels joined by `.`): its own items, not those of longer namespaces under
+/// it.
+async fn memory_namespace(
+    State(console): State<Console>,
+    Path(namespace): Path<String>,
+) -> Response {
+    let labels: Vec<String> = namespace.split('.').map(str::to_string).collect();
+    let search = crate::MemorySearch {
+        prefix: labels.clone(),
+        limit: MEMORY_PAGE,
+        ..Default::default()
+    };
+    let read = console.store.search_memory(&search).await;
+    console.render(|chrome| {
+        let items: Vec<_> = read?
+            .into_iter()
+            .filter(|it| it.namespace == labels)
+            .collect();
+        Ok(pages::memory_namespace(chrome, &namespace, &items))
     })
 }
 

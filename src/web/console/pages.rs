@@ -7,11 +7,12 @@ use maud::{html, Markup, DOCTYPE};
 use serde_json::Value;
 
 use super::views::{GroupView, SessionPage, SessionRow, SessionView, Tier, PAGE_SIZE};
-use super::LagSample;
+use super::{LagSample, MEMORY_PAGE};
 use crate::consumer::DeadLetter;
 use crate::effects::{Effect, EffectState};
 use crate::error::utc;
 use crate::inbox::InboxItem;
+use crate::long_term::MemoryItem;
 use crate::messages::{Message, MessageState};
 use crate::spill::inspect::PartitionStats;
 
@@ -30,6 +31,7 @@ fn frame(chrome: &Chrome, title: &str, active: &str, body: Markup) -> Markup {
     let nav = [
         ("sessions", "/sessions", "Sessions"),
         ("decisions", "/decisions", "Decisions"),
+        ("memory", "/memory", "Memory"),
         ("spill", "/spill", "Spill"),
     ];
     html! {
@@ -598,6 +600,50 @@ pub(crate) fn decisions(chrome: &Chrome, groups: &[GroupView], dead: &[DeadLette
         }
     };
     frame(chrome, "Decisions", "decisions", body)
+}
+
+/// The long-term memory page: every namespace that holds items, each a link to its page.
+pub(crate) fn memory_namespaces(chrome: &Chrome, namespaces: &[Vec<String>]) -> Markup {
+    let body = html! {
+        h1 { "Long-term memory" }
+        table.grid id="namespaces" {
+            thead { tr { th { "Namespace" } } }
+            tbody {
+                @for ns in namespaces {
+                    @let text = ns.join(".");
+                    tr data-namespace=(text) {
+                        td { a href={ "/memory/" (query_escape(&text)) } { code { (text) } } }
+                    }
+                }
+                @if namespaces.is_empty() { tr { td.empty { "No memory item yet." } } }
+            }
+        }
+    };
+    frame(chrome, "Memory", "memory", body)
+}
+
+/// One memory namespace's items, most recently updated first.
+pub(crate) fn memory_namespace(chrome: &Chrome, namespace: &str, items: &[MemoryItem]) -> Markup {
+    let body = html! {
+        h1 { "Memory " code { (namespace) } }
+        p.small { (items.len()) " items (the newest " (MEMORY_PAGE) " at most); times in UTC" }
+        table.grid id="items" {
+            thead { tr { th { "Key" } th { "Updated" } th { "Created" } th { "Expires" } th { "Value" } } }
+            tbody {
+                @for it in items {
+                    tr data-key=(it.key) {
+                        td { code { (it.key) } }
+                        td { (utc(it.updated_at)) }
+                        td { (utc(it.created_at)) }
+                        td { @if let Some(at) = it.expires_at { (utc(at)) } @else { "never" } }
+                        td { pre.content { (pretty(&Value::Object(it.value.clone()))) } }
+                    }
+                }
+                @if items.is_empty() { tr { td.empty colspan="5" { "No item in this namespace." } } }
+            }
+        }
+    };
+    frame(chrome, namespace, "memory", body)
 }
 
 /// The spill page: per partition owner, pending, lag; lag and pending over the last minutes.
