@@ -88,7 +88,7 @@ pub async fn w10_outage(
     // The outage starts once the daemon holds every partition: a daemon that starts during
     // one cannot read the cursors it would take them with.
     for p in 0..store.keys().partitions() {
-        super::spill::wait_owned(store, p).await?;
+        super::spill::wait_owned(store, p, Duration::from_secs(60)).await?;
     }
 
     let lock = match (&relay, Location::of(db)) {

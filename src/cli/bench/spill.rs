@@ -123,9 +123,9 @@ async fn drop_live(store: &Store, sid: &str) -> Result<()> {
     Ok(())
 }
 
-/// Waits (up to 10 s) until a daemon holds partition `p` and has published its cursors.
-pub(super) async fn wait_owned(store: &Store, p: u32) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Waits (up to `limit`) until a daemon holds partition `p` and has published its cursors.
+pub(super) async fn wait_owned(store: &Store, p: u32, limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
     loop {
         let mut conn = store.conn().await?;
         let (leased, published): (bool, bool) = redis::pipe()
@@ -138,7 +138,8 @@ pub(super) async fn wait_owned(store: &Store, p: u32) -> Result<()> {
         }
         if Instant::now() > deadline {
             return Err(Error::io(format!(
-                "no spill daemon took partition {p} within 10 s"
+                "no spill daemon took partition {p} within {} s",
+                limit.as_secs()
             )));
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -178,7 +179,7 @@ pub async fn w6_rehydrate(
             .run(cancel.clone().cancelled_owned()),
     );
     // The figure is the restore itself, not the daemon taking its leases.
-    let owned = wait_owned(store, store.keys().partition(sid)).await;
+    let owned = wait_owned(store, store.keys().partition(sid), Duration::from_secs(10)).await;
     let started = Instant::now();
     let restored = match owned {
         Ok(()) => store.admin().restore_session(sid).await,
