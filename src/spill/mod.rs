@@ -185,6 +185,8 @@ impl PassReport {
 pub(crate) struct Partition {
     /// Fencing token of the lease we hold; 0 when we do not own the partition.
     token: i64,
+    /// The token of our last lease when we lost it (0: none since we took the partition).
+    lapsed: i64,
     /// When the lease was last renewed.
     renewed: Option<Instant>,
     /// Last wal id SQLite committed (valid while we own the partition).

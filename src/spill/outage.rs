@@ -153,7 +153,7 @@ impl Outage {
 /// Whether `err` shows the durable tier out of reach rather than rejecting a batch:
 /// PostgreSQL unreachable (`Error::is_durable_unreachable`), or SQLite locked, busy, out of
 /// space, or failing to read or write its files.
-fn is_outage(err: &Error) -> bool {
+pub(super) fn is_outage(err: &Error) -> bool {
     if err.is_durable_unreachable() {
         return true;
     }

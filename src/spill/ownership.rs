@@ -22,9 +22,15 @@ impl SpillDaemon {
         if part.token > 0 && part.renewed.is_some_and(|t| t.elapsed() < ttl / 3) {
             return Ok(true);
         }
-        // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite.
+        // While we hold the lease SQLite's token is at most ours; otherwise ask SQLite, or,
+        // when it is out of reach, start from our last token (see `resumed`).
+        let prior = part.token.max(part.lapsed);
         let floor = match part.token {
-            0 => self.db.cursors(p).await?.token,
+            0 => match self.db.cursors(p).await {
+                Ok(cursors) => cursors.token,
+                Err(err) if prior > 0 && super::outage::is_outage(&err) => prior,
+                Err(err) => return Err(err),
+            },
             held => held,
         };
         let Some(token) = claim(&self.store, p, &self.owner, ttl, floor).await? else {
@@ -32,6 +38,9 @@ impl SpillDaemon {
             return Ok(false);
         };
         let taken = token != self.parts[p as usize].token;
+        if taken && self.resumed(p, prior, token).await? {
+            return Ok(true);
+        }
         if taken {
             let held = self.db.cursors(p).await?;
             let (mut wal, mut decisions) = (held.wal, held.decisions);
@@ -139,6 +148,8 @@ impl SpillDaemon {
     /// Forgets partition `p` after a fenced write found the lease gone (another owner, or
     /// Redis lost its state): the next pass claims it anew and, after a loss, recovers.
     pub(super) fn lost_lease(&mut self, p: u32) {
+        let part = &mut self.parts[p as usize];
+        part.lapsed = part.lapsed.max(part.token);
         if self.parts[p as usize].token > 0 {
             self.events.lost(p);
             super::metrics::lease_changed(super::metrics::LeaseChange::Lost);
@@ -147,6 +158,39 @@ impl SpillDaemon {
             self.full_pass_due = true;
         }
         self.parts[p as usize].token = 0;
+    }
+
+    /// Takes `p` back with `token` while the durable tier is down, keeping the cursors this
+    /// daemon holds, when nobody held the partition since our lease with token `prior`
+    /// lapsed: the counter moved by our claim alone (`token == prior + 1`) and Redis kept its
+    /// state (`committed` is there; a Redis that lost it restarts the counter). Only a lease
+    /// holder commits, so the tier's cursors are still ours, and the daemon keeps spooling
+    /// instead of leaving the wal to fill Redis until the tier answers. Else false: the
+    /// partition is taken with the tier's cursors.
+    async fn resumed(&mut self, p: u32, prior: i64, token: i64) -> Result<bool> {
+        if self.outage.down_since.is_none() || prior == 0 || token != prior + 1 {
+            return Ok(false);
+        }
+        let known: u32 = redis::cmd("HLEN")
+            .arg(self.store.keys().committed(p))
+            .query_async(&mut self.store.conn().await?)
+            .await?;
+        if known == 0 {
+            return Ok(false);
+        }
+        let part = &mut self.parts[p as usize];
+        part.token = token;
+        part.lapsed = 0;
+        part.renewed = Some(Instant::now());
+        part.trim_due = true;
+        tracing::info!(
+            partition = p,
+            token,
+            "took the partition back while the durable tier is down: nobody held it since its lease lapsed"
+        );
+        self.events.took(p);
+        super::metrics::lease_changed(super::metrics::LeaseChange::Taken);
+        Ok(true)
     }
 
     /// Gives up every lease this daemon holds; one warning for those it could not release

@@ -203,6 +203,57 @@ async fn postgresql_down_under_writers_spools_fails_durable_writes_and_catches_u
 }
 
 #[tokio::test]
+async fn a_daemon_paused_past_its_lease_during_an_outage_takes_its_partitions_back_and_spools_on() {
+    let pg = PgServer::start();
+    let t = env_on_server(&pg, |c| c).await;
+    keep_ledger(&t);
+    let sids = sessions_over_partitions(&t, 2).await;
+    let child = daemon(&t);
+    writer(&t, &sids, 20).await.unwrap();
+    wait_for_rows(&t, &sids, 20).await;
+
+    pg.stop();
+    let mut written = 20;
+    while spooled(&t) == 0 {
+        writer(&t, &sids, 10).await.unwrap();
+        written += 10;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Paused past its 1 s lease while PostgreSQL is down: the leases lapse, and nobody can
+    // read the cursors a daemon takes a partition with.
+    let pid = child.child.id() as libc::pid_t;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    // It takes them back and goes on spooling what agents write meanwhile.
+    let before = spooled(&t);
+    writer(&t, &sids, 200).await.unwrap();
+    written += 200;
+    wait_until(
+        "the daemon spooling again after its leases lapsed",
+        HANG,
+        || {
+            let now = spooled(&t);
+            (now >= before + 2 * 200)
+                .then_some(())
+                .ok_or(format!("{now} spooled, {before} before the pause"))
+        },
+    )
+    .await;
+
+    pg.start_again();
+    let n = written as i64;
+    wait_for_rows(&t, &sids, n).await;
+    wait_until("the spool drained", HANG, || spooled(&t) == 0).await;
+    let log = stop(child);
+    assert_exactly_once(&t, &sids, n);
+    assert!(
+        log.contains("took the partition back while the durable tier is down"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
 async fn a_connection_string_that_cannot_work_says_why_in_one_line() {
     let pg = PgServer::start_with_password("right");
     let db = PgDatabase::create_on(&pg.admin_url());
