@@ -33,7 +33,9 @@ fn strings(name: &str, v: Value) -> Result<Vec<String>> {
 fn string(name: &str, v: Value) -> Result<String> {
     match v {
         Value::String(s) => Ok(s),
-        other => Err(errors::invalid(format!("{name} must be a string, not {other}"))),
+        other => Err(errors::invalid(format!(
+            "{name} must be a string, not {other}"
+        ))),
     }
 }
 
