@@ -19,6 +19,8 @@ export interface ConnectOptions {
   maxMessageBytes?: number;
   maxWorkingValueBytes?: number;
   maxStateBytes?: number;
+  /** The label position naming a user in a memory namespace, which forgetUser erases by (default 1: ["users", userId, ...]). */
+  memoryUserLabel?: number;
 }
 
 /** `createSession`'s options. */
@@ -113,6 +115,56 @@ export interface Lease {
   expiresAt: number;
 }
 
+/** A long-term memory item as stored (times in ms since the epoch, Redis' clock). */
+export interface MemoryItem {
+  namespace: string[];
+  key: string;
+  value: { [key: string]: Json };
+  createdAt: number;
+  updatedAt: number;
+  /** When it expires (null: never). */
+  expiresAt: number | null;
+  ttlMinutes: number | null;
+  /** Cosine similarity to a search's query vector (null outside a ranked search, or without vectors). */
+  score: number | null;
+}
+
+/** `putMemory`'s options. */
+export interface MemoryPutOptions {
+  /** Embedding vectors by indexed field, computed by the caller. */
+  vectors?: Record<string, number[]>;
+  /** Whole minutes until the item expires. */
+  ttlMinutes?: number;
+}
+
+/** `searchMemory`'s search. */
+export interface MemorySearch {
+  /** Namespace prefix (absent: every namespace). */
+  prefix?: string[];
+  /** `{ field: value }` (equality) or `{ field: { $eq | $ne | $gt | $gte | $lt | $lte: value } }` on the value's top-level fields. */
+  filter?: { [field: string]: Json };
+  /** A query vector: results ranked by cosine similarity, best first. */
+  query?: number[];
+  /** Most results (10). */
+  limit?: number;
+  offset?: number;
+  /** Each result with a TTL expires that TTL from now. */
+  refreshTtl?: boolean;
+}
+
+/** `listMemoryNamespaces`' listing. */
+export interface NamespaceListing {
+  /** Namespaces starting with these labels (`*` matches any one). */
+  prefix?: string[];
+  /** Namespaces ending with these labels (`*` matches any one). */
+  suffix?: string[];
+  /** Cut to this many labels, then deduplicated. */
+  maxDepth?: number;
+  /** Most namespaces (100). */
+  limit?: number;
+  offset?: number;
+}
+
 /** A client of one agentstate namespace in one Redis. */
 export declare class Store {
   private constructor();
@@ -179,6 +231,14 @@ export declare class Store {
   forgetUser(user: string): Promise<{ [key: string]: Json }>;
   saveState(userId: string, state: Json, sessionId?: string, roundId?: number): Promise<number>;
   exportState(userId: string, sessionId?: string, roundId?: number): Promise<Json | null>;
+
+  // long-term memory
+  putMemory(namespace: string[], key: string, value: { [key: string]: Json }, options?: MemoryPutOptions): Promise<void>;
+  /** `refreshTtl`: an item with a TTL expires that TTL from now. */
+  getMemory(namespace: string[], key: string, options?: { refreshTtl?: boolean }): Promise<MemoryItem | null>;
+  deleteMemory(namespace: string[], key: string): Promise<void>;
+  searchMemory(search?: MemorySearch): Promise<MemoryItem[]>;
+  listMemoryNamespaces(listing?: NamespaceListing): Promise<string[][]>;
 
   // run leases, the inbox, the tool-effect ledger, decisions
   acquireLease(sid: string, owner: string, ttlMs: number): Promise<Lease>;
@@ -280,5 +340,5 @@ export declare function resolved(url?: string, prefix?: string): [string, string
 /** The addon's version. */
 export declare const version: string;
 
-export { AgentStateSaver } from './langgraph';
+export { AgentStateSaver, AgentStateStore } from './langgraph';
 export { AgentStateSession } from './openai-agents';

@@ -1,11 +1,12 @@
 'use strict';
-// @agentstate/node: Store, SpillDaemon, the error classes, AgentStateSaver (LangGraph.js) and
-// AgentStateSession (OpenAI Agents JS); the adapters need their framework installed beside.
+// @agentstate/node: Store, SpillDaemon, the error classes, AgentStateSaver and AgentStateStore
+// (LangGraph.js) and AgentStateSession (OpenAI Agents JS); the adapters need their framework
+// installed beside.
 const native = require('./lib/native');
 const errors = require('./lib/errors');
 const { Store } = require('./lib/store');
 const { SpillDaemon } = require('./lib/daemon');
-const { AgentStateSaver } = require('./lib/langgraph');
+const { AgentStateSaver, AgentStateStore } = require('./lib/langgraph');
 const { AgentStateSession } = require('./lib/openai-agents');
 
 const { fromNative, ...errorClasses } = errors;
@@ -14,6 +15,7 @@ module.exports = {
   Store,
   SpillDaemon,
   AgentStateSaver,
+  AgentStateStore,
   AgentStateSession,
   ...errorClasses,
   /** [url, prefix] a front end uses: the arguments, else AGENTSTATE_REDIS_URL / AGENTSTATE_PREFIX, else the defaults. */

@@ -1,10 +1,13 @@
-// The ESM entry point: the CommonJS module's exports (one addon, one set of classes).
+// The ESM entry point: the CommonJS module's exports (one addon, one set of classes), but the
+// LangGraph.js adapters of ./langgraph.mjs, which extend the application's ESM classes.
 import m from './index.js';
+import { AgentStateSaver, AgentStateStore } from './langgraph.mjs';
+
+export { AgentStateSaver, AgentStateStore };
 
 export const {
   Store,
   SpillDaemon,
-  AgentStateSaver,
   AgentStateSession,
   AgentStateError,
   UnknownSession,
@@ -23,4 +26,4 @@ export const {
   resolved,
   version,
 } = m;
-export default m;
+export default { ...m, AgentStateSaver, AgentStateStore };

@@ -6,6 +6,10 @@
 - ``graph ID``: runs the counter graph (n += 1, then n doubled) on LangGraph thread ``ID``
   with input n = 1 over the Python AgentStateSaver; prints the state values after it.
 - ``graph-read ID``: the state values and the number of checkpoints of thread ``ID``.
+- ``memory-put NS``: puts item "p1" ``{"text": "zebra ocean", "from": "python"}`` into namespace
+  ``("cross", NS)`` with the Python AgentStateStore (the letter-count embedding of
+  helpers.mjs' letterEmbeddings, field "text"); prints every item of the namespace and the
+  keys a search for "apple" ranks, with their scores.
 """
 
 import asyncio
@@ -34,7 +38,37 @@ def counter():
     return g.compile(checkpointer=AgentStateSaver(url))
 
 
+def letters(texts):
+    """helpers.mjs' letterEmbeddings in Python: letter counts over 16 buckets."""
+    out = []
+    for text in texts:
+        v = [0.0] * 16
+        for ch in text.lower():
+            v[ord(ch) % 16] += 1
+        out.append(v)
+    return out
+
+
+def memory(ns):
+    from agentstate.langgraph import AgentStateStore
+
+    store = AgentStateStore(url, index={"dims": 16, "embed": letters, "fields": ["text"]})
+    store.put(("cross", ns), "p1", {"text": "zebra ocean", "from": "python"})
+    items = store.search(("cross", ns), limit=100)
+    ranked = store.search(("cross", ns), query="apple", limit=100)
+    as_ms = lambda t: round(t.timestamp() * 1000)
+    return {
+        "items": sorted(
+            [{"key": i.key, "namespace": list(i.namespace), "value": i.value, "createdAt": as_ms(i.created_at)} for i in items],
+            key=lambda i: i["key"],
+        ),
+        "ranked": [[i.key, i.score] for i in ranked],
+    }
+
+
 async def main():
+    if command == "memory-put":
+        return memory(arg)
     if command.startswith("session"):
         from agentstate.openai_agents import AgentStateSession
 

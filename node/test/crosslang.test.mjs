@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { counter } from './graphs.mjs';
-import { AgentStateSaver, AgentStateSession } from '@agentstate/node';
+import { AgentStateSaver, AgentStateSession, AgentStateStore } from '@agentstate/node';
 import { serverForThisFile } from './per-file.mjs';
+import { letterEmbeddings } from './helpers.mjs';
 
 const PYTHON = process.env.AGENTSTATE_PYTHON;
 const skip = PYTHON ? false : 'AGENTSTATE_PYTHON is not set (a Python with the agentstate wheel)';
@@ -46,4 +47,34 @@ test('one LangGraph thread, two languages: Python runs it, Node continues it, Py
   const history = [];
   for await (const s of graph.getStateHistory(config)) history.push(s);
   assert.equal(read.checkpoints, history.length, 'both languages see the same history');
+});
+
+// The Python AgentStateStore is issue 52's Python half: until the wheel has it, this case says why it is skipped.
+const pyStore = (() => {
+  if (!PYTHON) return 'AGENTSTATE_PYTHON is not set (a Python with the agentstate wheel)';
+  try {
+    execFileSync(PYTHON, ['-c', 'from agentstate.langgraph import AgentStateStore'], { stdio: 'ignore' });
+    return false;
+  } catch {
+    return 'the Python agentstate package has no agentstate.langgraph.AgentStateStore yet';
+  }
+})();
+
+test('one memory namespace, two languages: each reads and ranks the items the other put', { skip: pyStore }, async () => {
+  const store = new AgentStateStore({ url: env.redis.url, index: { dims: 16, embeddings: letterEmbeddings(), fields: ['text'] } });
+  await store.put(['cross', 'mem'], 'n1', { text: 'apple river', from: 'node' });
+  const n1 = await store.get(['cross', 'mem'], 'n1');
+  const seen = py('memory-put', 'mem');
+  assert.deepEqual(seen.items, [
+    { key: 'n1', namespace: ['cross', 'mem'], value: { text: 'apple river', from: 'node' }, createdAt: n1.createdAt.getTime() },
+    { key: 'p1', namespace: ['cross', 'mem'], value: { text: 'zebra ocean', from: 'python' }, createdAt: seen.items[1].createdAt },
+  ]);
+  assert.deepEqual(seen.ranked.map(([k]) => k), ['n1', 'p1'], 'Python ranks the Node item by its stored vector');
+  const ranked = await store.search(['cross', 'mem'], { query: 'zebra' });
+  assert.deepEqual(ranked.map((r) => r.key), ['p1', 'n1'], 'Node ranks the Python item by its stored vector');
+  const apple = await store.search(['cross', 'mem'], { query: 'apple' });
+  for (const [i, [key, score]] of seen.ranked.entries()) {
+    assert.equal(apple[i].key, key);
+    assert.ok(Math.abs(apple[i].score - score) < 1e-6, 'one score in both languages');
+  }
 });

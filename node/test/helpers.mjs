@@ -136,3 +136,16 @@ export async function startDaemon(url, dir, prefix) {
   return daemon;
 }
 
+
+/**
+ * A deterministic embedder with LangChain's Embeddings methods: a text's letter counts over
+ * 16 buckets (a model's shape without a model or network), 16 dimensions.
+ */
+export function letterEmbeddings() {
+  const letters = (text) => {
+    const v = new Array(16).fill(0);
+    for (const ch of text.toLowerCase()) v[ch.charCodeAt(0) % 16] += 1;
+    return v;
+  };
+  return { embedDocuments: async (texts) => texts.map(letters), embedQuery: async (t) => letters(t) };
+}

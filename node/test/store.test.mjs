@@ -106,11 +106,13 @@ test('AGENTSTATE_REDIS_URL and AGENTSTATE_PREFIX are read like the Python packag
   }
 });
 
-test('the CommonJS entry point is the same module as the ESM one', () => {
+test('the CommonJS entry point is the same module as the ESM one, but for the LangGraph.js adapters', () => {
   const require = createRequire(import.meta.url);
   const cjs = require('@agentstate/node');
   assert.equal(cjs.Store, Store);
-  assert.equal(cjs.AgentStateSaver, pkg.AgentStateSaver);
+  assert.equal(cjs.InvalidInput, InvalidInput);
+  // Each entry's adapters extend the LangGraph build its importer gets (identity.test.mjs).
+  assert.notEqual(cjs.AgentStateSaver, pkg.AgentStateSaver);
 });
 
 test('index.d.ts declares every method of the native store', async () => {

@@ -3,8 +3,8 @@
 // and as CommonJS (a copy named types.cts: the .d.ts ones): the package's declared types
 // accept what the tests and the README do, every class implementing a framework interface is
 // taken by the framework call that takes it, and a wrong argument is refused.
-import { Store, SpillDaemon, AgentStateSaver, AgentStateSession, Conflict, AgentStateError, type Message } from '@agentstate/node';
-import { AgentStateSaver as Saver2 } from '@agentstate/node/langgraph';
+import { Store, SpillDaemon, AgentStateSaver, AgentStateSession, Conflict, AgentStateError, type Message, type MemoryItem } from '@agentstate/node';
+import { AgentStateSaver as Saver2, AgentStateStore } from '@agentstate/node/langgraph';
 import { AgentStateSession as Session2 } from '@agentstate/node/openai-agents';
 import { StateGraph, MessagesAnnotation, START, END } from '@langchain/langgraph';
 import { Agent, run } from '@openai/agents-core';
@@ -24,6 +24,15 @@ export async function example(): Promise<void> {
   }
   // @ts-expect-error a seq is a number
   await store.message(id, 'one');
+  await store.putMemory(['users', 'u'], 'k', { a: 1 }, { vectors: { text: [0.5, 0.5] }, ttlMinutes: 5 });
+  const item: MemoryItem | null = await store.getMemory(['users', 'u'], 'k');
+  item?.createdAt.toFixed();
+  const found: MemoryItem[] = await store.searchMemory({ prefix: ['users'], filter: { a: { $gt: 0 } }, query: [1, 0], limit: 3 });
+  found[0].score?.toFixed();
+  const spaces: string[][] = await store.listMemoryNamespaces({ suffix: ['*'], maxDepth: 1 });
+  spaces.flat();
+  // @ts-expect-error a namespace is an array of labels
+  await store.getMemory('users', 'k');
   store.close();
   await daemon.stop();
 }
@@ -40,4 +49,16 @@ export async function frameworks(): Promise<void> {
   const agent = new Agent({ name: 'a', instructions: 'be brief' });
   await run(agent, 'hi', { session: new AgentStateSession('conv', { url: 'redis://127.0.0.1:1' }) });
   await run(agent, 'hi', { session: new Session2('conv', { idPrefix: 'x.' }) });
+}
+
+/** LangGraph.js' compile() takes AgentStateStore as its store (a BaseStore). */
+export async function memoryStore(): Promise<void> {
+  const embed = async (texts: string[]) => texts.map(() => [0, 1]);
+  const store = new AgentStateStore({ url: 'redis://127.0.0.1:1', index: { dims: 2, embed, fields: ['text'] }, ttl: { defaultTtl: 60 } });
+  new StateGraph(MessagesAnnotation).addNode('echo', () => ({})).addEdge(START, 'echo').compile({ store });
+  await store.put(['users', 'u'], 'k', { text: 'hi' }, false, { ttl: null });
+  const hits = await store.search(['users'], { query: 'hello', filter: { n: { $gte: 1 } } });
+  hits[0].score?.toFixed();
+  // @ts-expect-error an item's value is an object
+  await store.put(['users'], 'k', 'text');
 }

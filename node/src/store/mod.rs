@@ -22,6 +22,7 @@ mod effects;
 mod graphs;
 mod inbox;
 mod leases;
+mod memory;
 mod messages;
 mod rounds;
 mod sessions;
@@ -52,6 +53,9 @@ pub struct ConnectOptions {
     pub max_working_value_bytes: Option<u32>,
     /// Largest saved state, bytes (16 MiB).
     pub max_state_bytes: Option<u32>,
+    /// The label position naming a user in a long-term memory namespace, which `forgetUser`
+    /// erases by (0: the first; default 1, as in `["users", userId, ...]`).
+    pub memory_user_label: Option<u32>,
 }
 
 /// A client of one agentstate namespace in one Redis (one connection pool shared by every
@@ -131,6 +135,9 @@ fn config(o: ConnectOptions) -> Result<(Config, Arc<Situation>)> {
     }
     if let Some(w) = o.daemon_wait {
         c = c.daemon_wait(secs("daemonWait", w)?);
+    }
+    if let Some(label) = o.memory_user_label {
+        c = c.memory_user_label(label as usize);
     }
     let mut limits = c.limits;
     for (name, given, limit) in [
