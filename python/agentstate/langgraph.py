@@ -64,9 +64,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import _check, _ids
 from ._agentstate import Store, plain_json, resolved
+from ._langgraph_store import AgentStateStore
 from ._shared import ashared_store, shared_store
 
-__all__ = ["AgentStateSaver"]
+__all__ = ["AgentStateSaver", "AgentStateStore"]
 
 
 EMPTY = "empty:"
