@@ -61,10 +61,11 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
 from . import _check
+from ._adk_memory import AgentStateMemoryService
 from ._agentstate import AlreadyExists, Conflict, RunLease, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
-__all__ = ["AgentStateSessionService"]
+__all__ = ["AgentStateSessionService", "AgentStateMemoryService"]
 
 #: The checkpoint label holding an ADK session's own state.
 LABEL = "adk"
