@@ -30,6 +30,7 @@ import hashlib
 import inspect
 import json
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Dict, List, Optional
 
@@ -190,7 +191,8 @@ class AgentStateMemoryService(BaseMemoryService):
         ns = self._namespace(app_name, user_id, "events")
         if self._embed is not None:
             found = await store.asearch_memory(ns, query=await self._vector(query), limit=_MAX_RESULTS)
-            return SearchMemoryResponse(memories=[self._entry(d["value"]) for d in found])
+            # An event without text has no vector (score None): it matches no query.
+            return SearchMemoryResponse(memories=[self._entry(d["value"]) for d in found if d["score"] is not None])
         words = _extract_words_lower(query)
         scored = []
         # In the order they were added (as InMemoryMemoryService keeps them), then by words
@@ -202,7 +204,7 @@ class AgentStateMemoryService(BaseMemoryService):
             in_event = _extract_searchable_words(value["text"])
             if not in_event:
                 continue
-            lower = value["text"].lower()
+            lower = unicodedata.normalize("NFC", value["text"]).lower()
             matched = sum(1 for w in words if w in in_event or (not w.isascii() and w in lower))
             if matched:
                 scored.append((matched, value))
