@@ -1,4 +1,6 @@
-"""``AgentStateSessionService``: Google ADK's ``BaseSessionService`` on agentstate.
+"""``AgentStateSessionService``: Google ADK's ``BaseSessionService`` on agentstate; the memory
+service ``AgentStateMemoryService`` (``BaseMemoryService``) is re-exported from
+:mod:`agentstate._adk_memory`.
 
 An ADK session is an agentstate session; each event is one message of it (role ``event``,
 content the event's exact JSON), so events keep agentstate's seq order for every reader,

@@ -1,4 +1,6 @@
-"""``AgentStateSaver``: a LangGraph checkpointer (``BaseCheckpointSaver``) on agentstate.
+"""``AgentStateSaver``: a LangGraph checkpointer (``BaseCheckpointSaver``) on agentstate; the
+long-term memory store ``AgentStateStore`` (``BaseStore``) is re-exported from
+:mod:`agentstate._langgraph_store`.
 
 Runs on plain Redis (no RedisJSON or RediSearch) and on Redis Cluster; every checkpoint is
 flushed to SQLite by the spill daemon and a thread Redis lost is restored from it.
