@@ -14,12 +14,18 @@
 #   3. strands-agents' own session-manager and agent tests from its sdist, the mocked
 #      repository swapped for AgentStateSessionRepository,
 #   4. LangGraph's checkpointer conformance suite (langgraph-checkpoint-conformance: 81 cases)
-#      against AgentStateSaver, on a single node and on the 3-master cluster fixture,
+#      against AgentStateSaver, on a single node and on the 3-master cluster fixture, and
+#      LangGraph's store tests (tests/test_store.py from the langgraph-checkpoint sdist) with
+#      InMemoryStore swapped for AgentStateStore,
 #   5. Google ADK's session contract tests (tests/unittests/sessions/test_session_service.py
 #      with its _conformance.py backend registry, fetched from github.com/google/adk-python at
 #      a pinned commit: the google-adk sdist ships no tests) with AgentStateSessionService
 #      registered as one more backend; ADK_SUITE=<folder holding tests/unittests/...> runs a
-#      local copy instead (a machine that cannot reach GitHub says SKIPPED without one),
+#      local copy instead (a machine that cannot reach GitHub says SKIPPED without one); and
+#      its memory-service tests (tests/unittests/memory/test_in_memory_memory_service.py, at
+#      ADK_MEMORY_TESTS_COMMIT) with InMemoryMemoryService swapped for
+#      AgentStateMemoryService; ADK_MEMORY_SUITE=<folder holding tests/unittests/memory>
+#      runs a local copy instead,
 #   6. pydantic-ai-harness' step-persistence tests (tests/step_persistence, fetched from
 #      github.com/pydantic/pydantic-ai-harness at a pinned commit: its sdist ships no tests)
 #      with InMemoryStepStore and SqliteStepStore swapped for AgentStateStepStore;
@@ -37,6 +43,8 @@ OPENAI_AGENTS=0.24.0
 STRANDS_AGENTS=1.61.1   # 1.62.0's sdist no longer ships tests/
 GOOGLE_ADK=2.13.0
 ADK_TESTS_COMMIT=11cc093158fed8ad72b40fce0d0bf3d8b2f8aa18   # google/adk-python, with _conformance.py
+ADK_MEMORY_TESTS_COMMIT=2049ee68b54ba8b3bc562bbfdc489a1190c852f6   # google/adk-python, its 42 pass on 2.13.0
+LANGGRAPH_CHECKPOINT=4.3.2   # as pinned in python/tests/requirements.txt
 HARNESS_TESTS_COMMIT=1297012524c80dc4b67eb3b193691ffe9a0f815a   # pydantic/pydantic-ai-harness, run against 0.62.0
 
 scripts/ensure-tools.sh redis-server redis-cli
@@ -116,6 +124,34 @@ adk_suite() {
 }
 ADK_DIR=$(adk_suite)
 ADK_TESTS=(tests/unittests/sessions/test_session_service.py)
+# ADK's memory-service tests at ADK_MEMORY_TESTS_COMMIT (or a local copy in
+# $ADK_MEMORY_SUITE), into the google-adk sdist's folder (after adk_suite, which may replace
+# its tests/): prints that folder, or nothing when they cannot be had.
+adk_memory_suite() {
+  local dir="$WORK/sdists/google_adk-$GOOGLE_ADK" raw="https://raw.githubusercontent.com/google/adk-python/$ADK_MEMORY_TESTS_COMMIT"
+  local f files=(__init__.py unittests/__init__.py unittests/memory/__init__.py
+    unittests/memory/test_in_memory_memory_service.py)
+  [ -f "$dir/pyproject.toml" ] || {
+    $PIP download --no-deps --no-binary :all: "google-adk==$GOOGLE_ADK" -d "$WORK/sdists" >/dev/null
+    tar -xzf "$WORK/sdists/google_adk-$GOOGLE_ADK.tar.gz" -C "$WORK/sdists"
+  }
+  if [ -n "${ADK_MEMORY_SUITE:-}" ]; then
+    for f in "${files[@]}"; do
+      mkdir -p "$(dirname "$dir/tests/$f")"
+      if [ -f "$ADK_MEMORY_SUITE/tests/$f" ]; then cp "$ADK_MEMORY_SUITE/tests/$f" "$dir/tests/$f"; else touch "$dir/tests/$f"; fi
+    done
+  elif [ ! -f "$dir/tests/unittests/memory/test_in_memory_memory_service.py" ]; then
+    for f in "${files[@]}"; do
+      mkdir -p "$(dirname "$dir/tests/$f")"
+      curl -fsSL --max-time 30 "$raw/tests/$f" -o "$dir/tests/$f" || { rm -rf "$dir/tests/unittests/memory"; return 0; }
+    done
+  fi
+  echo "$dir"
+}
+ADK_MEMORY_DIR=$(adk_memory_suite)
+ADK_MEMORY_TESTS=(tests/unittests/memory/test_in_memory_memory_service.py)
+LG_CHECKPOINT_DIR=$(sdist langgraph-checkpoint "$LANGGRAPH_CHECKPOINT" "langgraph_checkpoint-$LANGGRAPH_CHECKPOINT")
+LG_STORE_TESTS=(tests/test_store.py)
 # pydantic-ai-harness' step-persistence tests at HARNESS_TESTS_COMMIT (or a local copy in
 # $HARNESS_SUITE), run against the pinned pydantic-ai-harness: prints their folder, or
 # nothing when they cannot be had.
@@ -163,11 +199,20 @@ echo "== langgraph-checkpoint-conformance: AgentStateSaver on a single node, the
 python python/tests/frameworks/langgraph_conformance.py
 python python/tests/frameworks/langgraph_conformance.py --cluster
 
+echo "== langgraph-checkpoint $LANGGRAPH_CHECKPOINT: its store tests with InMemoryStore -> AgentStateStore"
+(cd "$LG_CHECKPOINT_DIR" && $PYTEST -p agentstate_langgraph_store_swap "${LG_STORE_TESTS[@]}")
+
 if [ -n "$ADK_DIR" ]; then
   echo "== google-adk $GOOGLE_ADK: its session contract tests with AgentStateSessionService in _conformance.BACKENDS"
   (cd "$ADK_DIR" && $PYTEST -p agentstate_adk_swap "${ADK_TESTS[@]}")
 else
   echo "SKIPPED google-adk session contract suite: github.com unreachable and no ADK_SUITE (python/tests/test_adk.py still ran)"
+fi
+if [ -n "$ADK_MEMORY_DIR" ]; then
+  echo "== google-adk $GOOGLE_ADK: its memory-service tests with InMemoryMemoryService -> AgentStateMemoryService"
+  (cd "$ADK_MEMORY_DIR" && $PYTEST -p agentstate_adk_memory_swap "${ADK_MEMORY_TESTS[@]}")
+else
+  echo "SKIPPED google-adk memory-service suite: github.com unreachable and no ADK_MEMORY_SUITE (python/tests/test_memory.py still ran)"
 fi
 
 if [ -n "$HARNESS_DIR" ]; then
@@ -186,7 +231,9 @@ echo "== the swap is live: the same suites with a deliberately broken stand-in m
 #   openai-agents 0.24.0 tests/memory:           94 tests construct the session, 73 fail
 #   strands-agents 1.61.1 (the four files above): 64 tests construct the repository, 15 fail
 #   langgraph-checkpoint-conformance 0.0.2:       81 cases call the saver, 3 fail
+#   langgraph-checkpoint 4.3.2 tests/test_store.py: 86 tests construct the store, 3 fail
 #   google-adk 2.13.0 session contract tests:     31 tests construct the service, 5 fail
+#   google-adk 2.13.0 memory-service tests:       35 tests construct the service, 4 fail
 #   pydantic-ai-harness 0.62.0 tests/step_persistence: 52 tests construct the store, 17 fail
 CHECK_BROKEN="python $ROOT/python/tests/frameworks/check_broken.py"
 broken() { # label dir plugin min_used min_failed tests...
@@ -202,8 +249,12 @@ LG_LOG="$WORK/broken-langgraph.log" LG_RECORD="$WORK/broken-langgraph" LG_RC=0
 rm -rf "$LG_RECORD"
 AGENTSTATE_SWAP_BROKEN=1 AGENTSTATE_SWAP_RECORD="$LG_RECORD" python python/tests/frameworks/langgraph_conformance.py >"$LG_LOG" 2>&1 || LG_RC=$?
 $CHECK_BROKEN langgraph-conformance "$LG_RECORD" "$LG_RC" 81 3 "$LG_LOG"
+broken langgraph-store "$LG_CHECKPOINT_DIR" agentstate_langgraph_store_swap 86 3 "${LG_STORE_TESTS[@]}"
 if [ -n "$ADK_DIR" ]; then
   broken google-adk "$ADK_DIR" agentstate_adk_swap 31 5 "${ADK_TESTS[@]}"
+fi
+if [ -n "$ADK_MEMORY_DIR" ]; then
+  broken google-adk-memory "$ADK_MEMORY_DIR" agentstate_adk_memory_swap 35 4 "${ADK_MEMORY_TESTS[@]}"
 fi
 if [ -n "$HARNESS_DIR" ]; then
   PYTEST="$PYTEST -o anyio_mode=auto" broken pydantic-ai-harness "$HARNESS_DIR" agentstate_harness_swap 52 17 "${HARNESS_TESTS[@]}"

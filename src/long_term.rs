@@ -282,12 +282,12 @@ impl Store {
             .collect();
         let mut found = Vec::new();
         if !namespaces.is_empty() {
-            let mut pipe = redis::pipe();
-            for ns in &namespaces {
-                pipe.cmd("HGETALL").arg(self.keys().memory(ns));
-            }
-            let hashes: Vec<Vec<(String, String)>> =
-                pipe.query_async(&mut self.conn().await?).await?;
+            // Namespaces hash to their partitions' slots: fan_out reaches each on a cluster.
+            let reads = namespaces
+                .iter()
+                .map(|ns| redis::cmd("HGETALL").arg(self.keys().memory(ns)).clone())
+                .collect();
+            let hashes: Vec<Vec<(String, String)>> = self.fan_out(reads).await?;
             let now = now_ms();
             for (ns, fields) in namespaces.iter().zip(hashes) {
                 for (key, text) in fields {
@@ -391,11 +391,7 @@ impl Store {
     pub async fn forget_user_memory(&self, user: &str, label: usize) -> Result<Vec<Vec<String>>> {
         crate::keys::validate_id("user", user)?;
         let keys = self.keys();
-        let mut pipe = redis::pipe();
-        for p in 0..keys.partitions() {
-            pipe.cmd("SMEMBERS").arg(keys.memory_namespaces(p));
-        }
-        let sets: Vec<Vec<String>> = pipe.query_async(&mut self.conn().await?).await?;
+        let sets = self.memory_namespace_sets().await?;
         let home = keys.partition(user);
         let mut erased = Vec::new();
         for (p, set) in (0..).zip(sets) {
@@ -418,12 +414,25 @@ impl Store {
 
     /// Every namespace text that holds items, from each partition's namespace set.
     async fn memory_namespaces(&self) -> Result<Vec<String>> {
-        let mut pipe = redis::pipe();
-        for p in 0..self.keys().partitions() {
-            pipe.cmd("SMEMBERS").arg(self.keys().memory_namespaces(p));
-        }
-        let sets: Vec<Vec<String>> = pipe.query_async(&mut self.conn().await?).await?;
-        Ok(sets.into_iter().flatten().collect())
+        Ok(self
+            .memory_namespace_sets()
+            .await?
+            .into_iter()
+            .flatten()
+            .collect())
+    }
+
+    /// Each partition's namespace set, in partition order (through `fan_out`: the sets live
+    /// in their partitions' slots, on different nodes of a cluster).
+    async fn memory_namespace_sets(&self) -> Result<Vec<Vec<String>>> {
+        let reads = (0..self.keys().partitions())
+            .map(|p| {
+                redis::cmd("SMEMBERS")
+                    .arg(self.keys().memory_namespaces(p))
+                    .clone()
+            })
+            .collect();
+        self.fan_out(reads).await
     }
 }
 

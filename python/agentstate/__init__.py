@@ -14,8 +14,8 @@ the event loop. One ``Store`` may be shared by any number of threads and event l
 
 Adapters: :mod:`agentstate.openai_agents` (OpenAI Agents SDK ``Session``) and
 :mod:`agentstate.strands` (Strands Agents ``SessionRepository``); :mod:`agentstate.langgraph`
-(LangGraph checkpointer ``AgentStateSaver``); :mod:`agentstate.adk` (Google ADK
-``AgentStateSessionService``); :mod:`agentstate.pydantic_ai` (the Pydantic AI harness's
+(LangGraph checkpointer ``AgentStateSaver`` and store ``AgentStateStore``); :mod:`agentstate.adk`
+(Google ADK ``AgentStateSessionService`` and ``AgentStateMemoryService``); :mod:`agentstate.pydantic_ai` (the Pydantic AI harness's
 ``StepStore`` and a ``message_history``); :mod:`agentstate.agent_framework` (Microsoft Agent
 Framework ``HistoryProvider``).
 

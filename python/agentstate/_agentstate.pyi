@@ -185,6 +185,7 @@ class Store:
         max_message_bytes: Optional[int] = None,
         max_working_value_bytes: Optional[int] = None,
         max_state_bytes: Optional[int] = None,
+        memory_user_label: Optional[int] = None,
     ) -> None: ...
     @staticmethod
     def aconnect(
@@ -199,6 +200,7 @@ class Store:
         max_message_bytes: Optional[int] = None,
         max_working_value_bytes: Optional[int] = None,
         max_state_bytes: Optional[int] = None,
+        memory_user_label: Optional[int] = None,
     ) -> Awaitable["Store"]: ...
     def with_durability(self, durable: bool) -> "Store": ...
     @property
@@ -491,6 +493,73 @@ class Store:
     def adelete_user_value(self, user: str, key: str) -> Awaitable[bool]: ...
     def forget_user(self, user: str) -> Dict[str, Any]: ...
     def aforget_user(self, user: str) -> Awaitable[Dict[str, Any]]: ...
+
+    # long-term memory: items are dicts with namespace (tuple), key, value, created_at and
+    # updated_at (ms since the epoch), expires_at (ms or None), ttl_minutes, score
+    def put_memory(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Dict[str, JSON],
+        *,
+        vectors: Optional[Dict[str, Sequence[float]]] = None,
+        ttl_minutes: Optional[int] = None,
+    ) -> None: ...
+    def aput_memory(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Dict[str, JSON],
+        *,
+        vectors: Optional[Dict[str, Sequence[float]]] = None,
+        ttl_minutes: Optional[int] = None,
+    ) -> Awaitable[None]: ...
+    def get_memory(
+        self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = False
+    ) -> Optional[Dict[str, Any]]: ...
+    def aget_memory(
+        self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = False
+    ) -> Awaitable[Optional[Dict[str, Any]]]: ...
+    def delete_memory(self, namespace: Sequence[str], key: str) -> None: ...
+    def adelete_memory(self, namespace: Sequence[str], key: str) -> Awaitable[None]: ...
+    def search_memory(
+        self,
+        prefix: Optional[Sequence[str]] = None,
+        *,
+        filter: Optional[Dict[str, JSON]] = None,
+        query: Optional[Sequence[float]] = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+    ) -> List[Dict[str, Any]]: ...
+    def asearch_memory(
+        self,
+        prefix: Optional[Sequence[str]] = None,
+        *,
+        filter: Optional[Dict[str, JSON]] = None,
+        query: Optional[Sequence[float]] = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+    ) -> Awaitable[List[Dict[str, Any]]]: ...
+    def list_memory_namespaces(
+        self,
+        *,
+        prefix: Optional[Sequence[str]] = None,
+        suffix: Optional[Sequence[str]] = None,
+        max_depth: Optional[int] = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> List[Tuple[str, ...]]: ...
+    def alist_memory_namespaces(
+        self,
+        *,
+        prefix: Optional[Sequence[str]] = None,
+        suffix: Optional[Sequence[str]] = None,
+        max_depth: Optional[int] = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> Awaitable[List[Tuple[str, ...]]]: ...
 
     # run leases
     def acquire_lease(self, sid: str, owner: str, ttl_ms: int) -> Lease: ...

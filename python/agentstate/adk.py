@@ -1,4 +1,6 @@
-"""``AgentStateSessionService``: Google ADK's ``BaseSessionService`` on agentstate.
+"""``AgentStateSessionService``: Google ADK's ``BaseSessionService`` on agentstate; the memory
+service ``AgentStateMemoryService`` (``BaseMemoryService``) is re-exported from
+:mod:`agentstate._adk_memory`.
 
 An ADK session is an agentstate session; each event is one message of it (role ``event``,
 content the event's exact JSON), so events keep agentstate's seq order for every reader,
@@ -61,10 +63,11 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
 from . import _check
+from ._adk_memory import AgentStateMemoryService
 from ._agentstate import AlreadyExists, Conflict, RunLease, Store, UnknownSession, resolved
 from ._shared import ashared_store
 
-__all__ = ["AgentStateSessionService"]
+__all__ = ["AgentStateSessionService", "AgentStateMemoryService"]
 
 #: The checkpoint label holding an ADK session's own state.
 LABEL = "adk"

@@ -1,4 +1,6 @@
-"""``AgentStateSaver``: a LangGraph checkpointer (``BaseCheckpointSaver``) on agentstate.
+"""``AgentStateSaver``: a LangGraph checkpointer (``BaseCheckpointSaver``) on agentstate; the
+long-term memory store ``AgentStateStore`` (``BaseStore``) is re-exported from
+:mod:`agentstate._langgraph_store`.
 
 Runs on plain Redis (no RedisJSON or RediSearch) and on Redis Cluster; every checkpoint is
 flushed to SQLite by the spill daemon and a thread Redis lost is restored from it.
@@ -64,9 +66,10 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import _check, _ids
 from ._agentstate import Store, plain_json, resolved
+from ._langgraph_store import AgentStateStore
 from ._shared import ashared_store, shared_store
 
-__all__ = ["AgentStateSaver"]
+__all__ = ["AgentStateSaver", "AgentStateStore"]
 
 
 EMPTY = "empty:"

@@ -22,6 +22,7 @@ mod effects;
 mod graphs;
 mod inbox;
 mod leases;
+mod memory;
 mod messages;
 mod rounds;
 mod sessions;
@@ -130,6 +131,8 @@ macro_rules! constructors {
             /// `url` defaults to `AGENTSTATE_REDIS_URL`, else redis://127.0.0.1:6379; `prefix` to
             /// `AGENTSTATE_PREFIX`, else "as"; `partitions` to 16. The `max_*_bytes` limits bound
             /// payloads (message 1 MiB, working value 512 KiB, state 16 MiB by default).
+            /// `memory_user_label`: the position of the user id in a memory namespace, which
+            /// `forget_user` erases by (default 1, as in `("users", user_id, ...)`).
             #[new]
             #[pyo3(signature = $sig)]
             #[allow(clippy::too_many_arguments)]
@@ -151,7 +154,7 @@ macro_rules! constructors {
 }
 
 constructors! {
-    #[pyo3(signature = (url = None, *, prefix = None, partitions = None, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None))]
+    #[pyo3(signature = (url = None, *, prefix = None, partitions = None, session_ttl = None, pool_size = None, daemon_wait = None, durable = false, max_message_bytes = None, max_working_value_bytes = None, max_state_bytes = None, memory_user_label = None))]
     (
         url: Option<String>,
         prefix: Option<String>,
@@ -163,6 +166,7 @@ constructors! {
         max_message_bytes: Option<Whole<'py>>,
         max_working_value_bytes: Option<Whole<'py>>,
         max_state_bytes: Option<Whole<'py>>,
+        memory_user_label: Option<Whole<'py>>,
     )
 }
 
@@ -241,6 +245,9 @@ impl Settings<'_> {
         }
         if let Some(w) = self.daemon_wait {
             c = c.daemon_wait(secs("daemon_wait", w)?);
+        }
+        if let Some(label) = opt(&self.memory_user_label, "memory_user_label")? {
+            c = c.memory_user_label(label);
         }
         let mut limits = c.limits;
         for (name, given, limit) in [

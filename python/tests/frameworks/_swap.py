@@ -151,3 +151,51 @@ class SwapPlugin:
                 f"agentstate swap: the spill daemon has flushed {sessions} sessions and "
                 f"{messages} messages to SQLite ({_db[0]})"
             )
+
+
+class RebindPlugin(SwapPlugin):
+    """For suites whose tests construct the framework's in-memory class by its module-global
+    name at run time: rebinds that name in each collected test module to ``stand_in_class``,
+    whose every construction takes a store from :meth:`fresh_store` (a namespace prefix of
+    its own on one private redis-server, checked by one spill-daemon pass), so two objects of
+    one test are as separate as two in-memory ones. No daemon runs: these suites test the
+    adapter's answers; survival is python/tests' to test."""
+
+    def __init__(self, deselected: Dict[str, str], stand_in: str, swap: str, name: str) -> None:
+        self.server = RedisServer()
+        self.folder = Path(tempfile.mkdtemp(prefix="agentstate-swap-"))
+        self.name = name
+        self.stand_in_class: "type | None" = None
+        self.made = 0
+        super().__init__(deselected, stand_in, swap, (self.server, None))
+
+    def fresh_store(self):
+        """A connected store on a new namespace prefix (counts the construction as a use)."""
+        import uuid
+
+        from agentstate import Store
+
+        mark_used()
+        self.made += 1
+        prefix = "s" + uuid.uuid4().hex[:10]
+        prepare_namespace(self.server.url, prefix, self.folder / f"{prefix}.db")
+        return Store(self.server.url, prefix=prefix)
+
+    def pytest_collection_modifyitems(self, config, items):
+        super().pytest_collection_modifyitems(config, items)
+        for item in items:
+            module = getattr(item, "module", None)
+            if module is not None and hasattr(module, self.name):
+                setattr(module, self.name, self.stand_in_class)
+
+    def pytest_unconfigure(self, config):
+        import shutil
+
+        self.server.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        terminalreporter.write_line(
+            f"agentstate swap: {len(_used)} tests constructed the {self.label} stand-in "
+            f"({self.made} constructions, one namespace each)"
+        )
