@@ -49,7 +49,7 @@ test('one LangGraph thread, two languages: Python runs it, Node continues it, Py
   assert.equal(read.checkpoints, history.length, 'both languages see the same history');
 });
 
-// The Python AgentStateStore is issue 52's Python half: until the wheel has it, this case says why it is skipped.
+// A Python whose wheel lacks AgentStateStore (an older build) skips this case, saying why.
 const pyStore = (() => {
   if (!PYTHON) return 'AGENTSTATE_PYTHON is not set (a Python with the agentstate wheel)';
   try {

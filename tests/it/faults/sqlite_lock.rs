@@ -316,7 +316,7 @@ impl OtherSqlite {
     }
 }
 
-/// The loss of issue 51: a script in the daemon's own process (Python's `sqlite3` beside the
+/// A loss seen in the field: a script in the daemon's own process (Python's `sqlite3` beside the
 /// wheel's daemon) held `BEGIN EXCLUSIVE` and closed. POSIX locks are the process', so the
 /// lock held nothing off, and the close deleted the write-ahead log the daemon kept
 /// committing into: the daemon published and trimmed commits the file never got. The daemon
