@@ -28,38 +28,25 @@ pub fn memory_put(
 
 /// `memory_delete.lua`: removes items `keys` (at least one) of `namespace`.
 pub fn memory_delete(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
-    let p = ns.memory_partition(namespace);
-    let mut call = ScriptCall::new(
-        &MEMORY_DELETE,
-        &memory_keys(ns, namespace, p).each_ref().map(String::as_str),
-    )
-    .arg(namespace);
-    for key in keys {
-        call = call.arg(*key);
-    }
-    call
+    per_item(&MEMORY_DELETE, ns, namespace, keys)
 }
 
 /// `memory_expire.lua`: removes items `keys` of `namespace` whose TTL ran out.
 pub fn memory_expire(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
-    let p = ns.memory_partition(namespace);
-    let mut call = ScriptCall::new(
-        &MEMORY_EXPIRE,
-        &memory_keys(ns, namespace, p).each_ref().map(String::as_str),
-    )
-    .arg(namespace);
-    for key in keys {
-        call = call.arg(*key);
-    }
-    call
+    per_item(&MEMORY_EXPIRE, ns, namespace, keys)
 }
 
 /// `memory_refresh.lua`: moves the expiry of items `keys` of `namespace` that have a TTL to
 /// now + that TTL.
 pub fn memory_refresh(ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
+    per_item(&MEMORY_REFRESH, ns, namespace, keys)
+}
+
+/// A call of `script` (delete, expire or refresh) on items `keys` of `namespace`.
+fn per_item(script: &'static Loaded, ns: &Keys, namespace: &str, keys: &[&str]) -> ScriptCall {
     let p = ns.memory_partition(namespace);
     let mut call = ScriptCall::new(
-        &MEMORY_REFRESH,
+        script,
         &memory_keys(ns, namespace, p).each_ref().map(String::as_str),
     )
     .arg(namespace);
