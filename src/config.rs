@@ -138,6 +138,10 @@ impl Default for Limits {
     }
 }
 
+/// The default label position that names a user in a memory namespace (`("users", user_id,
+/// ...)`), which [`crate::Store::forget_user`] erases by ([`Config::memory_user_label`]).
+pub const MEMORY_USER_LABEL: usize = 1;
+
 /// Everything a [`crate::Store`] needs to know besides the Redis connection itself.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -167,7 +171,7 @@ pub struct Config {
     pub retry_wait: Duration,
     /// The label position that names a user in a long-term memory namespace (0: the first),
     /// which [`crate::Store::forget_user`] erases by; default
-    /// [`MEMORY_USER_LABEL`](crate::long_term::MEMORY_USER_LABEL), as in `("users", user_id, ...)`.
+    /// [`MEMORY_USER_LABEL`], as in `("users", user_id, ...)`.
     pub memory_user_label: usize,
 }
 
@@ -184,7 +188,7 @@ impl Default for Config {
             restore_wait: Duration::from_secs(5),
             durable_wait: Duration::from_secs(5),
             retry_wait: Duration::from_secs(5),
-            memory_user_label: crate::long_term::MEMORY_USER_LABEL,
+            memory_user_label: MEMORY_USER_LABEL,
         }
     }
 }

@@ -137,7 +137,7 @@ mod guides {
 pub use cli::run_from as run_cli;
 
 pub use checkpoints::Checkpoint;
-pub use config::{Config, Durability, Limits, Namespace};
+pub use config::{Config, Durability, Limits, Namespace, MEMORY_USER_LABEL};
 pub use consumer::{
     Consumer, ConsumerOptions, DeadLetter, DecisionEvent, Delivery, Outcome, StartFrom,
 };
@@ -151,7 +151,7 @@ pub use inbox::{InboxItem, InboxState};
 pub use leases::{Lease, RunLease};
 pub use long_term::{
     namespace_text, FilterOp, MemoryItem, MemorySearch, NamespaceListing, NewMemoryItem,
-    MAX_LABEL_BYTES, MAX_NAMESPACE_DEPTH, MEMORY_USER_LABEL,
+    MAX_LABEL_BYTES, MAX_NAMESPACE_DEPTH,
 };
 pub use messages::{
     AppendOptions, Compaction, CompactionRecord, Message, MessageQuery, MessageState, NewMessage,

@@ -24,10 +24,6 @@ use crate::error::{within_limit, Error, Result};
 use crate::scripts;
 use crate::store::Store;
 
-/// The label position that names a user in a memory namespace (`("users", user_id, ...)`),
-/// which [`Store::forget_user`](crate::Store::forget_user) erases by.
-pub const MEMORY_USER_LABEL: usize = 1;
-
 /// Most labels in a namespace path.
 pub const MAX_NAMESPACE_DEPTH: usize = 16;
 
