@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::lease::{claim, release, value};
+use super::lease::{claim, release, HeldLease};
 
 use super::flusher;
 use super::{Partition, SpillDaemon};
@@ -33,10 +33,14 @@ impl SpillDaemon {
             },
             held => held,
         };
+        let claimed_at = Instant::now();
         let Some(token) = claim(&self.store, p, &self.owner, ttl, floor).await? else {
             self.lost_lease(p);
             return Ok(false);
         };
+        // Taking a partition may outlast the lease time (the re-seed after a Redis loss at a
+        // million sessions): the steps renew it as they go.
+        let mut lease = HeldLease::new(&self.store, p, &self.owner, token, ttl, claimed_at);
         let taken = token != self.parts[p as usize].token;
         if taken && self.resumed(p, prior, token).await? {
             return Ok(true);
@@ -76,8 +80,12 @@ impl SpillDaemon {
                         (wal, decisions) = (held.wal, held.decisions);
                     }
                 }
-                let (sessions, open) =
-                    super::restore::reseed_indexes(&self.store, &self.db, p).await?;
+                let Some((sessions, open)) =
+                    super::restore::reseed_indexes(&self.store, &self.db, p, &mut lease).await?
+                else {
+                    self.lost_lease(p);
+                    return Ok(false);
+                };
                 self.events.reseeded_indexes(p, sessions, open);
             }
             let mut ids = vec![
@@ -91,8 +99,11 @@ impl SpillDaemon {
             } else if marked {
                 ids.push((super::outage::SPOOL_FIELD, ""));
             }
-            let lease = value(&self.owner, token);
-            if flusher::publish_committed(&self.store, p, &lease, &ids)
+            if !lease.keep().await? {
+                self.lost_lease(p);
+                return Ok(false);
+            }
+            if flusher::publish_committed(&self.store, p, &lease.value(), &ids)
                 .await?
                 .is_none()
             {
@@ -116,7 +127,7 @@ impl SpillDaemon {
         }
         let part = &mut self.parts[p as usize];
         part.token = token;
-        part.renewed = Some(Instant::now());
+        part.renewed = Some(lease.renewed());
         if taken {
             // Agents write only once the owner checked this Redis history.
             return self.open_history(p).await;
@@ -128,13 +139,18 @@ impl SpillDaemon {
     /// the new Redis is in SQLite): puts user values and rounds back from SQLite, then marks
     /// the partition `seeded`. A daemon that dies before the mark leaves it to the next owner.
     pub(super) async fn complete_reseed(&mut self, p: u32) -> Result<()> {
-        let part = &self.parts[p as usize];
-        let (wal, lease) = (part.wal.clone(), value(&self.owner, part.token));
-        let (values, rounds) =
-            super::restore::reseed_user_data(&self.store, &self.db, p, &wal, &lease).await?;
+        let mut lease = self.held_lease(p);
+        let wal = self.parts[p as usize].wal.clone();
+        let reseeded =
+            super::restore::reseed_user_data(&self.store, &self.db, p, &wal, &mut lease).await?;
+        self.parts[p as usize].renewed = Some(lease.renewed());
+        let Some((values, rounds)) = reseeded else {
+            self.lost_lease(p);
+            return Ok(());
+        };
         self.events.reseeded_users(p, values, rounds);
         let seeded = [(committed::SEEDED, "1")];
-        if flusher::publish_committed(&self.store, p, &lease, &seeded)
+        if flusher::publish_committed(&self.store, p, &lease.value(), &seeded)
             .await?
             .is_none()
         {
@@ -143,6 +159,19 @@ impl SpillDaemon {
         }
         self.parts[p as usize].reseed_due = false;
         Ok(())
+    }
+
+    /// The lease of `p` as this daemon holds it, for a step that renews it as it goes.
+    pub(super) fn held_lease(&self, p: u32) -> HeldLease {
+        let part = &self.parts[p as usize];
+        HeldLease::new(
+            &self.store,
+            p,
+            &self.owner,
+            part.token,
+            self.config.lease_ttl,
+            part.renewed.unwrap_or_else(Instant::now),
+        )
     }
 
     /// Forgets partition `p` after a fenced write found the lease gone (another owner, or

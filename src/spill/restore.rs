@@ -5,15 +5,20 @@
 
 use std::time::Instant;
 
+use super::lease::HeldLease;
 use super::metrics;
 use crate::durable::snapshot::Snapshot;
 use crate::durable::Durable;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::scripts;
 use crate::store::Store;
 
 /// Graph log values written back per `restore_graph.lua` call.
 const GRAPH_CHUNK: usize = 1000;
+
+/// Sessions per `index_sessions.lua` call in a re-seed: Redis serves nobody else during a
+/// call, so a re-seed of many sessions goes in short calls.
+const INDEX_CHUNK: usize = 250;
 
 /// How long the daemon's answer to a restore request stays readable.
 const REPLY_TTL_MS: u64 = 10_000;
@@ -71,45 +76,51 @@ async fn restore_rounds(
 /// with the session) that SQLite holds for partition `p`. Runs after the flush that applied every wal entry up to
 /// `wal_committed`, so erasures made in the new Redis are in SQLite already; what agents did
 /// since is never overwritten or resurrected (`reseed_user_values.lua`, `restore_rounds.lua`).
-/// Returns the values and memory items, and the rounds hashes, written.
-/// `lease` is the owner's lease value (`"<owner> <token>"`): a daemon that lost the partition
-/// meanwhile writes nothing and gets [`Error::Redis`] ("lease lost"), leaving the re-seed to
-/// the new owner.
+/// Returns the values and memory items, and the rounds hashes, written; `None` when the
+/// lease was lost meanwhile (the scripts are fenced by it): the new owner re-seeds.
 pub(crate) async fn reseed_user_data(
     store: &Store,
     db: &Durable,
     p: u32,
     wal_committed: &str,
-    lease: &str,
-) -> Result<(u64, u64)> {
+    lease: &mut HeldLease,
+) -> Result<Option<(u64, u64)>> {
     let keys = store.keys().clone();
+    let fence = lease.value();
     let (values, rounds) = db.load_user_data(&keys, p).await?;
     let mut written = (0, 0);
     for (user, pairs) in &values {
-        let call = scripts::reseed_user_values(store.keys(), user, wal_committed, lease, pairs);
+        if !lease.keep().await? {
+            return Ok(None);
+        }
+        let call = scripts::reseed_user_values(store.keys(), user, wal_committed, &fence, pairs);
         let n: i64 = store.invoke(&call).await?;
         if n < 0 {
-            return Err(Error::redis(format!(
-                "lease on partition {p} lost during the user re-seed; the new owner repeats it"
-            )));
+            // The script found the lease gone: the new owner repeats this step.
+            return Ok(None);
         }
         written.0 += n as u64;
     }
     for ((user, session), list) in &rounds {
+        if !lease.keep().await? {
+            return Ok(None);
+        }
         written.1 += u64::from(restore_rounds(store, user, session, list).await?);
     }
     let now_ms = crate::durable::retention::now_ms();
     for (namespace, pairs) in db.memory_items(p, now_ms).await? {
-        let call = scripts::reseed_memory(store.keys(), &namespace, wal_committed, lease, &pairs);
+        if !lease.keep().await? {
+            return Ok(None);
+        }
+        let call = scripts::reseed_memory(store.keys(), &namespace, wal_committed, &fence, &pairs);
         let n: i64 = store.invoke(&call).await?;
         if n < 0 {
-            return Err(Error::redis(format!(
-                "lease on partition {p} lost during the memory re-seed; the new owner repeats it"
-            )));
+            // The script found the lease gone: the new owner repeats this step.
+            return Ok(None);
         }
         written.0 += n as u64;
     }
-    Ok(written)
+    Ok(Some(written))
 }
 
 /// A rollback repair's step for user data: every user hash and StateService rounds hash of
@@ -120,9 +131,10 @@ pub(crate) async fn overwrite_user_data(
     store: &Store,
     db: &Durable,
     p: u32,
-    lease: &str,
-) -> Result<u64> {
+    lease: &mut HeldLease,
+) -> Result<Option<u64>> {
     let keys = store.keys().clone();
+    let fence = lease.value();
     let (values, rounds) = db.load_user_data(&keys, p).await?;
     let durable: std::collections::HashSet<String> = values
         .iter()
@@ -176,21 +188,26 @@ pub(crate) async fn overwrite_user_data(
     }
     let mut written = 0;
     for (user, pairs) in &values {
-        let call = scripts::replace_user_values(store.keys(), user, lease, pairs);
+        if !lease.keep().await? {
+            return Ok(None);
+        }
+        let call = scripts::replace_user_values(store.keys(), user, &fence, pairs);
         let n: i64 = store.invoke(&call).await?;
         if n < 0 {
-            return Err(Error::redis(format!(
-                "lease on partition {p} lost during a rollback repair; the new owner repeats it"
-            )));
+            // The script found the lease gone: the new owner repeats this step.
+            return Ok(None);
         }
         written += n as u64;
     }
     for ((user, session), list) in &rounds {
+        if !lease.keep().await? {
+            return Ok(None);
+        }
         if restore_rounds(store, user, session, list).await? {
             written += list.len() as u64;
         }
     }
-    Ok(written)
+    Ok(Some(written))
 }
 
 /// A rollback repair's step for long-term memory: every memory namespace of partition `p`
@@ -200,8 +217,9 @@ pub(crate) async fn overwrite_memory(
     store: &Store,
     db: &Durable,
     p: u32,
-    lease: &str,
-) -> Result<u64> {
+    lease: &mut HeldLease,
+) -> Result<Option<u64>> {
+    let fence = lease.value();
     let durable = db
         .memory_items(p, crate::durable::retention::now_ms())
         .await?;
@@ -216,33 +234,47 @@ pub(crate) async fn overwrite_memory(
         .map(|n| (n.clone(), Vec::new()));
     let mut written = 0;
     for (namespace, pairs) in durable.iter().cloned().chain(gone) {
-        let call = scripts::replace_memory(store.keys(), &namespace, lease, &pairs);
+        if !lease.keep().await? {
+            return Ok(None);
+        }
+        let call = scripts::replace_memory(store.keys(), &namespace, &fence, &pairs);
         let n: i64 = store.invoke(&call).await?;
         if n < 0 {
-            return Err(Error::redis(format!(
-                "lease on partition {p} lost during a rollback repair; the new owner repeats it"
-            )));
+            // The script found the lease gone: the new owner repeats this step.
+            return Ok(None);
         }
         written += n as u64;
     }
-    Ok(written)
+    Ok(Some(written))
 }
 
 /// Re-adds every session SQLite holds for partition `p` to the session indexes (after Redis
 /// lost them: the daemon found `<prefix>:{p}:committed` empty), so listing shows them again.
-/// Returns how many sessions and open decisions it re-added.
-pub(crate) async fn reseed_indexes(store: &Store, db: &Durable, p: u32) -> Result<(usize, usize)> {
+/// Returns how many sessions and open decisions it re-added; `None` when the lease was
+/// lost meanwhile (the next owner re-seeds: adding an id the index holds changes nothing).
+pub(crate) async fn reseed_indexes(
+    store: &Store,
+    db: &Durable,
+    p: u32,
+    lease: &mut HeldLease,
+) -> Result<Option<(usize, usize)>> {
     let rows = db.partition_sessions(p).await?;
     // Decisions still without an outcome, so crash recovery (`incomplete_decisions`) and
     // `record_outcome` work again; HSETNX leaves any the new Redis holds alone.
     let open = db.open_decisions(p).await?;
     let index = store.keys().sessions_index(p);
-    for chunk in rows.chunks(1000) {
+    for chunk in rows.chunks(INDEX_CHUNK) {
+        if !lease.keep().await? {
+            return Ok(None);
+        }
         let call = scripts::index_sessions(store.keys(), &index, p, chunk);
         let _: usize = store.invoke(&call).await?;
     }
     let mut conn = store.conn().await?;
     for chunk in open.chunks(1000) {
+        if !lease.keep().await? {
+            return Ok(None);
+        }
         let mut pipe = redis::pipe();
         for d in chunk {
             pipe.hset_nx(
@@ -254,7 +286,7 @@ pub(crate) async fn reseed_indexes(store: &Store, db: &Durable, p: u32) -> Resul
         }
         let _: () = pipe.query_async(&mut conn).await?;
     }
-    Ok((rows.len(), open.len()))
+    Ok(Some((rows.len(), open.len())))
 }
 
 /// Serves the pending restore requests of partition `p`; returns the sessions restored.

@@ -39,7 +39,13 @@ impl SpillDaemon {
             Checked::Lost => return Ok(false),
             Checked::Behind(replid) => replid,
         };
-        let records = self.repair(p).await?;
+        let mut lease = self.held_lease(p);
+        let repaired = self.repair(p, &mut lease).await?;
+        self.parts[p as usize].renewed = Some(lease.renewed());
+        let Some(records) = repaired else {
+            self.lost_lease(p);
+            return Ok(false);
+        };
         self.publish_cursors(p).await?;
         match self.check(p, &wal, &decisions, Some(&replid)).await? {
             Checked::Open => {
@@ -114,12 +120,16 @@ impl SpillDaemon {
     /// session Redis does not hold comes back on demand), the session indexes and open
     /// decisions are re-added and the decided ones closed, user values and StateService
     /// rounds are set to the durable ones. Agents cannot
-    /// write meanwhile (the partition is not open). Returns the records put back.
-    async fn repair(&mut self, p: u32) -> Result<u64> {
+    /// write meanwhile (the partition is not open). Returns the records put back; `None`
+    /// when the lease was lost meanwhile (the next owner repairs).
+    async fn repair(&mut self, p: u32, lease: &mut lease::HeldLease) -> Result<Option<u64>> {
         let store = self.store.clone();
         let sessions = self.db.partition_sessions(p).await?;
         let mut records = 0;
         for chunk in sessions.chunks(500) {
+            if !lease.keep().await? {
+                return Ok(None);
+            }
             let mut conn = store.conn().await?;
             let mut pipe = redis::pipe();
             for (sid, _) in chunk {
@@ -139,13 +149,21 @@ impl SpillDaemon {
                 records += put_back(&held, &snapshot);
             }
         }
-        let (_, open) = super::restore::reseed_indexes(&store, &self.db, p).await?;
+        let Some((_, open)) = super::restore::reseed_indexes(&store, &self.db, p, lease).await?
+        else {
+            return Ok(None);
+        };
         records += open as u64;
         records += close_decided(&store, &self.db, p).await?;
-        let lease = lease::value(&self.owner, self.parts[p as usize].token);
-        let values = super::restore::overwrite_user_data(&store, &self.db, p, &lease).await?;
-        let items = super::restore::overwrite_memory(&store, &self.db, p, &lease).await?;
-        Ok(records + values + items)
+        let Some(values) = super::restore::overwrite_user_data(&store, &self.db, p, lease).await?
+        else {
+            return Ok(None);
+        };
+        let Some(items) = super::restore::overwrite_memory(&store, &self.db, p, lease).await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(records + values + items))
     }
 }
 
@@ -222,7 +240,7 @@ async fn evict(conn: &mut crate::connection::Connection, keys: &SessionKeys) -> 
     Ok(out)
 }
 
-/// The records `snapshot` holds beyond what Redis `held` before the repair.
+/// The records `snapshot` holds beyond what Redis `lease` before the repair.
 fn put_back(held: &Held, snapshot: &Snapshot) -> u64 {
     let image = &snapshot.image;
     let durable = [

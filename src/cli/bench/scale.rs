@@ -87,7 +87,7 @@ pub async fn w9_scale(
     let walk_secs = started.elapsed().as_secs_f64();
 
     let cancel = CancellationToken::new();
-    let daemon = tokio::spawn(
+    let mut daemon = tokio::spawn(
         SpillDaemon::open(store.clone(), config)
             .await?
             .run(cancel.clone().cancelled_owned()),
@@ -96,7 +96,18 @@ pub async fn w9_scale(
     let mut outcome = Ok(());
     let started = Instant::now();
     for p in 0..store.keys().partitions() {
-        if let Err(e) = wait_owned(store, p, Duration::from_secs(600)).await {
+        // A daemon that stopped takes nothing: its error, not the wait's, is the outcome.
+        let owned = tokio::select! {
+            owned = wait_owned(store, p, Duration::from_secs(600)) => owned,
+            stopped = &mut daemon => {
+                return Err(match stopped {
+                    Ok(Err(e)) => e,
+                    Ok(Ok(())) => crate::Error::io("the spill daemon stopped before taking every partition"),
+                    Err(e) => crate::Error::io(format!("the spill daemon panicked: {e}")),
+                })
+            }
+        };
+        if let Err(e) = owned {
             outcome = Err(e);
             break;
         }

@@ -159,6 +159,9 @@ const MIGRATIONS: &[&str] = &[
      ) WITHOUT ROWID;
      CREATE INDEX memory_items_partition ON memory_items (partition);
      CREATE INDEX memory_items_expiry ON memory_items (expires_at) WHERE expires_at IS NOT NULL;",
+    // 7: a partition's sessions (the index re-seed after a Redis loss, a rollback repair)
+    // without a scan of every session per partition; PostgreSQL's schema had it from 1.
+    "CREATE INDEX sessions_partition ON sessions (partition);",
 ];
 
 /// The schema version this build writes (the number of migrations).

@@ -376,3 +376,77 @@ async fn memory_items_reach_the_durable_tier_and_come_back_after_redis_restarts_
     stop.cancel();
     daemon.await.unwrap().unwrap();
 }
+
+/// A partition whose index re-seed after a Redis loss takes longer than the lease time (a
+/// million sessions, or a slow Redis) is still taken: the daemon renews its lease while it
+/// re-seeds, instead of losing it, starting over and never opening the partition.
+#[tokio::test]
+async fn a_reseed_longer_than_the_lease_time_completes_and_lists_every_session() {
+    use futures_util::stream::{self, StreamExt, TryStreamExt};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let mut t = crate::support::env().await;
+    let ids = t.ids_in_partition("many", 0, 20_000);
+    let store = t.store.clone();
+    stream::iter(ids.clone())
+        .map(|sid| {
+            let store = store.clone();
+            async move { store.create_session(&NewSession::new().id(&sid)).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    // 20,000 creations take a loaded machine longer to flush than `flush`'s drain waits.
+    let patient = t.spill_config().lease_ttl(Duration::from_secs(30));
+    let flush = SpillDaemon::open(t.store.clone(), patient).await.unwrap();
+    flush.run_once().await.unwrap();
+    t.lose_redis().await;
+    // A slow Redis: busy 20 ms of every 30, so the re-seed's 80 calls of 250 ids take
+    // seconds, well past the 500 ms lease, while each call waits at most one busy spell.
+    let slowing = Arc::new(AtomicBool::new(true));
+    let slow = {
+        let (slowing, mut conn) = (slowing.clone(), t.redis());
+        std::thread::spawn(move || {
+            while slowing.load(Ordering::Relaxed) {
+                let _: () = redis::cmd("EVAL")
+                    .arg("local s = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - s[1]) * 1000000 + n[2] - s[2] > 20000")
+                    .arg(0)
+                    .query(&mut conn)
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let daemon = SpillDaemon::open(t.store.clone(), t.spill_config())
+        .await
+        .unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(daemon.run(cancel.clone().cancelled_owned()));
+    // Taken: the marker that opens the partition to agents' writes is published.
+    let committed = t.store.keys().committed(0);
+    crate::support::wait_until(
+        "the daemon takes partition 0 (its marker published)",
+        Duration::from_secs(60),
+        || t.cmd::<bool>(&["HEXISTS", &committed, "seeded"]),
+    )
+    .await;
+    slowing.store(false, Ordering::Relaxed);
+    slow.join().unwrap();
+    cancel.cancel();
+    running.await.unwrap().unwrap();
+    let mut listing = SessionListing::new(MAX_PAGE);
+    let mut listed = Vec::new();
+    loop {
+        let page = t.store.list_sessions_page(&listing).await.unwrap();
+        listed.extend(page.ids);
+        match page.next {
+            Some(next) => listing.after = Some(next),
+            None => break,
+        }
+    }
+    let mut expected = ids;
+    expected.sort();
+    assert_eq!(listed, expected);
+}
