@@ -384,6 +384,17 @@ def test_a_number_out_of_range_is_a_value_error_naming_the_argument_and_writes_n
     assert store.message(sid, 1)["content"] == "first"
 
 
+def test_bytes_content_is_a_type_error_naming_content_and_writes_nothing(store):
+    sid = store.create_session()
+    for append in (store.append, store.aappend):
+        with pytest.raises(TypeError, match=r'^content must be a str, got bytes: decode it first \(content=data\.decode\("utf-8"\)\)'):
+            append(sid, "user", b"bytes")
+    with pytest.raises(TypeError, match="^content must be a str, got int$"):
+        store.append(sid, "user", 7)
+    assert store.messages(sid) == []
+    assert store.append(sid, "user", "text") == 1
+
+
 # ---- restore and Redis loss ------------------------------------------------------------------
 
 

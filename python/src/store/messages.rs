@@ -1,7 +1,7 @@
 //! Messages: append (one, many), pop, replace, read, compact, usage.
 
 use super::*;
-use crate::args::{opt, Whole};
+use crate::args::{opt, opt_text, Text, Whole};
 use crate::convert::json_array;
 
 twins! {
@@ -17,7 +17,7 @@ twins! {
         py,
         sid: String,
         role: String,
-        content: Option<String>,
+        content: Option<Text<'_>>,
         name: Option<String>,
         tool_calls: Option<Bound<'_, PyAny>>,
         tool_call_id: Option<String>,
@@ -27,7 +27,7 @@ twins! {
         expect_seq: Option<Whole<'_>>,
     ) -> u64 {
         let mut m = NewMessage::new(role);
-        m.content = content;
+        m.content = opt_text(&content, "content")?;
         m.name = name;
         m.tool_calls = opt_json(tool_calls.as_ref())?;
         m.tool_call_id = tool_call_id;
