@@ -2,7 +2,7 @@
 # Makes sure the commands named as arguments are on PATH (default: redis-server), installing
 # Debian's package that provides each (its own name; redis-cli and redis-benchmark come in
 # redis-tools) when one is missing and we can (root or sudo), and otherwise saying exactly
-# what to run (node comes in nodejs). Used by scripts/test.sh, scripts/demo.sh, .ci/run.
+# what to run (node comes in nodejs, objdump in binutils). Used by scripts/test.sh, scripts/demo.sh, .ci/run.
 set -euo pipefail
 missing=()
 for tool in "${@:-redis-server}"; do
@@ -14,6 +14,7 @@ for tool in "${missing[@]}"; do
   case "$tool" in
     redis-cli|redis-benchmark) packages+=(redis-tools) ;;
     node) packages+=(nodejs) ;;
+    objdump|ar) packages+=(binutils) ;;
     *) packages+=("$tool") ;;
   esac
 done

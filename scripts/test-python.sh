@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The Python package's tests, from a fresh clone, as a Python user gets it:
-#   0. builds the wheel once (`maturin build --release`: the binding, the `agentstate`
-#      command and the spill daemon in one extension), creates a fresh venv and installs the
-#      pinned tools and frameworks (python/tests/requirements.txt) and the wheel into it with
-#      no cargo on PATH; everything below runs from that installed wheel, cargo off PATH,
-#      and the spill daemon the tests start is the wheel's own `agentstate` command,
+#   0. builds the wheel once (scripts/build-wheel.sh: maturin --zig for manylinux2014; the
+#      binding, the `agentstate` command and the spill daemon in one extension; checked there
+#      by auditwheel, scripts/check-glibc.sh and twine, the sdist by twine), creates a fresh
+#      venv and installs the pinned tools and frameworks (python/tests/requirements.txt) and
+#      the wheel into it with no cargo on PATH; everything below runs from that installed
+#      wheel, cargo off PATH, and the spill daemon the tests start is the wheel's own
+#      `agentstate` command,
 # then runs
 #   1. our tests (python/tests: binding, first contact, Redis-loss survival with a real
 #      `agentstate spill`, two processes interleaving), and a user's test file
@@ -55,17 +57,14 @@ if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
 fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 WORK="$CARGO_TARGET_DIR/python"
-BUILD_VENV="$WORK/build-venv"   # maturin only, kept between runs
 VENV="$WORK/venv"               # the user's environment, made afresh each run
 PIP="python -m pip --disable-pip-version-check -q"
 mkdir -p "$WORK/sdists"
 
-echo "== build: the wheel (maturin build --release)"
-[ -x "$BUILD_VENV/bin/python" ] || python3 -m venv "$BUILD_VENV"
-"$BUILD_VENV/bin/python" -m pip --disable-pip-version-check -q install "$(grep '^maturin==' python/tests/requirements.txt)"
+echo "== build: the wheel for manylinux2014 and its checks (scripts/build-wheel.sh)"
 rm -rf "$WORK/wheels"
-(cd python && "$BUILD_VENV/bin/maturin" build --release --locked --quiet --out "$WORK/wheels")
-WHEEL=$(ls "$WORK"/wheels/agentstate-*.whl)
+scripts/build-wheel.sh "$WORK/wheels"
+WHEEL=$(ls "$WORK"/wheels/agentstate_redis-*.whl)
 
 echo "== install: a fresh venv, the frameworks and the wheel, with no cargo on PATH"
 export PATH
