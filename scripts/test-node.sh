@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The Node package's tests, as a Node user gets it:
-#   0. builds the addon once (`npm run build` in node/: `cargo build --release --locked -p
-#      agentstate-node`, copied to node/agentstate.node, debug info stripped) and packs the
-#      package (`npm pack`: the prebuilt addon inside); a fresh temp project installs that
-#      tarball and the pinned test-time frameworks (node/test/package.json) with no cargo on
-#      PATH; everything below runs from that installed copy,
+#   0. builds the packages once (scripts/build-node.sh: the addon linked for glibc 2.17 in the
+#      platform package @agentstate/node-linux-x64-gnu, both packed with `npm pack`); a fresh
+#      temp project installs the two tarballs and the pinned test-time frameworks
+#      (node/test/package.json) with no cargo on PATH, and the addon must load from the
+#      platform package; everything below runs from that installed copy,
 # then runs
 #   1. our tests (node/test/*.test.mjs, node's test runner: store, typed errors, 8 worker
 #      processes on one session, Redis loss and restore, the LangGraph.js graph across two
@@ -35,11 +35,12 @@ WORK="$CARGO_TARGET_DIR/node"
 mkdir -p "$WORK"
 start=$(date +%s)
 
-echo "== build: the addon (cargo build --release) and the tarball (npm pack)"
-(cd node && npm run --silent build)
-rm -f "$WORK"/agentstate-node-*.tgz
-TARBALL="$WORK/$(cd node && npm pack --silent --pack-destination "$WORK" | tail -1)"
-echo "   $TARBALL ($(du -h "$TARBALL" | cut -f1))"
+echo "== build: the addon for glibc 2.17 and the tarballs (scripts/build-node.sh)"
+scripts/build-node.sh "$WORK"
+VERSION=$(node -p 'require("./node/package.json").version')
+TARBALL="$WORK/agentstate-node-$VERSION.tgz"
+PLATFORM_TARBALL="$WORK/agentstate-node-linux-x64-gnu-$VERSION.tgz"
+echo "   $TARBALL ($(du -h "$TARBALL" | cut -f1)), $PLATFORM_TARBALL ($(du -h "$PLATFORM_TARBALL" | cut -f1))"
 
 echo "== install: the tarball into a fresh project, no cargo on PATH"
 PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/agentstate-node-test.XXXXXX")
@@ -73,8 +74,11 @@ NOCARGO_PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v -e '\.cargo/bin' -e '
   cd "$PROJECT"
   export PATH="$NOCARGO_PATH"
   ! command -v cargo >/dev/null || { echo "error: cargo is still on PATH" >&2; exit 1; }
-  npm install --silent --no-audit --no-fund "$TARBALL"
+  npm install --silent --no-audit --no-fund "$TARBALL" "$PLATFORM_TARBALL"
   npm install --silent --no-audit --no-fund
+  # The addon is the platform package's: the main package carries none.
+  [ ! -e node_modules/@agentstate/node/agentstate.node ] || { echo "error: the main tarball carries an addon" >&2; exit 1; }
+  node -e 'const p = require.resolve("@agentstate/node-linux-x64-gnu"); require("@agentstate/node"); console.log("   addon: " + p)'
 )
 
 cd "$PROJECT"

@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 'use strict';
-// npm's `install` step. Inside the agentstate repository (the package is its node/ folder) it
-// builds the addon with cargo (`cargo build --release --locked -p agentstate-node`) and copies
-// it to agentstate.node, debug info stripped; in a packed tarball agentstate.node is already
-// there (prebuilt by scripts/test-node.sh or by hand before `npm pack`) and nothing runs, so
-// a machine without cargo installs it. AGENTSTATE_NODE_SKIP_BUILD=1 skips the build.
+// `npm run build`. Inside the agentstate repository (the package is its node/ folder) it
+// writes the ESM declarations and builds the addon from source (`cargo build --release
+// --locked -p agentstate-node`), copied to agentstate.node with its debug info stripped: the
+// way to the addon on a platform with no prebuilt package (scripts/build-node.sh builds the
+// platform packages' instead). In an installed copy it only checks that the addon loads.
+// The published package runs no install script: the addon comes prebuilt in this platform's
+// package (@agentstate/node-linux-x64-gnu, ...), an optional dependency npm installs.
+// AGENTSTATE_NODE_SKIP_BUILD=1 skips the build.
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync, spawnSync } = require('node:child_process');
@@ -30,13 +33,13 @@ function declarationsForEsm() {
 if (inRepo) declarationsForEsm();
 if (process.env.AGENTSTATE_NODE_SKIP_BUILD === '1') process.exit(0);
 if (!inRepo) {
-  if (fs.existsSync(addon)) process.exit(0);
-  console.error(
-    'error: this copy of the agentstate Node package has no prebuilt agentstate.node and no ' +
-      'Rust sources — install it from the repository (`npm install ./node`, needs cargo) or ' +
-      'from a tarball packed after a build'
-  );
-  process.exit(1);
+  try {
+    require('../lib/native');
+    process.exit(0);
+  } catch (e) {
+    console.error(`error: ${e.message}`);
+    process.exit(1);
+  }
 }
 
 const cargo = spawnSync('cargo', ['--version'], { stdio: 'ignore' });
