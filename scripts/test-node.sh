@@ -42,7 +42,7 @@ TARBALL="$WORK/agentstate-node-$VERSION.tgz"
 PLATFORM_TARBALL="$WORK/agentstate-node-linux-x64-gnu-$VERSION.tgz"
 echo "   $TARBALL ($(du -h "$TARBALL" | cut -f1)), $PLATFORM_TARBALL ($(du -h "$PLATFORM_TARBALL" | cut -f1))"
 
-echo "== install: the tarball into a fresh project, no cargo on PATH"
+echo "== install: the two tarballs into a fresh project, no cargo on PATH"
 PROJECT=$(mktemp -d "${TMPDIR:-/tmp}/agentstate-node-test.XXXXXX")
 trap 'rm -rf "$PROJECT"' EXIT
 cp node/test/package.json node/test/tsconfig.json node/test/*.mjs node/test/types.ts \
