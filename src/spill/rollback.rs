@@ -140,6 +140,10 @@ impl SpillDaemon {
                 if !live {
                     continue;
                 }
+                // Each rewrite is a durable read and several script calls: renew per session.
+                if !lease.keep().await? {
+                    return Ok(None);
+                }
                 let Some(snapshot) = self.db.load_snapshot(sid).await? else {
                     continue;
                 };
@@ -240,7 +244,7 @@ async fn evict(conn: &mut crate::connection::Connection, keys: &SessionKeys) -> 
     Ok(out)
 }
 
-/// The records `snapshot` holds beyond what Redis `lease` before the repair.
+/// The records `snapshot` holds beyond what Redis `held` before the repair.
 fn put_back(held: &Held, snapshot: &Snapshot) -> u64 {
     let image = &snapshot.image;
     let durable = [
